@@ -1,0 +1,1 @@
+"""FIRE: fast interpretable rule extraction from tree ensembles (pure numpy/numba library)."""
