@@ -1,0 +1,916 @@
+"""Tree ensembles as flat node arrays, their leaves in a fixed order, and the implicit mapping matrix.
+
+A :class:`TreeEnsemble` is a list of binary regression trees plus two scalars::
+
+    prediction(x) = base_score + tree_weight * sum_t value_t[leaf_t(x)]
+
+Every leaf is a decision rule (the conjunction of the splits on its path). Leaves are numbered
+per tree in explicit left-to-right depth-first order (never node-id order, which differs for trees
+grown best-first), and globally by concatenating the trees: the leaves of tree ``t`` are the
+columns ``leaf_offsets[t]:leaf_offsets[t + 1]`` of the mapping matrix ``M`` (paper, section 2),
+whose row ``i`` holds ``value`` at the one leaf per tree that sample ``i`` reaches.
+
+Splits follow scikit-learn exactly: ``x`` goes left iff ``float32(x[feature]) <= threshold``
+(threshold compared in float64), and a NaN goes left iff the split's ``missing_go_left`` is true.
+
+JSON schema ``fire-forest`` version 1 (what :meth:`TreeEnsemble.to_dict` writes and
+:meth:`TreeEnsemble.from_dict` validates; also documented in ``docs/forest-schema.md``)::
+
+    {
+      "format": "fire-forest",            required, exactly this string
+      "version": 1,                       required, exactly 1
+      "kind": "random_forest",            optional string (default "custom"): random_forest,
+                                          extra_trees, gradient_boosting, decision_tree or custom;
+                                          only used by to_sklearn() to pick the estimator class
+      "n_features": 8,                    required integer >= 1: columns of X
+      "feature_names": ["MedInc", ...],   optional: n_features unique non-empty strings
+                                          (default "x0", "x1", ...)
+      "base_score": 0.0,                  required finite number added to every prediction
+      "tree_weight": 0.01,                required finite number multiplying every leaf value
+                                          (random forest: 1/T; boosting: 1, learning rate is
+                                          already folded into the values)
+      "trees": [                          required non-empty list, one object per tree
+        {
+          "children_left":  [1, -1, -1],  required, one entry per node; node 0 is the root;
+          "children_right": [2, -1, -1],  a leaf has both children -1, a split node has two
+                                          valid child ids; every node but the root has exactly
+                                          one parent and is reachable from the root
+          "feature":   [0, -2, -2],       required integers; at split nodes in [0, n_features),
+                                          ignored at leaves (write -2)
+          "threshold": [2.5, -2.0, -2.0], required finite numbers; x goes left iff
+                                          float32(x[feature]) <= threshold
+          "value":     [0.0, 1.5, 3.0],   required finite numbers: node outputs (leaves matter)
+          "missing_go_left": [true, false, false],
+                                          optional booleans (default all false): where NaN goes
+          "n_samples": [100, 60, 40]      optional integers >= 0: training samples per node
+        }
+      ]
+    }
+
+Limits on untrusted input (keyword arguments of ``from_dict``/``TreeEnsemble``): at most
+``max_nodes`` nodes in total (default 5,000,000), tree depth at most ``max_depth`` (default 64),
+``n_features`` at most ``max_features`` (default 1,000,000). Violations raise
+:class:`ForestSchemaError` whose ``field`` is a path such as ``trees/3/children_left/17``.
+Python's ``json`` writes floats with ``repr``, so float64 thresholds and values round-trip
+exactly through ``json.dumps``/``json.loads``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse
+from numba import njit
+
+FOREST_FORMAT = "fire-forest"
+FOREST_FORMAT_VERSION = 1
+DEFAULT_MAX_NODES = 5_000_000
+DEFAULT_MAX_DEPTH = 64
+DEFAULT_MAX_FEATURES = 1_000_000
+MAX_FEATURE_NAME_LENGTH = 1024
+KINDS = ("random_forest", "extra_trees", "gradient_boosting", "decision_tree", "custom")
+
+LEAF = -1
+LEAF_FEATURE = -2
+_LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+_TOP_LEVEL_KEYS = {"format", "version", "kind", "n_features", "feature_names", "base_score",
+                   "tree_weight", "trees"}
+_REQUIRED_TOP_LEVEL_KEYS = ("format", "version", "n_features", "base_score", "tree_weight", "trees")
+_REQUIRED_TREE_KEYS = ("children_left", "children_right", "feature", "threshold", "value")
+_OPTIONAL_TREE_KEYS = ("missing_go_left", "n_samples")
+
+
+class ForestSchemaError(ValueError):
+    """An invalid tree ensemble; ``field`` is the JSON path of the offending entry."""
+
+    def __init__(self, field: str, detail: str):
+        super().__init__(f"{field}: {detail}" if field else detail)
+        self.field = field
+        self.detail = detail
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """One binary regression tree as parallel per-node arrays (scikit-learn's layout).
+
+    ``TreeEnsemble`` validates the arrays and stores canonical copies (int32, float64, bool).
+    """
+
+    children_left: np.ndarray    # int32 (n_nodes,), -1 at leaves
+    children_right: np.ndarray   # int32 (n_nodes,), -1 at leaves
+    feature: np.ndarray          # int32 (n_nodes,), -2 at leaves
+    threshold: np.ndarray        # float64 (n_nodes,): go left iff float32(x[feature]) <= threshold
+    value: np.ndarray            # float64 (n_nodes,): node output before tree_weight
+    missing_go_left: np.ndarray | None = None  # bool (n_nodes,): where NaN goes (None: right)
+    n_samples: np.ndarray | None = None        # int64 (n_nodes,): training samples per node
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.children_left)
+
+
+# ----------------------------------------------------------------------------------------------
+# numba kernels
+# ----------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _depth_first_leaves(children_left, children_right):
+    """Leaves in left-to-right depth-first order, each node's parent and depth (-1: unreached).
+
+    Requires every node but the root to have at most one parent (checked before), so the walk
+    visits each node at most once.
+    """
+    n_nodes = children_left.shape[0]
+    parent = np.full(n_nodes, -1, np.int32)
+    depth = np.full(n_nodes, -1, np.int32)
+    leaves = np.empty(n_nodes, np.int32)
+    stack = np.empty(n_nodes, np.int32)
+    n_leaves = 0
+    stack[0] = 0
+    depth[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        left = children_left[node]
+        if left == -1:
+            leaves[n_leaves] = node
+            n_leaves += 1
+        else:
+            right = children_right[node]
+            parent[left] = node
+            parent[right] = node
+            depth[left] = depth[node] + 1
+            depth[right] = depth[node] + 1
+            stack[top] = right
+            stack[top + 1] = left
+            top += 2
+    return leaves[:n_leaves], parent, depth
+
+
+@njit(cache=True)
+def _apply_trees(X, node_offsets, children_left, children_right, feature, threshold,
+                 missing_go_left, leaf_index, out):
+    """out[i, t] = local leaf index that row i reaches in tree t (sklearn's routing)."""
+    n_rows, n_trees = out.shape
+    for i in range(n_rows):
+        for t in range(n_trees):
+            root = node_offsets[t]
+            node = root
+            while children_left[node] != -1:
+                x = X[i, feature[node]]
+                if np.isnan(x):
+                    go_left = missing_go_left[node]
+                else:
+                    go_left = x <= threshold[node]
+                node = root + (children_left[node] if go_left else children_right[node])
+            out[i, t] = leaf_index[node]
+
+
+@njit(cache=True)
+def _fill_leaf_ancestors(leaf_nodes, parent, internal_id, ptr, ids):
+    """Write the internal-node ids on each leaf's path, root first, into ids[ptr[j]:ptr[j+1]]."""
+    for j in range(leaf_nodes.shape[0]):
+        node = leaf_nodes[j]
+        pos = ptr[j + 1]
+        while parent[node] != -1:
+            node = parent[node]
+            pos -= 1
+            ids[pos] = internal_id[node]
+
+
+@njit(cache=True)
+def count_antecedents(leaves, ptr, ids, n_internal_total):
+    """Number of distinct internal nodes (antecedents) on the paths of the given global leaves.
+
+    ``leaves`` are global leaf indices (e.g. ``np.flatnonzero(w)``); ``ptr, ids`` is
+    ``TreeEnsemble.leaf_ancestors`` and ``n_internal_total`` is ``TreeEnsemble.n_internal_nodes``.
+    This is the paper's interpretability count; cost O(len(leaves) * depth).
+    """
+    seen = np.zeros(n_internal_total, np.bool_)
+    count = 0
+    for k in range(leaves.shape[0]):
+        leaf = leaves[k]
+        for pos in range(ptr[leaf], ptr[leaf + 1]):
+            node = ids[pos]
+            if node >= n_internal_total:
+                raise ValueError("ancestor id out of range: pass forest.n_internal_nodes")
+            if not seen[node]:
+                seen[node] = True
+                count += 1
+    return count
+
+
+@njit(cache=True)
+def _leaf_matvec(leaves, offsets, values, w):
+    n_rows, n_trees = leaves.shape
+    out = np.empty(n_rows)
+    for i in range(n_rows):
+        total = 0.0
+        for t in range(n_trees):
+            j = offsets[t] + leaves[i, t]
+            total += values[j] * w[j]
+        out[i] = total
+    return out
+
+
+@njit(cache=True)
+def _leaf_rmatvec(leaves, offsets, values, r):
+    n_rows, n_trees = leaves.shape
+    out = np.zeros(values.shape[0])
+    for i in range(n_rows):
+        for t in range(n_trees):
+            out[offsets[t] + leaves[i, t]] += r[i]
+    return out * values
+
+
+@njit(cache=True)
+def _leaf_column_sums(leaves, offsets, n_leaves, row_weight):
+    n_rows, n_trees = leaves.shape
+    out = np.zeros(n_leaves)
+    for i in range(n_rows):
+        for t in range(n_trees):
+            out[offsets[t] + leaves[i, t]] += row_weight[i]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# input checks
+# ----------------------------------------------------------------------------------------------
+
+def as_float32_rows(X, n_features: int) -> np.ndarray:
+    """X as a C-contiguous float32 (n, n_features) array, cast exactly like scikit-learn.
+
+    NaN is allowed (it follows each split's missing-value direction); infinity and finite values
+    too large for float32 are rejected, as scikit-learn does.
+    """
+    array = np.asarray(X)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"X must be numeric, got dtype {array.dtype}; encode categorical and "
+                         "text columns as numbers first")
+    if array.ndim != 2:
+        raise ValueError(f"X must be a 2-D array (n_samples, n_features), got {array.ndim}-D; "
+                         "use X.reshape(1, -1) for a single sample")
+    if array.shape[1] != n_features:
+        raise ValueError(f"X has {array.shape[1]} columns but the forest expects {n_features}")
+    with np.errstate(over="ignore"):
+        X32 = np.ascontiguousarray(array, dtype=np.float32)
+    if np.isinf(X32).any():
+        raise ValueError("X contains infinity or a value too large for float32 (|x| > 3.4e38); "
+                         "replace it by a finite value, or by NaN to treat it as missing")
+    return X32
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _require_integer(value, field: str, minimum: int, maximum: int | None = None) -> int:
+    if not _is_integer(value):
+        raise ForestSchemaError(field, f"must be an integer, got {type(value).__name__}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ForestSchemaError(field, f"is {value} but must be {bound}")
+    return int(value)
+
+
+def _require_finite(value, field: str) -> float:
+    if not isinstance(value, Real) or isinstance(value, bool):
+        raise ForestSchemaError(field, f"must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ForestSchemaError(field, f"is {value} but must be a finite number")
+    return number
+
+
+_ARRAY_KINDS = {"int": ("iu", "integers"), "float": ("iuf", "numbers"), "bool": ("b", "booleans")}
+
+
+def _node_array(values, field: str, kind: str) -> np.ndarray:
+    """A per-node list/array as a 1-D numpy array of integers, float64 or booleans (unchecked range)."""
+    accepted_kinds, noun = _ARRAY_KINDS[kind]
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise ForestSchemaError(field, f"must be a list of {noun}, got {type(values).__name__}")
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        array = np.asarray(values, dtype=object)
+    if array.ndim != 1:
+        raise ForestSchemaError(field, f"must be a flat list of {noun} (one per node)")
+    if array.size and array.dtype.kind not in accepted_kinds:
+        bad = next((i for i, v in enumerate(array.tolist()) if not _matches_kind(v, kind)), 0)
+        raise ForestSchemaError(f"{field}/{bad}",
+                                f"is {array[bad]!r} but must be one of the {noun} of this list")
+    if kind == "float":
+        array = array.astype(np.float64)
+        nonfinite = np.flatnonzero(~np.isfinite(array))
+        if nonfinite.size:
+            bad = int(nonfinite[0])
+            raise ForestSchemaError(f"{field}/{bad}", f"is {array[bad]} but must be a finite "
+                                    "number (missing values are routed by missing_go_left)")
+    elif kind == "int":
+        array = array.astype(np.int64)
+    else:
+        array = array.astype(np.bool_)
+    return array
+
+
+def _matches_kind(value, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, (bool, np.bool_))
+    if kind == "int":
+        return _is_integer(value) and -2**63 <= value < 2**63
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_children(prefix: str, left: np.ndarray, right: np.ndarray) -> None:
+    """Leaves have both children -1, splits two in-range children, non-root nodes one parent."""
+    n_nodes = left.shape[0]
+    half_leaf = (left == LEAF) != (right == LEAF)
+    if half_leaf.any():
+        i = _first(half_leaf)
+        raise ForestSchemaError(
+            f"{prefix}/children_left/{i}",
+            f"node {i} has children ({left[i]}, {right[i]}): a leaf has both children -1 and a "
+            "split node has two valid child ids")
+    for name, children in (("children_left", left), ("children_right", right)):
+        out_of_range = (children != LEAF) & ((children < 0) | (children >= n_nodes))
+        if out_of_range.any():
+            i = _first(out_of_range)
+            raise ForestSchemaError(f"{prefix}/{name}/{i}", f"is {children[i]} but must be -1 "
+                                    f"(leaf) or a node id in [1, {n_nodes})")
+        points_to_root = children == 0
+        if points_to_root.any():
+            i = _first(points_to_root)
+            raise ForestSchemaError(f"{prefix}/{name}/{i}", "is 0 but node 0 is the root and "
+                                    "cannot be a child; renumber so the root is node 0")
+    split = left != LEAF
+    parent_count = np.bincount(np.concatenate([left[split], right[split]]), minlength=n_nodes)
+    if (parent_count > 1).any():
+        node = _first(parent_count > 1)
+        parents = np.flatnonzero((left == node) | (right == node))
+        second = int(parents[1])
+        name = "children_left" if left[second] == node else "children_right"
+        raise ForestSchemaError(
+            f"{prefix}/{name}/{second}",
+            f"node {node} is a child of nodes {parents.tolist()}: in a tree every node except "
+            "the root has exactly one parent")
+    orphan = parent_count[1:] == 0
+    if orphan.any():
+        node = _first(orphan) + 1
+        raise ForestSchemaError(f"{prefix}/children_left", f"node {node} is nobody's child, so it "
+                                "is unreachable from the root (node 0); remove it or link it")
+
+
+@dataclass(frozen=True)
+class _TreeLayout:
+    """Structure derived from a validated tree."""
+
+    leaf_nodes: np.ndarray  # int32, leaves in left-to-right DFS order
+    parent: np.ndarray      # int32 (n_nodes,), -1 at the root
+    max_depth: int
+
+
+def _canonical_tree(index: int, tree: Tree, n_features: int,
+                    max_depth: int | None) -> tuple[Tree, _TreeLayout]:
+    """Validate one tree; return a canonical copy (int32/float64/bool arrays) and its layout."""
+    prefix = f"trees/{index}"
+    left = _node_array(tree.children_left, f"{prefix}/children_left", "int")
+    n_nodes = left.shape[0]
+    if n_nodes == 0:
+        raise ForestSchemaError(f"{prefix}/children_left", "is empty: a tree needs at least one "
+                                "node (a single leaf is children_left = children_right = [-1])")
+    if n_nodes > _INT32_MAX:
+        raise ForestSchemaError(prefix, f"has {n_nodes} nodes; at most {_INT32_MAX} are supported")
+    arrays = {
+        "children_right": _node_array(tree.children_right, f"{prefix}/children_right", "int"),
+        "feature": _node_array(tree.feature, f"{prefix}/feature", "int"),
+        "threshold": _node_array(tree.threshold, f"{prefix}/threshold", "float"),
+        "value": _node_array(tree.value, f"{prefix}/value", "float"),
+        "missing_go_left": (np.zeros(n_nodes, np.bool_) if tree.missing_go_left is None else
+                            _node_array(tree.missing_go_left, f"{prefix}/missing_go_left", "bool")),
+    }
+    if tree.n_samples is not None:
+        arrays["n_samples"] = _node_array(tree.n_samples, f"{prefix}/n_samples", "int")
+    for name, array in arrays.items():
+        if array.shape[0] != n_nodes:
+            raise ForestSchemaError(f"{prefix}/{name}", f"has {array.shape[0]} entries but "
+                                    f"children_left has {n_nodes}: give exactly one per node")
+    right = arrays["children_right"]
+    _check_children(prefix, left, right)
+    is_split = left != LEAF
+    feature = arrays["feature"]
+    bad_feature = is_split & ((feature < 0) | (feature >= n_features))
+    if bad_feature.any():
+        i = _first(bad_feature)
+        raise ForestSchemaError(f"{prefix}/feature/{i}", f"is {feature[i]} at split node {i} but "
+                                f"must be a column index in [0, {n_features})")
+    if "n_samples" in arrays and (arrays["n_samples"] < 0).any():
+        i = _first(arrays["n_samples"] < 0)
+        raise ForestSchemaError(f"{prefix}/n_samples/{i}", "must be a sample count >= 0")
+
+    left = left.astype(np.int32)
+    right = right.astype(np.int32)
+    leaf_nodes, parent, depth = _depth_first_leaves(left, right)
+    if (depth < 0).any():
+        node = _first(depth < 0)
+        raise ForestSchemaError(f"{prefix}/children_left", f"node {node} is unreachable from the "
+                                "root (node 0): its parent links form a cycle")
+    tree_depth = int(depth.max())
+    if max_depth is not None and tree_depth > max_depth:
+        raise ForestSchemaError(prefix, f"has depth {tree_depth}, above the limit of {max_depth}; "
+                                "grow shallower trees (max_depth) or raise the limit")
+    canonical = Tree(
+        children_left=left,
+        children_right=right,
+        feature=np.where(is_split, feature, LEAF_FEATURE).astype(np.int32),
+        threshold=arrays["threshold"],
+        value=arrays["value"],
+        missing_go_left=arrays["missing_go_left"],
+        n_samples=arrays.get("n_samples"),
+    )
+    return canonical, _TreeLayout(leaf_nodes, parent, tree_depth)
+
+
+def _check_feature_names(feature_names, n_features: int) -> list[str]:
+    if feature_names is None:
+        return [f"x{j}" for j in range(n_features)]
+    if not isinstance(feature_names, (list, tuple, np.ndarray)):
+        raise ForestSchemaError("feature_names", "must be a list of strings")
+    names = list(feature_names)
+    if len(names) != n_features:
+        raise ForestSchemaError("feature_names", f"has {len(names)} names but n_features is "
+                                f"{n_features}; give one name per column")
+    seen: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if not isinstance(name, str) or not name or len(name) > MAX_FEATURE_NAME_LENGTH:
+            raise ForestSchemaError(f"feature_names/{j}", "must be a non-empty string of at most "
+                                    f"{MAX_FEATURE_NAME_LENGTH} characters")
+        if name in seen:
+            raise ForestSchemaError(f"feature_names/{j}", f"{name!r} repeats feature_names/"
+                                    f"{seen[name]}; feature names must be unique")
+        seen[name] = j
+    return [str(name) for name in names]
+
+
+# ----------------------------------------------------------------------------------------------
+# tree ensemble
+# ----------------------------------------------------------------------------------------------
+
+class TreeEnsemble:
+    """A validated regression tree ensemble with its leaves (rules) in a fixed global order.
+
+    ``prediction = base_score + tree_weight * sum_t value_t[leaf_t(x)]``.
+
+    Derived attributes (computed once): ``leaf_offsets`` (int64 (T+1,)), ``leaf_values``
+    (float64 (R,)), ``leaf_nodes`` (per tree, node ids of its leaves in left-to-right DFS order),
+    ``leaf_support`` (int64 (R,), training samples per leaf, -1 where unknown),
+    ``leaf_ancestors`` (``(ptr, ids)``: ``ids[ptr[j]:ptr[j+1]]`` are the global ids, root first,
+    of the internal nodes on leaf ``j``'s path; internal nodes are numbered tree by tree, in node
+    order, from 0 to ``n_internal_nodes - 1``), ``n_trees``, ``n_leaves``, ``n_nodes``,
+    ``n_internal_nodes``, ``max_depth``.
+
+    The arrays are validated (see the module docstring); errors raise ``ForestSchemaError``.
+    """
+
+    def __init__(self, trees: Sequence[Tree], n_features: int, feature_names=None,
+                 base_score: float = 0.0, tree_weight: float = 1.0, kind: str = "custom", *,
+                 max_nodes: int | None = DEFAULT_MAX_NODES,
+                 max_depth: int | None = DEFAULT_MAX_DEPTH,
+                 max_features: int | None = DEFAULT_MAX_FEATURES):
+        self.n_features = _require_integer(n_features, "n_features", 1, max_features)
+        self.feature_names = _check_feature_names(feature_names, self.n_features)
+        self.base_score = _require_finite(base_score, "base_score")
+        self.tree_weight = _require_finite(tree_weight, "tree_weight")
+        if not isinstance(kind, str) or not kind or len(kind) > 64:
+            raise ForestSchemaError("kind", f"must be a short string such as {', '.join(KINDS)}")
+        self.kind = kind
+        if len(trees) == 0:
+            raise ForestSchemaError("trees", "is empty: an ensemble needs at least one tree")
+        checked = []
+        total_nodes = 0
+        for t, tree in enumerate(trees):
+            checked.append(_canonical_tree(t, tree, self.n_features, max_depth))
+            total_nodes += checked[-1][0].n_nodes
+            if max_nodes is not None and total_nodes > max_nodes:
+                raise ForestSchemaError("trees", f"have more than {max_nodes} nodes in total, "
+                                        "the limit; use fewer or smaller trees")
+        self.trees: tuple[Tree, ...] = tuple(tree for tree, _ in checked)
+        self._parents = [layout.parent for _, layout in checked]
+        self.leaf_nodes: list[np.ndarray] = [layout.leaf_nodes for _, layout in checked]
+        self.max_depth = max(layout.max_depth for _, layout in checked)
+        self._build_flat_arrays()
+
+    def _build_flat_arrays(self) -> None:
+        """Concatenate the trees for the kernels and number leaves and internal nodes globally."""
+        trees = self.trees
+        node_counts = np.array([tree.n_nodes for tree in trees], dtype=np.int64)
+        leaf_counts = np.array([len(nodes) for nodes in self.leaf_nodes], dtype=np.int64)
+        self._node_offsets = np.concatenate([[0], np.cumsum(node_counts)])
+        self.leaf_offsets = np.concatenate([[0], np.cumsum(leaf_counts)])
+        self.n_trees = len(trees)
+        self.n_nodes = int(self._node_offsets[-1])
+        self.n_leaves = int(self.leaf_offsets[-1])
+        self.n_internal_nodes = self.n_nodes - self.n_leaves
+        self._children_left = np.concatenate([tree.children_left for tree in trees])
+        self._children_right = np.concatenate([tree.children_right for tree in trees])
+        self._feature = np.concatenate([tree.feature for tree in trees])
+        self._threshold = np.concatenate([tree.threshold for tree in trees])
+        self._missing_go_left = np.concatenate([tree.missing_go_left for tree in trees])
+        self._leaf_index = np.full(self.n_nodes, -1, dtype=np.int32)
+        for t, nodes in enumerate(self.leaf_nodes):
+            self._leaf_index[self._node_offsets[t] + nodes] = np.arange(len(nodes), dtype=np.int32)
+        self.leaf_values = np.concatenate(
+            [tree.value[nodes] for tree, nodes in zip(trees, self.leaf_nodes)])
+        self.leaf_support = np.concatenate(
+            [np.full(len(nodes), -1, np.int64) if tree.n_samples is None else tree.n_samples[nodes]
+             for tree, nodes in zip(trees, self.leaf_nodes)])
+        self.leaf_ancestors = self._compute_leaf_ancestors()
+        max_leaves = int(leaf_counts.max())
+        self._leaf_dtype = next(dtype for dtype in (np.uint8, np.uint16, np.uint32)
+                                if max_leaves - 1 <= np.iinfo(dtype).max)
+
+    def _compute_leaf_ancestors(self) -> tuple[np.ndarray, np.ndarray]:
+        path_lengths = np.concatenate([
+            _depths_of(parent, nodes) for parent, nodes in zip(self._parents, self.leaf_nodes)])
+        ptr = np.concatenate([[0], np.cumsum(path_lengths)]).astype(np.int64)
+        ids = np.empty(ptr[-1], dtype=np.int64)
+        internal_offset = 0
+        for t, tree in enumerate(self.trees):
+            is_split = tree.children_left != LEAF
+            internal_id = np.where(is_split, np.cumsum(is_split) - 1 + internal_offset, -1)
+            start, stop = self.leaf_offsets[t], self.leaf_offsets[t + 1]
+            _fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], internal_id,
+                                 ptr[start:stop + 1], ids)
+            internal_offset += int(is_split.sum())
+        return ptr, ids
+
+    # -- prediction ------------------------------------------------------------------------
+
+    def apply(self, X) -> np.ndarray:
+        """(n, T) C-contiguous local leaf index reached in each tree (uint8/16/32, smallest fit)."""
+        X32 = as_float32_rows(X, self.n_features)
+        out = np.empty((X32.shape[0], self.n_trees), dtype=self._leaf_dtype)
+        _apply_trees(X32, self._node_offsets, self._children_left, self._children_right,
+                     self._feature, self._threshold, self._missing_go_left, self._leaf_index, out)
+        return out
+
+    def predict(self, X) -> np.ndarray:
+        """The ensemble's own prediction ``base_score + tree_weight * sum_t value_t[leaf_t]``."""
+        leaf_sums = leaf_matrix(self, X).matvec(np.ones(self.n_leaves))
+        return self.base_score + self.tree_weight * leaf_sums
+
+    # -- rules -----------------------------------------------------------------------------
+
+    def leaf_tree(self, leaves) -> np.ndarray:
+        """Tree index of each global leaf index."""
+        return np.searchsorted(self.leaf_offsets, leaves, side="right") - 1
+
+    def leaf_conditions(self, leaves=None) -> list[list[dict]]:
+        """Simplified conjunction (list of Condition dicts) of each global leaf (default: all).
+
+        Per feature at most one ``<=`` bound (the smallest threshold) and one ``>`` bound (the
+        largest); a kept bound's ``missing`` flag is the AND of the flags it replaces, so the
+        conjunction is exactly equivalent to the path, NaN routing included.
+        """
+        if leaves is None:
+            leaves = np.arange(self.n_leaves)
+        leaves = np.asarray(leaves, dtype=np.int64).ravel()
+        if leaves.size and (leaves.min() < 0 or leaves.max() >= self.n_leaves):
+            raise ValueError(f"leaf indices must lie in [0, {self.n_leaves})")
+        trees = self.leaf_tree(leaves)
+        return [self._path_conditions(int(t), int(self.leaf_nodes[t][j - self.leaf_offsets[t]]))
+                for j, t in zip(leaves, trees)]
+
+    def _path_conditions(self, t: int, node: int) -> list[dict]:
+        tree, parent = self.trees[t], self._parents[t]
+        path = []
+        while parent[node] != -1:
+            split = int(parent[node])
+            path.append((split, bool(tree.children_left[split] == node)))
+            node = split
+        bounds: dict[tuple[int, str], tuple[float, bool]] = {}
+        for split, went_left in reversed(path):
+            feature = int(tree.feature[split])
+            threshold = float(tree.threshold[split])
+            nan_goes_left = bool(tree.missing_go_left[split])
+            key = (feature, "<=" if went_left else ">")
+            missing = nan_goes_left if went_left else not nan_goes_left
+            if key in bounds:
+                kept, kept_missing = bounds[key]
+                tighter = min(kept, threshold) if went_left else max(kept, threshold)
+                bounds[key] = (tighter, kept_missing and missing)
+            else:
+                bounds[key] = (threshold, missing)
+        first_seen: dict[int, int] = {}
+        for feature, _ in bounds:
+            first_seen.setdefault(feature, len(first_seen))
+        ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]],
+                                                           item[0][1] != ">"))
+        return [{"feature": self.feature_names[feature], "feature_index": feature,
+                 "operator": operator, "threshold": threshold, "missing": missing}
+                for (feature, operator), (threshold, missing) in ordered]
+
+    # -- scikit-learn ------------------------------------------------------------------------
+
+    @classmethod
+    def from_sklearn(cls, estimator) -> "TreeEnsemble":
+        """Import a fitted RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
+        DecisionTreeRegressor or ExtraTreeRegressor (single output)."""
+        from sklearn.base import is_classifier
+        from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor,
+                                      RandomForestRegressor)
+        from sklearn.tree import BaseDecisionTree, DecisionTreeRegressor
+        from sklearn.utils.validation import check_is_fitted
+
+        name = type(estimator).__name__
+        if is_classifier(estimator):
+            raise ValueError(f"{name} is a classifier; FIRE extracts rules from regression "
+                             "ensembles: fit a RandomForestRegressor, ExtraTreesRegressor or "
+                             "GradientBoostingRegressor instead")
+        supported = (RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
+                     DecisionTreeRegressor)
+        if not isinstance(estimator, supported):
+            raise ValueError(f"unsupported estimator {name}: supported are "
+                             f"{', '.join(cls.__name__ for cls in supported)}")
+        check_is_fitted(estimator)
+        if getattr(estimator, "n_outputs_", 1) != 1:
+            raise ValueError(f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
+                             "output regression only: fit one model per target")
+        base_score, scale = 0.0, 1.0
+        if isinstance(estimator, BaseDecisionTree):
+            kind, members, tree_weight = "decision_tree", [estimator], 1.0
+        elif isinstance(estimator, GradientBoostingRegressor):
+            kind, members, tree_weight = "gradient_boosting", list(estimator.estimators_[:, 0]), 1.0
+            scale = float(estimator.learning_rate)
+            base_score = _constant_init_prediction(estimator)
+        else:
+            kind = "extra_trees" if isinstance(estimator, ExtraTreesRegressor) else "random_forest"
+            members = list(estimator.estimators_)
+            tree_weight = 1.0 / len(members)
+        names = getattr(estimator, "feature_names_in_", None)
+        return cls([_tree_from_sklearn(member.tree_, scale) for member in members],
+                   n_features=int(estimator.n_features_in_),
+                   feature_names=None if names is None else [str(n) for n in names],
+                   base_score=base_score, tree_weight=tree_weight, kind=kind,
+                   max_nodes=None, max_depth=None, max_features=None)
+
+    def to_sklearn(self):
+        """A fitted scikit-learn estimator predicting like this ensemble.
+
+        random_forest/extra_trees ensembles with base_score 0 and tree_weight 1/T become
+        RandomForestRegressor/ExtraTreesRegressor, a single decision_tree with base_score 0 and
+        tree_weight 1 a DecisionTreeRegressor; anything else a GradientBoostingRegressor with
+        learning_rate = tree_weight and a constant init (imported boosting models therefore get
+        learning_rate 1, their values already hold the original rate). Impurities are not stored
+        in the schema, so ``feature_importances_`` of the result is meaningless.
+        """
+        from sklearn.dummy import DummyRegressor
+        from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor,
+                                      RandomForestRegressor)
+        from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
+
+        p = self.n_features
+        averaged = self.base_score == 0.0 and self.tree_weight == 1.0 / self.n_trees
+        if self.kind in ("random_forest", "extra_trees") and averaged:
+            forest_class, tree_class = ((RandomForestRegressor, DecisionTreeRegressor)
+                                        if self.kind == "random_forest"
+                                        else (ExtraTreesRegressor, ExtraTreeRegressor))
+            forest = forest_class(n_estimators=self.n_trees)
+            forest.estimators_ = [self._sklearn_member(t, tree_class) for t in range(self.n_trees)]
+            forest.estimator_ = tree_class()
+            forest.n_features_in_ = p
+            forest.n_outputs_ = 1
+            return forest
+        if self.kind == "decision_tree" and self.n_trees == 1 and averaged:
+            return self._sklearn_member(0, DecisionTreeRegressor)
+        boosting = GradientBoostingRegressor(n_estimators=self.n_trees,
+                                             learning_rate=self.tree_weight)
+        boosting.estimators_ = np.empty((self.n_trees, 1), dtype=object)
+        for t in range(self.n_trees):
+            boosting.estimators_[t, 0] = self._sklearn_member(t, DecisionTreeRegressor)
+        boosting.init_ = DummyRegressor(strategy="constant", constant=self.base_score).fit(
+            np.zeros((1, p)), np.array([self.base_score]))
+        boosting._loss = boosting._get_loss(sample_weight=None)
+        boosting.n_trees_per_iteration_ = 1
+        boosting.n_estimators_ = self.n_trees
+        boosting.n_features_in_ = p
+        boosting.max_features_ = p
+        boosting.train_score_ = np.zeros(self.n_trees)
+        return boosting
+
+    def _sklearn_member(self, t: int, tree_class):
+        from sklearn.tree._tree import NODE_DTYPE
+        from sklearn.tree._tree import Tree as SklearnTree
+
+        tree = self.trees[t]
+        nodes = np.zeros(tree.n_nodes, dtype=NODE_DTYPE)
+        nodes["left_child"] = tree.children_left
+        nodes["right_child"] = tree.children_right
+        nodes["feature"] = tree.feature
+        nodes["threshold"] = tree.threshold
+        if tree.n_samples is not None:
+            nodes["n_node_samples"] = tree.n_samples
+            nodes["weighted_n_node_samples"] = tree.n_samples
+        nodes["missing_go_to_left"] = tree.missing_go_left
+        depth = int(np.max(_depths_of(self._parents[t], self.leaf_nodes[t])))
+        sklearn_tree = SklearnTree(self.n_features, np.array([1], dtype=np.intp), 1)
+        sklearn_tree.__setstate__({"max_depth": depth, "node_count": tree.n_nodes, "nodes": nodes,
+                                   "values": tree.value.reshape(-1, 1, 1).copy()})
+        member = tree_class()
+        member.tree_ = sklearn_tree
+        member.n_features_in_ = self.n_features
+        member.n_outputs_ = 1
+        member.max_features_ = self.n_features
+        return member
+
+    # -- JSON --------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """The ``fire-forest`` JSON document (plain lists, ints, floats, bools)."""
+        trees = []
+        for tree in self.trees:
+            entry = {
+                "children_left": tree.children_left.tolist(),
+                "children_right": tree.children_right.tolist(),
+                "feature": tree.feature.tolist(),
+                "threshold": tree.threshold.tolist(),
+                "value": tree.value.tolist(),
+                "missing_go_left": tree.missing_go_left.tolist(),
+            }
+            if tree.n_samples is not None:
+                entry["n_samples"] = tree.n_samples.tolist()
+            trees.append(entry)
+        return {"format": FOREST_FORMAT, "version": FOREST_FORMAT_VERSION, "kind": self.kind,
+                "n_features": self.n_features, "feature_names": list(self.feature_names),
+                "base_score": self.base_score, "tree_weight": self.tree_weight, "trees": trees}
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any], *, max_nodes: int = DEFAULT_MAX_NODES,
+                  max_depth: int = DEFAULT_MAX_DEPTH,
+                  max_features: int = DEFAULT_MAX_FEATURES) -> "TreeEnsemble":
+        """Validate an untrusted ``fire-forest`` document and build the ensemble.
+
+        Raises ``ForestSchemaError`` (a ValueError) naming the offending field.
+        """
+        if not isinstance(document, Mapping):
+            raise ForestSchemaError("", "a fire-forest document must be a JSON object")
+        _check_keys("", document, _TOP_LEVEL_KEYS, _REQUIRED_TOP_LEVEL_KEYS)
+        if document["format"] != FOREST_FORMAT:
+            raise ForestSchemaError("format", f"must be {FOREST_FORMAT!r}, got "
+                                    f"{document['format']!r}")
+        version = document["version"]
+        if not _is_integer(version) or version != FOREST_FORMAT_VERSION:
+            raise ForestSchemaError("version", f"is {version!r}; only version "
+                                    f"{FOREST_FORMAT_VERSION} is supported")
+        trees = document["trees"]
+        if not isinstance(trees, list):
+            raise ForestSchemaError("trees", "must be a list of tree objects")
+        total_nodes = 0
+        for t, tree in enumerate(trees):
+            if not isinstance(tree, Mapping):
+                raise ForestSchemaError(f"trees/{t}", "must be an object with the node arrays")
+            _check_keys(f"trees/{t}", tree, set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
+                        _REQUIRED_TREE_KEYS)
+            if isinstance(tree["children_left"], (list, tuple, np.ndarray)):
+                total_nodes += len(tree["children_left"])
+            if total_nodes > max_nodes:
+                raise ForestSchemaError("trees", f"have more than {max_nodes} nodes in total, "
+                                        "the limit; use fewer or smaller trees")
+        return cls(
+            [Tree(**{key: tree.get(key) for key in _REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS})
+             for tree in trees],
+            n_features=document["n_features"], feature_names=document.get("feature_names"),
+            base_score=document["base_score"], tree_weight=document["tree_weight"],
+            kind=document.get("kind", "custom"),
+            max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
+
+
+def _check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str]) -> None:
+    where = f"{prefix}/" if prefix else ""
+    for key in required:
+        if key not in mapping:
+            raise ForestSchemaError(f"{where}{key}", "is required but missing")
+    unknown = sorted(str(key) for key in mapping if key not in allowed)
+    if unknown:
+        raise ForestSchemaError(f"{where}{unknown[0]}", f"is not a known key; allowed keys are "
+                                f"{', '.join(sorted(allowed))}")
+
+
+def _depths_of(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Number of splits on the path of each node (parent links, vectorized over nodes)."""
+    depth = np.zeros(len(nodes), dtype=np.int64)
+    current = nodes.astype(np.int64)
+    while True:
+        up = parent[current]
+        active = up != -1
+        if not active.any():
+            return depth
+        depth += active
+        current = np.where(active, up, current)
+
+
+def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
+    """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate).
+
+    sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
+    equivalent for every finite float32 input (infinite inputs are rejected).
+    """
+    threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
+    value = sklearn_tree.value[:, 0, 0]
+    return Tree(children_left=sklearn_tree.children_left,
+                children_right=sklearn_tree.children_right,
+                feature=sklearn_tree.feature,
+                threshold=threshold,
+                value=value * scale if scale != 1.0 else value.copy(),
+                missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
+                n_samples=sklearn_tree.n_node_samples)
+
+
+def _constant_init_prediction(boosting) -> float:
+    """The constant initial prediction of a fitted GradientBoostingRegressor (its base_score)."""
+    from sklearn.dummy import DummyRegressor
+
+    init = boosting.init_
+    if isinstance(init, str) and init == "zero":
+        return 0.0
+    if not isinstance(init, DummyRegressor):
+        raise ValueError(f"GradientBoostingRegressor init={init!r} is not a constant prediction; "
+                         "FIRE needs a constant base score: refit with init=None (default), "
+                         "'zero' or a DummyRegressor")
+    probe = np.zeros((1, boosting.n_features_in_))
+    return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# mapping matrix
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class LeafMatrix:
+    """The mapping matrix M, implicit: ``M[i, offsets[t] + leaves[i, t]] = values[...]``.
+
+    Never densified; products cost O(n * T).
+    """
+
+    leaves: np.ndarray   # (n, T) C-contiguous uint8/uint16/uint32 local leaf indices
+    values: np.ndarray   # float64 (R,)
+    offsets: np.ndarray  # int64 (T+1,)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.leaves.shape[0], self.values.shape[0]
+
+    def matvec(self, w) -> np.ndarray:
+        """M @ w, shape (n,)."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if w.shape != (self.shape[1],):
+            raise ValueError(f"w must have shape ({self.shape[1]},), got {w.shape}")
+        return _leaf_matvec(self.leaves, self.offsets, self.values, w)
+
+    def rmatvec(self, r) -> np.ndarray:
+        """M.T @ r, shape (R,)."""
+        r = np.ascontiguousarray(r, dtype=np.float64)
+        if r.shape != (self.shape[0],):
+            raise ValueError(f"r must have shape ({self.shape[0]},), got {r.shape}")
+        return _leaf_rmatvec(self.leaves, self.offsets, self.values, r)
+
+    def column_counts(self, sample_weight=None) -> np.ndarray:
+        """(R,) number of rows (or total sample_weight) reaching each leaf."""
+        n_rows = self.shape[0]
+        row_weight = (np.ones(n_rows) if sample_weight is None
+                      else np.ascontiguousarray(sample_weight, dtype=np.float64))
+        if row_weight.shape != (n_rows,):
+            raise ValueError(f"sample_weight must have shape ({n_rows},), got {row_weight.shape}")
+        return _leaf_column_sums(self.leaves, self.offsets, self.shape[1], row_weight)
+
+    def to_csc(self) -> scipy.sparse.csc_matrix:
+        """M as an explicit scipy.sparse CSC matrix (n, R)."""
+        n_rows, n_trees = self.leaves.shape
+        columns = (self.offsets[:-1] + self.leaves).ravel()
+        rows = np.repeat(np.arange(n_rows, dtype=np.int64), n_trees)
+        coo = scipy.sparse.coo_matrix((self.values[columns], (rows, columns)), shape=self.shape)
+        return scipy.sparse.csc_matrix(coo)
+
+
+def leaf_matrix(forest: TreeEnsemble, X) -> LeafMatrix:
+    """The implicit mapping matrix of ``forest`` on rows ``X``."""
+    return LeafMatrix(forest.apply(X), forest.leaf_values, forest.leaf_offsets)
+
+
+def mapping_matrix(forest: TreeEnsemble, X) -> scipy.sparse.csc_matrix:
+    """The mapping matrix of ``forest`` on rows ``X`` as scipy.sparse CSC."""
+    return leaf_matrix(forest, X).to_csc()
