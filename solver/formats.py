@@ -639,7 +639,7 @@ def _feature_names(v: Any, path: str, n_features: int) -> list[str] | None:
     return list(v)
 
 
-def _make_tree(left, right, feature, threshold, value, missing_go_left):
+def _make_tree(left, right, feature, threshold, value, missing_go_left, n_samples=None):
     from solver.forest import Tree
 
     return Tree(
@@ -649,10 +649,11 @@ def _make_tree(left, right, feature, threshold, value, missing_go_left):
         threshold=np.ascontiguousarray(threshold, dtype=np.float64),
         value=np.ascontiguousarray(value, dtype=np.float64),
         missing_go_left=np.ascontiguousarray(missing_go_left, dtype=bool),
+        n_samples=None if n_samples is None else np.ascontiguousarray(n_samples, dtype=np.int64),
     )
 
 
-def _make_ensemble(trees, n_features, feature_names, base_score, tree_weight, kind):
+def _make_ensemble(trees, n_features, feature_names, base_score, tree_weight, kind, max_nodes, max_depth):
     from solver.forest import TreeEnsemble
 
     try:
@@ -663,10 +664,14 @@ def _make_ensemble(trees, n_features, feature_names, base_score, tree_weight, ki
             base_score=float(base_score),
             tree_weight=float(tree_weight),
             kind=kind,
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            max_features=MAX_FEATURES,
         )
     except ForestFormatError:
         raise
     except (ValueError, TypeError, IndexError, KeyError) as e:
+        # the parsers validate first, so this is a corner the checks above missed
         raise _err(f"the model is not a valid forest: {e}") from None
 
 
@@ -971,6 +976,8 @@ def _parse_xgboost(doc: Any, max_nodes: int, max_depth: int):
                     raise _err("split on a categorical feature: only numerical splits are supported.",
                                _ptr(path + "/split_indices", int(i)))
         thr = np.where(internal, np.nextafter(c32, np.float32(-np.inf)).astype(np.float64), 0.0)
+        # x < -FLT_MAX holds for no finite float32: a finite stand-in for -inf routes identically
+        thr[np.isneginf(thr)] = -np.finfo(np.float64).max
         val = np.where(internal, 0.0, c32.astype(np.float64))
         if weight_drop is not None:
             val = val * float(np.float32(weight_drop[t]))
@@ -1001,6 +1008,7 @@ def _parse_lightgbm_tree(root: Any, path: str, n_features: int, max_depth: int, 
     thr: list[float] = []
     val: list[float] = []
     mgl: list[bool] = []
+    counts: list[Any] = []
     # iterative preorder: (node, path, depth, parent id, is_left)
     stack = [(root, path, 0, -1, False)]
     while stack:
@@ -1022,6 +1030,7 @@ def _parse_lightgbm_tree(root: Any, path: str, n_features: int, max_depth: int, 
             thr.append(0.0)
             val.append(_lgb_number(node, "leaf_value", p))
             mgl.append(False)
+            counts.append(node.get("leaf_count"))
             continue
         if depth + 1 > max_depth:
             raise _err(f"tree deeper than the limit of {max_depth}.", p)
@@ -1060,12 +1069,16 @@ def _parse_lightgbm_tree(root: Any, path: str, n_features: int, max_depth: int, 
         thr.append(t)
         val.append(0.0)
         mgl.append(bool(go_left))
+        counts.append(node.get("internal_count"))
         lc = _get(node, "left_child", p)
         rc = _get(node, "right_child", p)
         stack.append((rc, p + "/right_child", depth + 1, nid, False))
         stack.append((lc, p + "/left_child", depth + 1, nid, True))
+    n_samples = None  # training counts (optional in the dump): leaf support
+    if all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**62 for c in counts):
+        n_samples = np.array(counts, dtype=np.int64)
     return _make_tree(np.array(left), np.array(right), np.array(feat), np.array(thr), np.array(val),
-                      np.array(mgl, dtype=bool))
+                      np.array(mgl, dtype=bool), n_samples)
 
 
 def _parse_lightgbm(doc: Any, max_nodes: int, max_depth: int):
@@ -1237,42 +1250,16 @@ def _load_fire(doc: Any, max_nodes: int, max_depth: int):
 
     if not isinstance(doc, dict) or doc.get("format") != "fire-forest":
         raise _err("not a fire-forest document (expected 'format': 'fire-forest').", "/format")
-    trees = doc.get("trees")
-    if isinstance(trees, list):
-        total = 0
-        for tr in trees:
-            if isinstance(tr, dict):
-                for k in ("children_left", "feature", "value", "threshold"):
-                    v = tr.get(k)
-                    if isinstance(v, list):
-                        total += len(v)
-                        break
-        if total > max_nodes:
-            raise _err(f"the model has {total} nodes, more than the limit of {max_nodes}.", "/trees")
     try:
-        forest = TreeEnsemble.from_dict(doc)
+        return TreeEnsemble.from_dict(doc, max_nodes=max_nodes, max_depth=max_depth, max_features=MAX_FEATURES)
     except ForestFormatError:
         raise
     except (ValueError, TypeError, KeyError, IndexError) as e:
         field = getattr(e, "field", None)
-        field = field if isinstance(field, str) and field else "file"
-        if field != "file" and not field.startswith("/"):
-            field = "/" + field.replace(".", "/")
+        field = "/" + field if isinstance(field, str) and field else "file"
         detail = getattr(e, "detail", None) or str(e)
-        raise _err(f"invalid fire-forest document: {detail}", field) from None
-    _check_forest_bounds(forest, max_nodes, max_depth)
-    return forest
-
-
-def _check_forest_bounds(forest, max_nodes: int, max_depth: int) -> None:
-    total = 0
-    for t, tr in enumerate(forest.trees):
-        left = np.asarray(tr.children_left, dtype=np.int64)
-        right = np.asarray(tr.children_right, dtype=np.int64)
-        total += left.shape[0]
-        if total > max_nodes:
-            raise _err(f"the model has more than the limit of {max_nodes} nodes.", "/trees")
-        _check_structure(left, right, _ptr("/trees", t), "children_left", "children_right", max_depth)
+        where = f"{field[1:]} " if field != "file" else ""
+        raise _err(f"invalid fire-forest document: {where}{detail}", field) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -1335,4 +1322,4 @@ def load_forest(
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, struct.error) as e:
         raise _err(f"invalid {fmt} model: {type(e).__name__}: {e}") from None
     trees, n_features, names, base, weight, kind = parsed
-    return _make_ensemble(trees, n_features, names, base, weight, kind)
+    return _make_ensemble(trees, n_features, names, base, weight, kind, max_nodes, max_depth)
