@@ -583,8 +583,10 @@ class TreeEnsemble:
         """Simplified conjunction (list of Condition dicts) of each global leaf (default: all).
 
         Per feature at most one ``<=`` bound (the smallest threshold) and one ``>`` bound (the
-        largest); a kept bound's ``missing`` flag is the AND of the flags it replaces, so the
-        conjunction is exactly equivalent to the path, NaN routing included.
+        largest); a kept bound's ``missing`` flag is the AND of the flags it replaces (and both
+        bounds of a feature share one flag), so the conjunction is exactly equivalent to the
+        path, NaN routing included. Conditions are ordered by first use of their feature on the
+        path, ``>`` before ``<=``.
         """
         if leaves is None:
             leaves = np.arange(self.n_leaves)
@@ -618,6 +620,12 @@ class TreeEnsemble:
         first_seen: dict[int, int] = {}
         for feature, _ in bounds:
             first_seen.setdefault(feature, len(first_seen))
+        for feature in first_seen:
+            if (feature, "<=") in bounds and (feature, ">") in bounds:
+                # NaN satisfies the pair iff it satisfies both: give both the same flag
+                both = bounds[feature, "<="][1] and bounds[feature, ">"][1]
+                bounds[feature, "<="] = (bounds[feature, "<="][0], both)
+                bounds[feature, ">"] = (bounds[feature, ">"][0], both)
         ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]],
                                                            item[0][1] != ">"))
         return [{"feature": self.feature_names[feature], "feature_index": feature,
