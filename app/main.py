@@ -1,0 +1,64 @@
+"""The FastAPI application: routers, problem+json errors, metrics, dashboard, lost-worker watchdog."""
+import logging
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from app.api.deps import require_api_key
+from app.api.routes import datasets, forests, health, jobs, models
+from app.core.config import Settings, get_settings
+from app.errors import install_problem_handlers
+from app.metrics import install_metrics
+from app.services.container import Services, build_services
+
+log = logging.getLogger(__name__)
+
+
+def _watchdog(services: Services, stop: threading.Event) -> None:
+    while not stop.wait(services.settings.watchdog_seconds):
+        try:
+            recovered = services.jobs.watch_running()
+            if recovered:
+                log.warning("watchdog recovered %d jobs whose worker was lost", recovered)
+        except Exception:
+            log.exception("watchdog pass failed")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    services = build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        stop = threading.Event()
+        watchdog = threading.Thread(target=_watchdog, args=(services, stop), daemon=True, name="fire-watchdog")
+        watchdog.start()
+        yield
+        stop.set()
+        watchdog.join(timeout=5)
+
+    app = FastAPI(
+        title="FIRE rule extraction",
+        version="0.1.0",
+        description="Upload a table, train or upload a tree ensemble, extract a sparse fused rule ensemble "
+                    "along a regularization path, promote a step to a model and score with it.",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    app.state.metrics_registry = install_metrics(app, services)
+    install_problem_handlers(app)
+    protected = [Depends(require_api_key)]
+    for router in (datasets.router, forests.router, jobs.router, models.router):
+        app.include_router(router, dependencies=protected)
+    app.include_router(health.router)
+    app.mount("/dashboard", StaticFiles(directory=Path(__file__).parent / "static", html=True), name="dashboard")
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard/")
+
+    return app

@@ -1,0 +1,76 @@
+"""Artifact bytes in Redis: zstd-compressed, split into chunks below the value-size limit.
+
+Layout: `{key}` holds a small JSON header (chunk count, sizes), `{key}:{i}` the chunks. A reader
+sees either a complete artifact or none: the header is written last, in the same transaction.
+"""
+import io
+import json
+
+import numpy as np
+import zstandard
+from redis import Redis
+
+_compressor = zstandard.ZstdCompressor(level=3)
+_decompressor = zstandard.ZstdDecompressor()
+
+
+class BlobStore:
+    def __init__(self, redis: Redis, chunk_bytes: int):
+        self.redis = redis
+        self.chunk_bytes = chunk_bytes
+
+    def put(self, key: str, data: bytes, ttl: int | None = None) -> None:
+        compressed = _compressor.compress(data)
+        chunks = [compressed[i:i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
+        header = json.dumps({"chunks": len(chunks), "size": len(data), "compressed": len(compressed)})
+        with self.redis.pipeline(transaction=True) as pipe:
+            for index, chunk in enumerate(chunks):
+                pipe.set(f"{key}:{index}", chunk, ex=ttl)
+            pipe.set(key, header, ex=ttl)
+            pipe.execute()
+
+    def get(self, key: str) -> bytes | None:
+        header = self.redis.get(key)
+        if header is None:
+            return None
+        layout = json.loads(header)
+        chunks = self.redis.mget([f"{key}:{i}" for i in range(layout["chunks"])])
+        if any(chunk is None for chunk in chunks):
+            return None  # expired between the header read and the chunk read
+        return _decompressor.decompress(b"".join(chunks), max_output_size=layout["size"])
+
+    def exists(self, key: str) -> bool:
+        return bool(self.redis.exists(key))
+
+    def delete(self, key: str) -> None:
+        header = self.redis.get(key)
+        if header is not None:
+            self.redis.unlink(key, *[f"{key}:{i}" for i in range(json.loads(header)["chunks"])])
+
+    def touch(self, key: str, ttl: int) -> None:
+        header = self.redis.get(key)
+        if header is not None:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for index in range(json.loads(header)["chunks"]):
+                    pipe.expire(f"{key}:{index}", ttl)
+                pipe.expire(key, ttl)
+                pipe.execute()
+
+    def put_json(self, key: str, value, ttl: int | None = None) -> None:
+        self.put(key, json.dumps(value, separators=(",", ":")).encode(), ttl)
+
+    def get_json(self, key: str):
+        data = self.get(key)
+        return None if data is None else json.loads(data)
+
+    def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        self.put(key, buffer.getvalue(), ttl)
+
+    def get_arrays(self, key: str) -> dict[str, np.ndarray] | None:
+        data = self.get(key)
+        if data is None:
+            return None
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}

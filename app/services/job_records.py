@@ -1,0 +1,104 @@
+"""Job records: one Redis hash per job, every field JSON-encoded, changed by guarded transitions.
+
+A transition applies only while the job is in one of the allowed statuses (and, for a worker,
+still on the attempt it runs), so a canceled job or a retried attempt is never overwritten by a
+worker that learns about it late.
+"""
+import json
+import time
+
+from redis import Redis
+
+from app.core.config import Settings
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = "queued", "running", "succeeded", "failed", "canceled"
+ACTIVE = (QUEUED, RUNNING)
+TERMINAL = (SUCCEEDED, FAILED, CANCELED)
+
+_TRANSITION = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 0 end
+local n_allowed = tonumber(ARGV[1])
+local allowed = false
+for i = 2, n_allowed + 1 do
+  if ARGV[i] == status then allowed = true end
+end
+if not allowed then return 0 end
+local attempt = ARGV[n_allowed + 2]
+if attempt ~= '' and redis.call('HGET', KEYS[1], 'attempt') ~= attempt then return 0 end
+local fields = {}
+for i = n_allowed + 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+return 1
+"""
+
+
+def _encode(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class JobRecords:
+    def __init__(self, settings: Settings, redis: Redis):
+        self.settings = settings
+        self.redis = redis
+        self.prefix = settings.key_prefix
+        self.index_key = f"{self.prefix}jobs"
+        self._transition = redis.register_script(_TRANSITION)
+
+    def key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"
+
+    def heartbeat_key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:heartbeat"
+
+    def cancel_key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:cancel"
+
+    def result_key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:result"
+
+    def coefs_key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:coefs"
+
+    def create(self, record: dict) -> None:
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self.key(record["id"]), mapping={k: _encode(v) for k, v in record.items()})
+            pipe.expire(self.key(record["id"]), self.settings.result_ttl_seconds)
+            pipe.zadd(self.index_key, {record["id"]: record["created_at"]})
+            pipe.execute()
+
+    def get(self, job_id: str) -> dict | None:
+        raw = self.redis.hgetall(self.key(job_id))
+        return {k.decode(): json.loads(v) for k, v in raw.items()} if raw else None
+
+    def get_many(self, job_ids: list[str]) -> list[dict | None]:
+        with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hgetall(self.key(job_id))
+            raws = pipe.execute()
+        return [{k.decode(): json.loads(v) for k, v in raw.items()} if raw else None for raw in raws]
+
+    def recent_ids(self, limit: int = 100) -> list[str]:
+        return [i.decode() for i in self.redis.zrevrange(self.index_key, 0, limit - 1)]
+
+    def transition(self, job_id: str, allowed: tuple[str, ...], attempt: int | None = None, **fields) -> bool:
+        args = [len(allowed), *(_encode(s) for s in allowed), "" if attempt is None else _encode(attempt)]
+        for name, value in fields.items():
+            args += [name, _encode(value)]
+        return bool(self._transition(keys=[self.key(job_id)], args=args))
+
+    def beat(self, job_id: str, attempt: int) -> None:
+        self.redis.set(self.heartbeat_key(job_id), attempt, px=int(self.settings.heartbeat_ttl_seconds * 1000))
+
+    def heartbeat_alive(self, job_id: str) -> bool:
+        return bool(self.redis.exists(self.heartbeat_key(job_id)))
+
+    def request_cancel(self, job_id: str) -> None:
+        self.redis.set(self.cancel_key(job_id), 1, ex=self.settings.result_ttl_seconds)
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return bool(self.redis.exists(self.cancel_key(job_id)))
+
+
+def now() -> float:
+    return time.time()

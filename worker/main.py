@@ -1,0 +1,39 @@
+"""`fire-rules worker`: compile the numba solver once, then fork a work horse per job (RQ Worker)."""
+import logging
+
+import numpy as np
+from rq import Worker
+from rq.serializers import JSONSerializer
+
+from app.core.config import Settings
+from app.services.jobs import make_queue
+from app.services.redis_conn import data_redis
+
+log = logging.getLogger(__name__)
+
+
+def warm_solver() -> None:
+    """Run a tiny path of every kind so the forked work horses inherit compiled kernels."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from solver.forest import TreeEnsemble, leaf_matrix
+    from solver.path import fit_path
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=64)
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=3, max_depth=2, random_state=0).fit(X, y))
+    matrix = leaf_matrix(forest, X)
+    for penalty, fusion_ratio in (("l1", None), ("mcp", None), ("mcp", 1.0), ("l1", 1.0)):
+        fit_path(matrix, y, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3, val_matrix=matrix, y_val=y,
+                 leaf_ancestors=forest.leaf_ancestors)
+
+
+def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: bool = False) -> bool:
+    warm_solver()
+    redis = data_redis(settings)
+    queues = [make_queue(settings.model_copy(update={"queue_name": name}), redis)
+              for name in (queue_names or [settings.queue_name])]
+    worker = Worker(queues, connection=redis, serializer=JSONSerializer)
+    log.info("worker %s listening on %s", worker.name, [q.name for q in queues])
+    return worker.work(burst=burst, logging_level="INFO")
