@@ -1,0 +1,167 @@
+"""Fixtures for the service tests: a real Redis, real `fire-rules worker` processes, the API in-process.
+
+Every test session writes under its own key prefix and queue name on the Redis at FIRE_TEST_REDIS_URL
+(default redis://127.0.0.1:6379/0) and removes only those keys afterwards.
+"""
+import gzip
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from redis import Redis
+from rq import Worker
+
+from app.core.config import Settings
+from app.main import create_app
+from app.services.jobs import make_queue
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+ABALONE = DATASETS / "abalone.csv.gz"
+TERMINAL = ("succeeded", "failed", "canceled")
+
+
+def make_settings(**overrides) -> Settings:
+    token = uuid.uuid4().hex[:10]
+    values = {
+        "redis_url": os.environ.get("FIRE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "key_prefix": f"fire-test-{token}:",
+        "queue_name": f"fire-test-{token}",
+        "heartbeat_seconds": 0.5,
+        "heartbeat_ttl_seconds": 3.0,
+        "watchdog_seconds": 1.0,
+        "max_upload_bytes": 8 * 1024 * 1024,
+    }
+    return Settings(**{**values, **overrides})
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIRE_REDIS_URL": settings.redis_url,
+            "FIRE_KEY_PREFIX": settings.key_prefix, "FIRE_QUEUE_NAME": settings.queue_name,
+            "FIRE_HEARTBEAT_SECONDS": str(settings.heartbeat_seconds),
+            "FIRE_HEARTBEAT_TTL_SECONDS": str(settings.heartbeat_ttl_seconds)}
+
+
+class WorkerProcess:
+    """A `fire-rules worker` in its own process group, so a kill takes its work horse too."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=settings_env(settings),
+                                        cwd=REPO_ROOT, start_new_session=True,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def wait_registered(self, redis: Redis, timeout: float = 60.0) -> None:
+        queue = make_queue(self.settings, redis)
+        deadline = time.monotonic() + timeout
+        while not any(w.pid == self.process.pid for w in Worker.all(queue=queue)):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.process.stderr.read().decode()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("worker did not register")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its work horse: what a machine crash looks like to Redis."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def remove_session_keys(redis: Redis, settings: Settings) -> None:
+    job_ids = [i.decode() for i in redis.zrange(f"{settings.key_prefix}jobs", 0, -1)]
+    patterns = [f"{settings.key_prefix}*", f"rq:*{settings.queue_name}*"] + [f"rq:*{job_id}*" for job_id in job_ids]
+    for pattern in patterns:
+        keys = list(redis.scan_iter(match=pattern, count=1000))
+        for start in range(0, len(keys), 500):
+            redis.unlink(*keys[start:start + 500])
+
+
+class ServiceStack:
+    def __init__(self, settings: Settings, n_workers: int):
+        self.settings = settings
+        self.redis = Redis.from_url(settings.redis_url)
+        self.workers = [WorkerProcess(settings) for _ in range(n_workers)]
+        self.client = TestClient(create_app(settings))
+
+    def __enter__(self) -> "ServiceStack":
+        self.client.__enter__()
+        for worker in self.workers:
+            worker.wait_registered(self.redis)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.client.__exit__(*exc)
+        for worker in self.workers:
+            worker.stop()
+        remove_session_keys(self.redis, self.settings)
+
+    def add_worker(self) -> WorkerProcess:
+        worker = WorkerProcess(self.settings)
+        self.workers.append(worker)
+        worker.wait_registered(self.redis)
+        return worker
+
+    def wait_for(self, job_id: str, statuses=TERMINAL, timeout: float = 90.0, predicate=None) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.client.get(f"/v1/jobs/{job_id}").json()
+            if job["status"] in statuses and (predicate is None or predicate(job)):
+                return job
+            if job["status"] in TERMINAL and job["status"] not in statuses:
+                raise AssertionError(f"job ended {job['status']}: {job.get('error')}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['status']}: {job['progress']}")
+            time.sleep(0.1)
+
+    def upload_dataset(self, path: Path = ABALONE, target: str = "rings", rows: int | None = None) -> dict:
+        data = path.read_bytes()
+        if rows is not None:
+            text = gzip.decompress(data).decode().splitlines()
+            data = ("\n".join(text[:rows + 1]) + "\n").encode()
+        response = self.client.post(f"/v1/datasets?target={target}", content=data,
+                                    headers={"Content-Type": "text/csv"})
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+
+@pytest.fixture(scope="session")
+def api():
+    """The API alone (no workers): for uploads, storage and error handling."""
+    with ServiceStack(make_settings(), n_workers=0) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def stack():
+    """The API and two workers on one queue, shared by the service tests."""
+    with ServiceStack(make_settings(), n_workers=2) as running:
+        yield running
+
+
+@pytest.fixture
+def isolated_settings():
+    """Settings with a fresh prefix and queue for a test that starts and kills its own workers."""
+    settings = make_settings()
+    yield settings
+    remove_session_keys(Redis.from_url(settings.redis_url), settings)
+
+
+def abalone_frame():
+    import pandas as pd
+
+    return pd.read_csv(io.BytesIO(gzip.decompress(ABALONE.read_bytes())))
