@@ -85,32 +85,33 @@ class ForestStore:
         """(metadata, created); with a dataset, a forest whose features differ is refused before it is stored."""
         from solver.formats import ForestFormatError, load_forest
 
-        forest_id = "fo_" + hashlib.sha256(b"fire-forest-v1\0" + data).hexdigest()[:32]
-        existing = self.blobs.get_json(self._meta_key(forest_id))
-        if existing is not None:
-            if dataset is not None:
-                check_forest_features(existing, dataset, "dataset_id")
-            return existing, False
         try:
             ensemble = load_forest(data, filename=filename, declared_format=declared_format)
         except ForestFormatError as exc:
             fix = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), "
                    "LightGBM dump_model() or skops")
             raise ProblemError(exc.status, exc.detail, [field_error(exc.field, exc.detail, fix)])
+        document = jsonable(ensemble.to_dict())
+        forest_id = "fo_" + canonical_hash(document)  # the same trees in any format get the same id
+        existing = self.find(forest_id)
+        if existing is not None:
+            if dataset is not None:
+                check_forest_features(existing, dataset, "dataset_id")
+            return existing, False
         meta = describe_forest(ensemble, forest_id, {"type": "upload", "filename": filename,
                                                      "format": declared_format})
         if dataset is not None:
             check_forest_features(meta, dataset, "dataset_id")
-        self._store(ensemble, meta)
+        self._store(document, meta)
         return meta, True
 
     def save(self, ensemble, forest_id: str, source: dict) -> dict:
         meta = describe_forest(ensemble, forest_id, source)
-        self._store(ensemble, meta)
+        self._store(jsonable(ensemble.to_dict()), meta)
         return meta
 
-    def _store(self, ensemble, meta: dict) -> None:
-        self.blobs.put_json(self._trees_key(meta["id"]), jsonable(ensemble.to_dict()))
+    def _store(self, document: dict, meta: dict) -> None:
+        self.blobs.put_json(self._trees_key(meta["id"]), document)
         self.blobs.put_json(self._meta_key(meta["id"]), meta)
         self.blobs.redis.zadd(self.index_key, {meta["id"]: meta["created_at"]})
 
