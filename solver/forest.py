@@ -307,9 +307,11 @@ def _node_array(values, field: str, kind: str) -> np.ndarray:
     if array.ndim != 1:
         raise ForestSchemaError(field, f"must be a flat list of {noun} (one per node)")
     if array.size and array.dtype.kind not in accepted_kinds:
-        bad = next((i for i, v in enumerate(array.tolist()) if not _matches_kind(v, kind)), 0)
-        raise ForestSchemaError(f"{field}/{bad}",
-                                f"is {array[bad]!r} but must be one of the {noun} of this list")
+        if isinstance(values, np.ndarray):
+            raise ForestSchemaError(field, f"must hold {noun}, got dtype {array.dtype}")
+        bad = next(i for i, v in enumerate(values) if not _matches_kind(v, kind))
+        raise ForestSchemaError(f"{field}/{bad}", f"is {values[bad]!r} but this list must hold "
+                                f"{noun}")
     if kind == "float":
         array = array.astype(np.float64)
         nonfinite = np.flatnonzero(~np.isfinite(array))
@@ -361,13 +363,14 @@ def _check_children(prefix: str, left: np.ndarray, right: np.ndarray) -> None:
     parent_count = np.bincount(np.concatenate([left[split], right[split]]), minlength=n_nodes)
     if (parent_count > 1).any():
         node = _first(parent_count > 1)
-        parents = np.flatnonzero((left == node) | (right == node))
-        second = int(parents[1])
-        name = "children_left" if left[second] == node else "children_right"
+        references = sorted([(int(i), "children_left") for i in np.flatnonzero(left == node)]
+                            + [(int(i), "children_right") for i in np.flatnonzero(right == node)])
+        second, name = references[1]
         raise ForestSchemaError(
             f"{prefix}/{name}/{second}",
-            f"node {node} is a child of nodes {parents.tolist()}: in a tree every node except "
-            "the root has exactly one parent")
+            f"node {node} is referenced {len(references)} times (as a child of nodes "
+            f"{[i for i, _ in references]}): in a tree every node except the root has exactly "
+            "one parent")
     orphan = parent_count[1:] == 0
     if orphan.any():
         node = _first(orphan) + 1
