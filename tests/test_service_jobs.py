@@ -1,0 +1,233 @@
+"""End to end through HTTP with real worker processes: train, path, result, promote, predict;
+cache hits, grids, idempotency, events, cancellation and a killed worker."""
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from service_fixtures import DATASETS, ServiceStack, abalone_frame, isolated_settings, stack  # noqa: F401
+from solver.rules import RuleEnsemble
+from test_service_datasets import assert_problem
+
+SMALL_FOREST = {"kind": "random_forest", "n_estimators": 50, "max_depth": 3, "max_features": "sqrt"}
+FEATURE_COLUMNS = ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight", "Viscera_weight",
+                   "Shell_weight"]
+
+
+def submit(stack, body: dict, **headers) -> dict:
+    response = stack.client.post("/v1/jobs", json=body, headers=headers)
+    assert response.status_code == 202, response.text
+    assert response.headers["Location"] == f"/v1/jobs/{response.json()['id']}"
+    return response.json()
+
+
+def train_forest(stack, dataset_id: str, **params) -> str:
+    response = stack.client.post("/v1/forests/train", json={"dataset_id": dataset_id, **SMALL_FOREST, **params})
+    assert response.status_code == 202, response.text
+    job = stack.wait_for(response.json()["id"], ("succeeded",))
+    return job["summary"]["forest_id"]
+
+
+def encode_like_pandas(frame: pd.DataFrame, feature_names: list[str]) -> np.ndarray:
+    """An encoding written independently of the service's, for checking its predictions."""
+    return pd.get_dummies(frame, columns=["Sex"], prefix_sep="=", dtype=float)[feature_names].to_numpy()
+
+
+@pytest.fixture(scope="module")
+def abalone(stack):
+    dataset = stack.upload_dataset()
+    return dataset, train_forest(stack, dataset["id"])
+
+
+def test_upload_train_path_promote_predict(stack, abalone):
+    dataset, forest_id = abalone
+    client = stack.client
+    forest = client.get(f"/v1/forests/{forest_id}").json()
+    assert forest["n_trees"] == 50 and forest["feature_names"] == dataset["feature_names"]
+
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "fusion_ratio": 1.0,
+                         "n_lambdas": 30, "max_rules": 15, "validation": {"fraction": 0.25, "seed": 3}})
+    polled = client.get(f"/v1/jobs/{job['id']}")
+    assert polled.headers.get("Retry-After") or polled.json()["status"] == "succeeded"
+    done = stack.wait_for(job["id"], ("succeeded",))
+    assert {"queue_wait", "matrix_build", "path", "total"} <= set(done["timings"])
+    assert done["progress"]["step"] == done["summary"]["n_steps"]
+
+    result = client.get(f"/v1/jobs/{job['id']}/result").json()
+    assert result["n_val"] == round(4177 * 0.25) and result["n_train"] == 4177 - result["n_val"]
+    assert all(step["val_loss"] is not None and step["val_loss"] > 0 for step in result["steps"])
+    selected = result["steps"][result["selected"]]
+    assert selected["n_rules"] <= 15
+    assert selected["val_loss"] == min(s["val_loss"] for s in result["steps"] if s["n_rules"] <= 15)
+
+    step_rules = client.get(f"/v1/jobs/{job['id']}/steps/{result['selected']}/rules").json()
+    assert step_rules["selected"] and len(step_rules["rules"]["rules"]) == selected["n_rules"]
+    assert_problem(client.get(f"/v1/jobs/{job['id']}/steps/999/rules"), 404, "step")
+
+    promoted = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings"})
+    assert promoted.status_code == 201, promoted.text
+    model = client.get(promoted.headers["Location"]).json()
+    assert model["version"] >= 1 and model["n_rules"] == selected["n_rules"]
+    assert model["provenance"]["forest_id"] == forest_id and model["provenance"]["step"] == result["selected"]
+    assert model["metrics"]["val_loss"] == selected["val_loss"]
+
+    frame = abalone_frame().drop(columns=["rings"]).iloc[:300]
+    split = {"columns": list(frame.columns), "data": frame.to_numpy().tolist()}
+    scored = client.post(f"/v1/models/{model['id']}/predict?explain=true", json={"dataframe_split": split})
+    assert scored.status_code == 200, scored.text
+    predictions = np.asarray(scored.json()["predictions"])
+    X = encode_like_pandas(frame, dataset["feature_names"])
+    rules = RuleEnsemble.from_dict(model["ensemble"])
+    assert np.allclose(predictions, rules.predict(X), rtol=0, atol=1e-9)
+    same_step = RuleEnsemble.from_dict(step_rules["rules"])
+    assert np.allclose(predictions, same_step.predict(X), rtol=0, atol=1e-9)
+    assert scored.json()["explanations"] == [list(map(int, fired)) for fired in rules.explain(X)]
+
+    records = frame.head(20).to_dict(orient="records")
+    for body in ({"dataframe_records": records}, {"instances": records},
+                 {"instances": frame.head(20).to_numpy().tolist()},
+                 {"inputs": {name: frame[name].head(20).tolist() for name in frame.columns}}):
+        response = client.post(f"/v1/models/{model['id']}/predict", json=body)
+        assert response.status_code == 200, response.text
+        assert np.allclose(response.json()["predictions"], predictions[:20], rtol=0, atol=1e-9)
+        assert "explanations" not in response.json()
+
+    second = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings", "step": 0}).json()
+    assert second["version"] == model["version"] + 1 and second["n_rules"] == result["steps"][0]["n_rules"]
+
+
+def test_bad_scoring_requests_name_the_fault(stack, abalone):
+    dataset, forest_id = abalone
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10})
+    stack.wait_for(job["id"], ("succeeded",))
+    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": "bad-inputs"}).json()
+    url = f"/v1/models/{model['id']}/predict"
+    row = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
+           "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
+    post = lambda body: stack.client.post(url, json=body)  # noqa: E731
+    assert_problem(post({"dataframe_records": [{k: v for k, v in row.items() if k != "Height"}]}), 422, "Height")
+    assert_problem(post({"dataframe_records": [{**row, "Color": "red"}]}), 422, "Color")
+    body = assert_problem(post({"dataframe_records": [{**row, "Sex": "X"}]}), 422, "Sex")
+    assert "'X'" in body["errors"][0]["message"] and "F" in body["errors"][0]["fix"]
+    body = assert_problem(post({"dataframe_records": [row, {**row, "Length": "long"}]}), 422, "Length")
+    assert "row 1" in body["errors"][0]["message"]
+    assert_problem(post({"dataframe_split": {"columns": list(row), "data": [list(row.values())[:-1]]}}), 422, "data")
+    assert_problem(post({"dataframe_records": [row], "instances": [row]}), 422)
+    assert_problem(post({}), 422)
+    assert_problem(stack.client.post("/v1/models/mdl_missing/predict", json={"dataframe_records": [row]}), 404)
+    assert post({"dataframe_records": [row]}).status_code == 200
+
+
+def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, abalone):
+    dataset, _ = abalone
+    forest_id = train_forest(stack, dataset["id"], random_state=11)
+    first = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5})["id"],
+                           ("succeeded",))
+    second = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "penalty": "l1",
+                                           "n_lambdas": 5})["id"], ("succeeded",))
+    assert first["cache_hit"] is False and second["cache_hit"] is True
+    assert stack.client.get(f"/v1/jobs/{second['id']}/result").json()["cache_hit"] is True
+    metrics = stack.client.get("/metrics").text
+    assert 'fire_matrix_cache_total{result="hit"}' in metrics and "fire_http_requests_total" in metrics
+
+
+def test_grid_fans_out_and_picks_the_best_cell(stack, abalone):
+    dataset, _ = abalone
+    parent = submit(stack, {"dataset_id": dataset["id"], "forest": {**SMALL_FOREST, "random_state": 5},
+                            "n_lambdas": 10, "max_rules": 20,
+                            "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 1.0]}})
+    assert parent["kind"] == "grid" and len(parent["cells"]) == 4
+    done = stack.wait_for(parent["id"], ("succeeded",), timeout=120)
+    result = stack.client.get(f"/v1/jobs/{parent['id']}/result").json()
+    assert len(result["grid"]) == 4 and all(row["status"] == "succeeded" for row in result["grid"])
+    best = min(result["grid"], key=lambda row: row["val_loss"])
+    assert result["best_cell_id"] == best["job_id"] == done["summary"]["best_cell_id"]
+    rules = stack.client.get(f"/v1/jobs/{parent['id']}/steps/{result['selected']}/rules")
+    assert rules.status_code == 200
+
+
+def test_idempotency_key_returns_the_same_job(stack, abalone):
+    dataset, forest_id = abalone
+    body = {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5}
+    first = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
+    again = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
+    assert again["id"] == first["id"]
+    assert_problem(stack.client.post("/v1/jobs", json={**body, "n_lambdas": 6},
+                                     headers={"Idempotency-Key": "k-" + dataset["id"]}), 422, "Idempotency-Key")
+
+
+def test_progress_streams_as_server_sent_events(stack, abalone):
+    dataset, forest_id = abalone
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 20})
+    events = []
+    with stack.client.stream("GET", f"/v1/jobs/{job['id']}/events") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = None
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.split(":", 1)[1])))
+    assert events[-1][0] == "status" and events[-1][1]["status"] == "succeeded"
+    assert all(name == "progress" for name, _ in events[:-1])
+
+
+def test_bad_job_requests(stack, abalone):
+    dataset, forest_id = abalone
+    other = stack.upload_dataset(DATASETS / "kin8nm.csv.gz", target="y", rows=200)
+    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": other["id"], "forest_id": forest_id}),
+                   422, "forest_id")
+    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
+                                                       "validation": {"dataset_id": other["id"]}}),
+                   422, "validation.dataset_id")
+    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": "ds_nope", "forest_id": forest_id}), 404)
+    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
+                                                       "lambda_f": 1, "fusion_ratio": 1}), 422)
+    assert_problem(stack.client.get("/v1/jobs/job_nope/result"), 404)
+    assert_problem(stack.client.post("/v1/jobs/job_nope/cancel"), 404)
+
+
+def slow_job(dataset_id: str, forest_id: str) -> dict:
+    """A path long enough to be caught running: many λ, tight tolerance, fusion."""
+    return {"dataset_id": dataset_id, "forest_id": forest_id, "fusion_ratio": 1.0, "n_lambdas": 1000,
+            "lambda_min_ratio": 1e-6, "tol": 1e-12}
+
+
+@pytest.fixture(scope="module")
+def large_forest(stack):
+    dataset = stack.upload_dataset(DATASETS / "elevators.csv.gz", target="Goal")
+    return dataset, train_forest(stack, dataset["id"], n_estimators=200, max_depth=6)
+
+
+def test_cancel_a_running_job_stops_it_within_a_step(stack, large_forest):
+    dataset, forest_id = large_forest
+    job = submit(stack, slow_job(dataset["id"], forest_id))
+    stack.wait_for(job["id"], ("running",), predicate=lambda j: j["progress"].get("step", 0) >= 1)
+    canceled = stack.client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert canceled.status_code == 202 and canceled.json()["status"] == "canceled"
+    assert_problem(stack.client.post(f"/v1/jobs/{job['id']}/cancel"), 409)
+    assert_problem(stack.client.get(f"/v1/jobs/{job['id']}/result"), 409)
+    step_at_cancel = stack.client.get(f"/v1/jobs/{job['id']}").json()["progress"].get("step", 0)
+    time.sleep(1.0)
+    after = stack.client.get(f"/v1/jobs/{job['id']}").json()
+    assert after["status"] == "canceled" and after["progress"].get("step", 0) <= step_at_cancel + 1
+    follow_up = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 3})
+    stack.wait_for(follow_up["id"], ("succeeded",))
+
+
+def test_a_killed_worker_s_job_is_retried_once_then_failed_never_lost(isolated_settings):
+    with ServiceStack(isolated_settings, n_workers=1) as own:
+        dataset = own.upload_dataset(DATASETS / "elevators.csv.gz", target="Goal")
+        forest_id = train_forest(own, dataset["id"], n_estimators=200, max_depth=6)
+        job = submit(own, slow_job(dataset["id"], forest_id))
+        for attempt in (1, 2):
+            own.wait_for(job["id"], ("running",),
+                         predicate=lambda j: j["attempt"] == attempt and j["progress"].get("step", 0) >= 1)
+            own.workers[-1].kill()
+            own.add_worker()
+        failed = own.wait_for(job["id"], ("failed",), timeout=30)
+        assert failed["attempt"] == 2 and failed["error"]["type"] == "worker_lost"
+        assert [entry["attempt"] for entry in failed["history"]] == [1, 2]
+        assert all("stopped sending heartbeats" in entry["reason"] for entry in failed["history"])
