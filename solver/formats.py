@@ -670,7 +670,7 @@ def _make_ensemble(trees, n_features, feature_names, base_score, tree_weight, ki
         )
     except ForestFormatError:
         raise
-    except (ValueError, TypeError, IndexError, KeyError) as e:
+    except (ValueError, TypeError, IndexError, KeyError, StopIteration, ArithmeticError) as e:
         # the parsers validate first, so this is a corner the checks above missed
         raise _err(f"the model is not a valid forest: {e}") from None
 
@@ -1254,10 +1254,11 @@ def _load_fire(doc: Any, max_nodes: int, max_depth: int):
         return TreeEnsemble.from_dict(doc, max_nodes=max_nodes, max_depth=max_depth, max_features=MAX_FEATURES)
     except ForestFormatError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError) as e:
+    # StopIteration/ArithmeticError: defensive, an upload must never surface as a server error
+    except (ValueError, TypeError, KeyError, IndexError, StopIteration, ArithmeticError) as e:
         field = getattr(e, "field", None)
         field = "/" + field if isinstance(field, str) and field else "file"
-        detail = getattr(e, "detail", None) or str(e)
+        detail = getattr(e, "detail", None) or str(e) or type(e).__name__
         where = f"{field[1:]} " if field != "file" else ""
         raise _err(f"invalid fire-forest document: {where}{detail}", field) from None
 

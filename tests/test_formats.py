@@ -543,6 +543,9 @@ def test_fire_json_roundtrip_and_validation(data, xgb_doc):
     bad = copy.deepcopy(doc)
     bad["trees"][0]["threshold"][0] = "x"
     _raises(json.dumps(bad).encode(), 422, "/trees/0/threshold/*")
+    bad = copy.deepcopy(doc)
+    bad["trees"][0]["value"][-1] = 2**70  # beyond int64 in a float list
+    _raises(json.dumps(bad).encode(), 422)
     _raises(raw, 422, None, "depth", max_depth=1)
     _raises(raw, 422, "/trees", "limit", max_nodes=10)
 
@@ -552,3 +555,55 @@ def test_error_shape():
     problem = err.to_problem()
     assert problem["status"] == 415 and problem["field"] == "file" and problem["detail"] == err.detail
     assert "(field: file)" in str(err)
+
+
+def test_lightgbm_zero_missing_when_representable(lgb_dump):
+    d = copy.deepcopy(lgb_dump)
+    root = d["tree_info"][0]["tree_structure"]
+    root.update(missing_type="Zero", default_left=True, threshold=0.25)
+    forest = load_forest(json.dumps(d).encode())
+    assert bool(forest.trees[0].missing_go_left[0]) is True
+    root.update(default_left=False, threshold=-0.25)
+    forest = load_forest(json.dumps(d).encode())
+    assert bool(forest.trees[0].missing_go_left[0]) is False
+    root.update(default_left=True, threshold=-0.25)  # zeros would have to go left past the threshold
+    _raises(json.dumps(d).encode(), 422, "/tree_info/0/tree_structure/missing_type", "zero_as_missing")
+
+
+def test_ubjson_malformed(data):
+    X, _, y = data
+    raw = bytes(_xgb_train(X, y, rounds=2).save_raw("ubj"))
+    for cut in (2, 7, len(raw) // 3, len(raw) - 1):
+        _raises(raw[:cut], 422, "file", "ubjson")
+    # a typed-array count larger than the data
+    i = raw.index(b"[$")
+    _raises(raw[:i] + b"[$d#L\x7f\xff\xff\xff\xff\xff\xff\xff" + raw[i + 13:], 422, "file", "ubjson")
+
+
+def test_structured_mutations_never_escape(xgb_doc, lgb_dump):
+    """Random type/value substitutions anywhere in the documents: a ForestFormatError or a forest,
+    never another exception (the service must not answer 500 to an upload)."""
+    forest_doc = load_forest(json.dumps(xgb_doc).encode()).to_dict()
+    values = [None, True, -1, 0, 2, 2**70, -2**40, 1.5, float("nan"), float("inf"), "x", [], [1],
+              {}, {"a": 1}, [[1, 2]], ["1"]]
+    rng = np.random.default_rng(7)
+
+    def paths(o, p=()):
+        yield p
+        items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+        for k, v in items:
+            yield from paths(v, p + (k,))
+
+    for doc in (xgb_doc, lgb_dump, forest_doc):
+        all_paths = list(paths(doc))[1:]
+        for _ in range(150):
+            d = copy.deepcopy(doc)
+            p = all_paths[rng.integers(len(all_paths))]
+            o = d
+            for k in p[:-1]:
+                o = o[k]
+            o[p[-1]] = copy.deepcopy(values[rng.integers(len(values))])
+            try:
+                load_forest(json.dumps(d).encode())
+            except ForestFormatError as e:
+                assert e.status in (415, 422) and e.detail
