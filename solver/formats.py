@@ -901,6 +901,10 @@ def _parse_xgboost(doc: Any, max_nodes: int, max_depth: int):
     base_score = _parse_base_score(_get(lmp, "base_score", mp), mp + "/base_score")
     feature_names = _feature_names(learner.get("feature_names"), lp + "/feature_names", n_features)
     ftypes = learner.get("feature_types")
+    categorical = None  # per feature: declared categorical ("c")
+    if isinstance(ftypes, list) and any(t == "c" for t in ftypes):
+        categorical = np.zeros(n_features, dtype=bool)
+        categorical[: min(len(ftypes), n_features)] = [t == "c" for t in ftypes[:n_features]]
 
     model = _get(gbtree, "model", tp, dict)
     mp2 = tp + "/model"
@@ -969,12 +973,11 @@ def _parse_xgboost(doc: Any, max_nodes: int, max_depth: int):
         with np.errstate(over="ignore", invalid="ignore"):
             c32 = cond.astype(np.float32)
         _check_finite(c32, reach, path + "/split_conditions", "split conditions and leaf values (as float32)")
-        if isinstance(ftypes, list) and ftypes:
-            for i in np.flatnonzero(use):
-                f = int(split_idx[i])
-                if f < len(ftypes) and ftypes[f] == "c":
-                    raise _err("split on a categorical feature: only numerical splits are supported.",
-                               _ptr(path + "/split_indices", int(i)))
+        if categorical is not None:
+            bad = np.flatnonzero(use & categorical[np.clip(split_idx, 0, n_features - 1)])
+            if bad.size:
+                raise _err("split on a categorical feature: only numerical splits are supported. "
+                           "Retrain without enable_categorical.", _ptr(path + "/split_indices", int(bad[0])))
         thr = np.where(internal, np.nextafter(c32, np.float32(-np.inf)).astype(np.float64), 0.0)
         # x < -FLT_MAX holds for no finite float32: a finite stand-in for -inf routes identically
         thr[np.isneginf(thr)] = -np.finfo(np.float64).max

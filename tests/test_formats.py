@@ -226,6 +226,9 @@ def test_xgboost_malformed(xgb_doc):
     def categorical(d):
         _tree(d)["split_type"][0] = 1
     _raises(_mutated(xgb_doc, categorical), 422, _tree_path() + "/split_type/0", "categorical")
+    def categorical_feature(d):
+        d["learner"]["feature_types"] = ["c"] * 8
+    _raises(_mutated(xgb_doc, categorical_feature), 422, _tree_path() + "/split_indices/0", "categorical")
     # multi-class / multi-target
     def multiclass(d):
         d["learner"]["learner_model_param"]["num_class"] = "3"
