@@ -174,35 +174,31 @@ def _apply_trees(X, node_offsets, children_left, children_right, feature, thresh
 
 
 @njit(cache=True)
-def _fill_leaf_ancestors(leaf_nodes, parent, internal_id, ptr, ids):
-    """Write the internal-node ids on each leaf's path, root first, into ids[ptr[j]:ptr[j+1]]."""
+def _fill_leaf_ancestors(leaf_nodes, parent, node_offset, ptr, ids):
+    """Write the global ids (node_offset + node) of the internal nodes on each leaf's path,
+    root first, into ids[ptr[j]:ptr[j+1]]."""
     for j in range(leaf_nodes.shape[0]):
         node = leaf_nodes[j]
         pos = ptr[j + 1]
         while parent[node] != -1:
             node = parent[node]
             pos -= 1
-            ids[pos] = internal_id[node]
+            ids[pos] = node_offset + node
 
 
 @njit(cache=True)
-def count_antecedents(leaves, ptr, ids, n_internal_total):
-    """Number of distinct internal nodes (antecedents) on the paths of the given global leaves.
-
-    ``leaves`` are global leaf indices (e.g. ``np.flatnonzero(w)``); ``ptr, ids`` is
-    ``TreeEnsemble.leaf_ancestors`` and ``n_internal_total`` is ``TreeEnsemble.n_internal_nodes``.
-    This is the paper's interpretability count; cost O(len(leaves) * depth).
-    """
-    seen = np.zeros(n_internal_total, np.bool_)
-    count = 0
-    for k in range(leaves.shape[0]):
-        leaf = leaves[k]
+def _count_distinct_ancestors(leaves, ptr, ids):
+    """Distinct ids in ids[ptr[j]:ptr[j+1]] over the given leaves j; O(len(leaves) * depth)."""
+    largest = -1
+    for leaf in leaves:
         for pos in range(ptr[leaf], ptr[leaf + 1]):
-            node = ids[pos]
-            if node >= n_internal_total:
-                raise ValueError("ancestor id out of range: pass forest.n_internal_nodes")
-            if not seen[node]:
-                seen[node] = True
+            largest = max(largest, ids[pos])
+    seen = np.zeros(largest + 1, np.bool_)
+    count = 0
+    for leaf in leaves:
+        for pos in range(ptr[leaf], ptr[leaf + 1]):
+            if not seen[ids[pos]]:
+                seen[ids[pos]] = True
                 count += 1
     return count
 
@@ -238,6 +234,26 @@ def _leaf_column_sums(leaves, offsets, n_leaves, row_weight):
         for t in range(n_trees):
             out[offsets[t] + leaves[i, t]] += row_weight[i]
     return out
+
+
+def count_antecedents(leaves, ptr: np.ndarray, ids: np.ndarray) -> int:
+    """Number of distinct internal nodes (antecedents) on the paths of a set of leaves.
+
+    The paper's interpretability count. ``leaves`` is a boolean mask over the R global leaves
+    (e.g. ``w != 0``) or an array of global leaf indices; ``(ptr, ids)`` is
+    ``TreeEnsemble.leaf_ancestors``. Cost O(selected leaves * depth) in a numba kernel (plus
+    O(R) to read a mask).
+    """
+    n_leaves = len(ptr) - 1
+    leaves = np.asarray(leaves)
+    if leaves.dtype == np.bool_:
+        if leaves.shape != (n_leaves,):
+            raise ValueError(f"a leaf mask must have shape ({n_leaves},), got {leaves.shape}")
+        leaves = np.flatnonzero(leaves)
+    elif leaves.size and (leaves.dtype.kind not in "iu" or leaves.min() < 0
+                          or leaves.max() >= n_leaves):
+        raise ValueError(f"leaves must be a boolean mask or integer indices in [0, {n_leaves})")
+    return int(_count_distinct_ancestors(leaves.astype(np.int64).ravel(), ptr, ids))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -482,8 +498,8 @@ class TreeEnsemble:
     (float64 (R,)), ``leaf_nodes`` (per tree, node ids of its leaves in left-to-right DFS order),
     ``leaf_support`` (int64 (R,), training samples per leaf, -1 where unknown),
     ``leaf_ancestors`` (``(ptr, ids)``: ``ids[ptr[j]:ptr[j+1]]`` are the global ids, root first,
-    of the internal nodes on leaf ``j``'s path; internal nodes are numbered tree by tree, in node
-    order, from 0 to ``n_internal_nodes - 1``), ``n_trees``, ``n_leaves``, ``n_nodes``,
+    of the internal nodes on leaf ``j``'s path; the global id of node ``k`` of tree ``t`` is
+    ``k`` plus the node counts of trees ``0..t-1``), ``n_trees``, ``n_leaves``, ``n_nodes``,
     ``n_internal_nodes``, ``max_depth``.
 
     The arrays are validated (see the module docstring); errors raise ``ForestSchemaError``.
@@ -551,14 +567,10 @@ class TreeEnsemble:
             _depths_of(parent, nodes) for parent, nodes in zip(self._parents, self.leaf_nodes)])
         ptr = np.concatenate([[0], np.cumsum(path_lengths)]).astype(np.int64)
         ids = np.empty(ptr[-1], dtype=np.int64)
-        internal_offset = 0
-        for t, tree in enumerate(self.trees):
-            is_split = tree.children_left != LEAF
-            internal_id = np.where(is_split, np.cumsum(is_split) - 1 + internal_offset, -1)
+        for t in range(self.n_trees):
             start, stop = self.leaf_offsets[t], self.leaf_offsets[t + 1]
-            _fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], internal_id,
+            _fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], self._node_offsets[t],
                                  ptr[start:stop + 1], ids)
-            internal_offset += int(is_split.sum())
         return ptr, ids
 
     # -- prediction ------------------------------------------------------------------------

@@ -168,10 +168,9 @@ class RuleEnsemble:
                 merged[key] = {**member, "conditions": conditions, "contribution": contribution,
                                "members": [member]}
         rules = [rule for rule in merged.values() if rule["contribution"] != 0.0]
-        kept_leaves = np.array(sorted(forest.leaf_offsets[m["tree"]] + m["leaf"]
-                                      for rule in rules for m in rule["members"]), dtype=np.int64)
-        ptr, ids = forest.leaf_ancestors
-        n_antecedents = int(count_antecedents(kept_leaves, ptr, ids, forest.n_internal_nodes))
+        kept_leaves = np.array([forest.leaf_offsets[m["tree"]] + m["leaf"]
+                                for rule in rules for m in rule["members"]], dtype=np.int64)
+        n_antecedents = count_antecedents(kept_leaves, *forest.leaf_ancestors)
         return cls(rules, intercept, forest.feature_names, n_antecedents)
 
     # -- scoring ---------------------------------------------------------------------------

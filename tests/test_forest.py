@@ -282,12 +282,20 @@ def test_leaf_ancestors_and_antecedent_count(housing):
     forest = TreeEnsemble.from_sklearn(
         RandomForestRegressor(n_estimators=6, max_leaf_nodes=12, random_state=0).fit(X, y))
     ptr, ids = forest.leaf_ancestors
-    assert ptr.shape == (forest.n_leaves + 1,) and ids.max() < forest.n_internal_nodes
+    assert ptr.shape == (forest.n_leaves + 1,) and ids.max() < forest.n_nodes
+    first_leaf_path = ids[ptr[0]:ptr[1]]
+    assert first_leaf_path[0] == 0 and (forest.trees[0].children_left[first_leaf_path] != -1).all()
+    assert ids[ptr[forest.leaf_offsets[1]]] == forest.trees[0].n_nodes  # root of tree 1
     # every internal node is on some path; a whole tree needs all its internal nodes
     assert np.unique(ids).size == forest.n_internal_nodes
     first_tree = np.arange(forest.leaf_offsets[0], forest.leaf_offsets[1])
-    assert count_antecedents(first_tree, ptr, ids, forest.n_internal_nodes) == \
-        forest.leaf_offsets[1] - 1
+    assert count_antecedents(first_tree, ptr, ids) == forest.leaf_offsets[1] - 1
+    assert count_antecedents(np.ones(forest.n_leaves, bool), ptr, ids) == forest.n_internal_nodes
+    assert count_antecedents(np.zeros(forest.n_leaves, bool), ptr, ids) == 0
+    with pytest.raises(ValueError, match="mask"):
+        count_antecedents(np.ones(3, bool), ptr, ids)
+    with pytest.raises(ValueError, match="indices"):
+        count_antecedents(np.array([forest.n_leaves]), ptr, ids)
     rng = np.random.default_rng(0)
     for _ in range(20):
         chosen = rng.choice(forest.n_leaves, size=rng.integers(0, 15), replace=False)
@@ -295,16 +303,18 @@ def test_leaf_ancestors_and_antecedent_count(housing):
         for j in chosen:
             brute.update(ids[ptr[j]:ptr[j + 1]].tolist())
             assert ptr[j + 1] - ptr[j] >= len(forest.leaf_conditions([j])[0])
-        assert count_antecedents(chosen.astype(np.int64), ptr, ids,
-                                 forest.n_internal_nodes) == len(brute)
+        assert count_antecedents(chosen, ptr, ids) == len(brute)
+        mask = np.zeros(forest.n_leaves, bool)
+        mask[chosen] = True
+        assert count_antecedents(mask, ptr, ids) == len(brute)
 
 
 def test_leaf_ancestor_paths_are_root_first():
     forest = TreeEnsemble.from_dict(small_tree_dict())
     ptr, ids = forest.leaf_ancestors
-    assert [ids[ptr[j]:ptr[j + 1]].tolist() for j in range(3)] == [[0], [0, 1], [0, 1]]
-    assert count_antecedents(np.array([0]), ptr, ids, 2) == 1
-    assert count_antecedents(np.array([1, 2]), ptr, ids, 2) == 2
+    assert [ids[ptr[j]:ptr[j + 1]].tolist() for j in range(3)] == [[0], [0, 2], [0, 2]]
+    assert count_antecedents(np.array([0]), ptr, ids) == 1
+    assert count_antecedents(np.array([1, 2]), ptr, ids) == 2
 
 
 # -- sklearn round trip ----------------------------------------------------------------------

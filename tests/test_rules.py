@@ -100,7 +100,7 @@ def test_identical_rules_merge_and_cancelling_ones_vanish():
                                rtol=1e-12, atol=1e-14)
     ptr, ids = forest.leaf_ancestors
     assert rules.n_antecedents == count_antecedents(np.array([0, per_tree, 2 * per_tree]), ptr,
-                                                    ids, forest.n_internal_nodes)
+                                                    ids)
 
 
 def test_explain_lists_the_rules_that_fire(nan_forest):
