@@ -28,13 +28,23 @@ float64, NaN goes where ``missing_go_left`` says):
   ``x <= nextafter(t, -inf)``, so the threshold stored is ``float64(nextafter(float32(t), -inf))``:
   the routing is identical for every input. Leaf values are XGBoost's float32 values; XGBoost sums
   them in float32, we sum in float64, so predictions agree to ~1e-6 relative, not bit for bit.
+* XGBoost: all trees are used, as ``Booster.predict`` does by default (``XGBRegressor.predict``
+  stops at ``best_iteration`` after early stopping: save ``booster[: best_iteration + 1]`` to get
+  that model).
+  ``base_score`` (``"[5E-1]"`` in 3.x, ``"5E-1"`` before) is the margin for the identity-link
+  objectives accepted. dart: each tree's leaves are scaled by its ``weight_drop``.
+  ``num_parallel_tree > 1`` (boosted random forests) is a plain sum of all trees.
 * LightGBM compares the double value with a double threshold; we compare ``float32(x)``. The
   routing is identical whenever the inputs are float32-representable (e.g. the model was trained
   and is used on float32 data); for a double input that is not, a value within one float32 ulp of
   a threshold may be routed differently than by LightGBM. LightGBM's ``missing_type``: ``"None"``
   maps NaN to 0.0 (so NaN goes left iff ``0.0 <= threshold``), ``"NaN"`` sends NaN to the default
   child, ``"Zero"`` (``zero_as_missing``) sends NaN and |x| <= 1e-35 to the default child, which
-  is accepted only where that agrees with the threshold comparison.
+  is accepted only where that agrees with the threshold comparison. Leaf values in the dump already
+  include the shrinkage (and the initial score, in the first tree), so ``base_score`` is 0;
+  ``average_output`` (``boosting="rf"``) gives ``tree_weight = 1/T``, matching ``Booster.predict``
+  (note ``raw_score=True`` returns the unaveraged sum in that mode). ``internal_count``/``leaf_count``
+  become the trees' ``n_samples``.
 * Size and shape are bounded: every tree's depth <= ``max_depth`` (64), the total number of nodes
   <= ``max_nodes`` (5,000,000), the upload <= ``max_bytes``.
 
