@@ -157,11 +157,14 @@ def _depth_first_leaves(children_left, children_right):
 @njit(cache=True)
 def _apply_trees(X, node_offsets, children_left, children_right, feature, threshold,
                  missing_go_left, leaf_index, out):
-    """out[i, t] = local leaf index that row i reaches in tree t (sklearn's routing)."""
+    """out[i, t] = local leaf index that row i reaches in tree t (sklearn's routing).
+
+    Tree by tree, so one tree's nodes stay in cache while all rows go through it.
+    """
     n_rows, n_trees = out.shape
-    for i in range(n_rows):
-        for t in range(n_trees):
-            root = node_offsets[t]
+    for t in range(n_trees):
+        root = node_offsets[t]
+        for i in range(n_rows):
             node = root
             while children_left[node] != -1:
                 x = X[i, feature[node]]
@@ -399,8 +402,8 @@ class _TreeLayout:
     """Structure derived from a validated tree."""
 
     leaf_nodes: np.ndarray  # int32, leaves in left-to-right DFS order
+    leaf_depth: np.ndarray  # int32, number of splits above each of those leaves
     parent: np.ndarray      # int32 (n_nodes,), -1 at the root
-    max_depth: int
 
 
 def _canonical_tree(index: int, tree: Tree, n_features: int,
@@ -461,7 +464,7 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
         missing_go_left=arrays["missing_go_left"],
         n_samples=arrays.get("n_samples"),
     )
-    return canonical, _TreeLayout(leaf_nodes, parent, tree_depth)
+    return canonical, _TreeLayout(leaf_nodes, depth[leaf_nodes], parent)
 
 
 def _check_feature_names(feature_names, n_features: int) -> list[str]:
@@ -530,7 +533,8 @@ class TreeEnsemble:
         self.trees: tuple[Tree, ...] = tuple(tree for tree, _ in checked)
         self._parents = [layout.parent for _, layout in checked]
         self.leaf_nodes: list[np.ndarray] = [layout.leaf_nodes for _, layout in checked]
-        self.max_depth = max(layout.max_depth for _, layout in checked)
+        self._leaf_depths = [layout.leaf_depth for _, layout in checked]
+        self.max_depth = int(max(depths.max() for depths in self._leaf_depths))
         self._build_flat_arrays()
 
     def _build_flat_arrays(self) -> None:
@@ -563,9 +567,7 @@ class TreeEnsemble:
                                 if max_leaves - 1 <= np.iinfo(dtype).max)
 
     def _compute_leaf_ancestors(self) -> tuple[np.ndarray, np.ndarray]:
-        path_lengths = np.concatenate([
-            _depths_of(parent, nodes) for parent, nodes in zip(self._parents, self.leaf_nodes)])
-        ptr = np.concatenate([[0], np.cumsum(path_lengths)]).astype(np.int64)
+        ptr = np.concatenate([[0], np.cumsum(np.concatenate(self._leaf_depths))]).astype(np.int64)
         ids = np.empty(ptr[-1], dtype=np.int64)
         for t in range(self.n_trees):
             start, stop = self.leaf_offsets[t], self.leaf_offsets[t + 1]
@@ -749,9 +751,8 @@ class TreeEnsemble:
             nodes["n_node_samples"] = tree.n_samples
             nodes["weighted_n_node_samples"] = tree.n_samples
         nodes["missing_go_to_left"] = tree.missing_go_left
-        depth = int(np.max(_depths_of(self._parents[t], self.leaf_nodes[t])))
         sklearn_tree = SklearnTree(self.n_features, np.array([1], dtype=np.intp), 1)
-        sklearn_tree.__setstate__({"max_depth": depth, "node_count": tree.n_nodes, "nodes": nodes,
+        sklearn_tree.__setstate__({"max_depth": int(self._leaf_depths[t].max()), "node_count": tree.n_nodes, "nodes": nodes,
                                    "values": tree.value.reshape(-1, 1, 1).copy()})
         member = tree_class()
         member.tree_ = sklearn_tree
@@ -831,19 +832,6 @@ def _check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequ
     if unknown:
         raise ForestSchemaError(f"{where}{unknown[0]}", f"is not a known key; allowed keys are "
                                 f"{', '.join(sorted(allowed))}")
-
-
-def _depths_of(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Number of splits on the path of each node (parent links, vectorized over nodes)."""
-    depth = np.zeros(len(nodes), dtype=np.int64)
-    current = nodes.astype(np.int64)
-    while True:
-        up = parent[current]
-        active = up != -1
-        if not active.any():
-            return depth
-        depth += active
-        current = np.where(active, up, current)
 
 
 def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
