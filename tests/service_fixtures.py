@@ -34,8 +34,8 @@ def make_settings(**overrides) -> Settings:
         "redis_url": os.environ.get("FIRE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
         "key_prefix": f"fire-test-{token}:",
         "queue_name": f"fire-test-{token}",
-        "heartbeat_seconds": 0.5,
-        "heartbeat_ttl_seconds": 3.0,
+        "heartbeat_seconds": 1,
+        "heartbeat_ttl_seconds": 4.0,
         "watchdog_seconds": 1.0,
         "max_upload_bytes": 8 * 1024 * 1024,
     }

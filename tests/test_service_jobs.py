@@ -100,7 +100,7 @@ def test_upload_train_path_promote_predict(stack, abalone):
 
 def test_bad_scoring_requests_name_the_fault(stack, abalone):
     dataset, forest_id = abalone
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10})
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10})
     stack.wait_for(job["id"], ("succeeded",))
     model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": "bad-inputs"}).json()
     url = f"/v1/models/{model['id']}/predict"
@@ -123,10 +123,11 @@ def test_bad_scoring_requests_name_the_fault(stack, abalone):
 def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, abalone):
     dataset, _ = abalone
     forest_id = train_forest(stack, dataset["id"], random_state=11)
-    first = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5})["id"],
+    first = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5,
+                                          "max_rules": 10})["id"],
                            ("succeeded",))
     second = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "penalty": "l1",
-                                           "n_lambdas": 5})["id"], ("succeeded",))
+                                           "n_lambdas": 5, "max_rules": 10})["id"], ("succeeded",))
     assert first["cache_hit"] is False and second["cache_hit"] is True
     assert stack.client.get(f"/v1/jobs/{second['id']}/result").json()["cache_hit"] is True
     metrics = stack.client.get("/metrics").text
@@ -150,7 +151,7 @@ def test_grid_fans_out_and_picks_the_best_cell(stack, abalone):
 
 def test_idempotency_key_returns_the_same_job(stack, abalone):
     dataset, forest_id = abalone
-    body = {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5}
+    body = {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5, "max_rules": 10}
     first = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
     again = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
     assert again["id"] == first["id"]
@@ -160,7 +161,7 @@ def test_idempotency_key_returns_the_same_job(stack, abalone):
 
 def test_progress_streams_as_server_sent_events(stack, abalone):
     dataset, forest_id = abalone
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 20})
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 20, "max_rules": 15})
     events = []
     with stack.client.stream("GET", f"/v1/jobs/{job['id']}/events") as response:
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -213,7 +214,7 @@ def test_cancel_a_running_job_stops_it_within_a_step(stack, large_forest):
     time.sleep(1.0)
     after = stack.client.get(f"/v1/jobs/{job['id']}").json()
     assert after["status"] == "canceled" and after["progress"].get("step", 0) <= step_at_cancel + 1
-    follow_up = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 3})
+    follow_up = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 3, "max_rules": 5})
     stack.wait_for(follow_up["id"], ("succeeded",))
 
 

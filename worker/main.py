@@ -6,6 +6,7 @@ from rq import Worker
 from rq.serializers import JSONSerializer
 
 from app.core.config import Settings
+from app.services.job_records import JobRecords
 from app.services.jobs import make_queue
 from app.services.redis_conn import data_redis
 
@@ -29,11 +30,30 @@ def warm_solver() -> None:
                  leaf_ancestors=forest.leaf_ancestors)
 
 
+class FireWorker(Worker):
+    """Refreshes the running FIRE job's heartbeat from the worker process itself.
+
+    The work horse cannot be trusted to do it: a numba kernel holds the GIL for as long as it runs,
+    which would starve a heartbeat thread there. The parent only waits on the horse, so its beats
+    stop exactly when the horse or the whole machine is gone.
+    """
+
+    def __init__(self, *args, records: JobRecords, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.records = records
+
+    def maintain_heartbeats(self, job, execution):
+        super().maintain_heartbeats(job, execution)
+        job_id, attempt = job.args
+        self.records.beat(job_id, attempt)
+
+
 def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: bool = False) -> bool:
     warm_solver()
     redis = data_redis(settings)
     queues = [make_queue(settings.model_copy(update={"queue_name": name}), redis)
               for name in (queue_names or [settings.queue_name])]
-    worker = Worker(queues, connection=redis, serializer=JSONSerializer)
+    worker = FireWorker(queues, connection=redis, serializer=JSONSerializer, records=JobRecords(settings, redis),
+                        job_monitoring_interval=settings.heartbeat_seconds)
     log.info("worker %s listening on %s", worker.name, [q.name for q in queues])
     return worker.work(burst=burst, logging_level="INFO")

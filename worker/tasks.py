@@ -3,7 +3,6 @@
 A job reports through its record (status, progress, timings) and stores large results under its
 own keys; the RQ return value stays empty.
 """
-import threading
 import time
 from functools import lru_cache
 
@@ -29,7 +28,7 @@ class JobCanceled(Exception):
 
 
 class JobRun:
-    """Claims a queued job for one attempt, keeps its heartbeat, records progress and the outcome."""
+    """Claims a queued job for one attempt, records its progress and its outcome."""
 
     def __init__(self, job_id: str, attempt: int):
         self.services = services()
@@ -38,7 +37,6 @@ class JobRun:
         self.attempt = attempt
         self.timings: dict[str, float] = {}
         self.claimed = False
-        self._stop_heartbeat = threading.Event()
         self._last_progress = 0.0
 
     def __enter__(self) -> "JobRun":
@@ -53,16 +51,10 @@ class JobRun:
                                                started_at=started, timings=self.timings,
                                                progress={"phase": "starting"})
         if self.claimed:
-            self.records.beat(self.job_id, self.attempt)
-            threading.Thread(target=self._beat, daemon=True).start()
+            self.records.beat(self.job_id, self.attempt)  # FireWorker keeps it fresh from here on
         return self
 
-    def _beat(self) -> None:
-        while not self._stop_heartbeat.wait(self.services.settings.heartbeat_seconds):
-            self.records.beat(self.job_id, self.attempt)
-
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._stop_heartbeat.set()
         if not self.claimed:
             return False
         self.records.redis.delete(self.records.heartbeat_key(self.job_id))

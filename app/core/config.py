@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     embedded_workers: int = 2
     job_timeout: int = Field(3600, description="Seconds a job may run before the path stops at its deadline.")
     result_ttl_seconds: int = Field(30 * 24 * 3600, description="How long job records and results are kept.")
-    heartbeat_seconds: float = Field(5.0, description="Running jobs refresh a heartbeat key this often.")
+    heartbeat_seconds: int = Field(5, ge=1, description="Workers refresh a running job's heartbeat this often.")
     heartbeat_ttl_seconds: float = Field(20.0, description="A running job without heartbeat this long is lost.")
     watchdog_seconds: float = Field(10.0, description="The API checks running jobs for lost workers this often.")
     max_job_attempts: int = Field(2, description="A job whose worker died is run again until this many tries.")

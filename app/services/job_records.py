@@ -81,8 +81,8 @@ class JobRecords:
     def recent_ids(self, limit: int = 100) -> list[str]:
         return [i.decode() for i in self.redis.zrevrange(self.index_key, 0, limit - 1)]
 
-    def transition(self, job_id: str, allowed: tuple[str, ...], attempt: int | None = None, **fields) -> bool:
-        args = [len(allowed), *(_encode(s) for s in allowed), "" if attempt is None else _encode(attempt)]
+    def transition(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
+        args = [len(allowed), *(_encode(s) for s in allowed), "" if on_attempt is None else _encode(on_attempt)]
         for name, value in fields.items():
             args += [name, _encode(value)]
         return bool(self._transition(keys=[self.key(job_id)], args=args))
