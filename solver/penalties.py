@@ -1,0 +1,178 @@
+"""Penalties of the FIRE objective and their proximal operators (numba kernels).
+
+The sparsity penalty is applied coordinate-wise and is either
+
+* ``L1``: ``lam * |w|``, or
+* ``MCP`` (paper eq. 4): ``lam*|w| - w**2 / (2*gamma)`` for ``|w| <= gamma*lam`` and ``gamma*lam**2 / 2``
+  beyond. The concavity ``gamma`` handed to these kernels is the *effective* one of the coordinate; the path
+  decides it per tree (``solver.path``: the paper's per-block concavity ``gamma / L_t``, or a plain global
+  ``gamma``).
+
+The fusion penalty of one tree is ``lam_f * sum_j |w_{j+1} - w_j|`` over its leaves in left-to-right order;
+its proximal operator is the 1-D fused lasso signal approximator, solved exactly by Johnson's (2013)
+linear-time dynamic program in :func:`fused_lasso_prox`.
+"""
+
+import numpy as np
+from numba import njit
+
+L1 = 0
+MCP = 1
+
+PENALTY_CODES = {"l1": L1, "mcp": MCP}
+
+
+@njit(cache=True)
+def soft_threshold(z, threshold):
+    if z > threshold:
+        return z - threshold
+    if z < -threshold:
+        return z + threshold
+    return 0.0
+
+
+@njit(cache=True)
+def mcp_value(w, lam, gamma):
+    """MCP penalty of one coordinate; correct for negative ``w`` (the penalty is even in ``w``)."""
+    a = abs(w)
+    if a <= gamma * lam:
+        return lam * a - a * a / (2.0 * gamma)
+    return 0.5 * gamma * lam * lam
+
+
+@njit(cache=True)
+def penalty_value(w, lam, gamma, code):
+    if code == L1:
+        return lam * abs(w)
+    return mcp_value(w, lam, gamma)
+
+
+@njit(cache=True)
+def penalty_prox(z, curvature, lam, gamma, code):
+    """Global minimizer of ``curvature/2 * (w - z)**2 + penalty(w)``.
+
+    For MCP with ``curvature * gamma <= 1`` the problem is not convex; then the minimizer is either 0 or the
+    unpenalized-region point ``sign(z) * max(|z|, gamma*lam)``, whichever is lower (ties go to 0).
+    """
+    if code == L1:
+        return soft_threshold(z, lam / curvature)
+    a = abs(z)
+    s = 1.0 if z >= 0.0 else -1.0
+    if curvature * gamma > 1.0:
+        if a <= lam / curvature:
+            return 0.0
+        if a <= gamma * lam:
+            return s * (a - lam / curvature) / (1.0 - 1.0 / (gamma * curvature))
+        return z
+    outer = max(a, gamma * lam)
+    outer_value = 0.5 * curvature * (outer - a) ** 2 + 0.5 * gamma * lam * lam
+    if outer_value < 0.5 * curvature * a * a:
+        return s * outer
+    return 0.0
+
+
+@njit(cache=True)
+def penalty_subdifferential(w, lam, gamma, code):
+    """Interval ``[lo, hi]`` of the (Clarke) subdifferential of the sparsity penalty at ``w``."""
+    if w == 0.0:
+        return -lam, lam
+    s = 1.0 if w > 0.0 else -1.0
+    if code == L1:
+        return s * lam, s * lam
+    if abs(w) <= gamma * lam:
+        g = s * lam - w / gamma
+        return g, g
+    return 0.0, 0.0
+
+
+@njit(cache=True)
+def fused_lasso_prox(z, lam, out):
+    """Johnson's dynamic program: ``out = argmin_b 1/2 ||b - z||^2 + lam * sum_j |b_{j+1} - b_j|``.
+
+    O(len(z)) time and memory. ``z`` and ``out`` may not alias.
+    """
+    n = z.shape[0]
+    if n == 0:
+        return
+    if n == 1 or lam <= 0.0:
+        for i in range(n):
+            out[i] = z[i]
+        return
+    knots = np.empty(2 * n)
+    slope = np.empty(2 * n)
+    offset = np.empty(2 * n)
+    lower_knot = np.empty(n - 1)
+    upper_knot = np.empty(n - 1)
+
+    lower_knot[0] = z[0] - lam
+    upper_knot[0] = z[0] + lam
+    left = n - 1
+    right = n
+    knots[left] = lower_knot[0]
+    knots[right] = upper_knot[0]
+    slope[left] = 1.0
+    offset[left] = lam - z[0]
+    slope[right] = -1.0
+    offset[right] = z[0] + lam
+    first_slope = 1.0
+    first_offset = -z[1] - lam
+    last_slope = -1.0
+    last_offset = z[1] - lam
+
+    for k in range(1, n - 1):
+        # lowest knot where the message derivative exceeds -lam: the next lower back-pointer
+        lo_slope = first_slope
+        lo_offset = first_offset
+        lo = left
+        while lo <= right and lo_slope * knots[lo] + lo_offset <= -lam:
+            lo_slope += slope[lo]
+            lo_offset += offset[lo]
+            lo += 1
+        # highest knot where the derivative is below lam: the next upper back-pointer
+        hi_slope = last_slope
+        hi_offset = last_offset
+        hi = right
+        while hi >= lo and -hi_slope * knots[hi] - hi_offset >= lam:
+            hi_slope += slope[hi]
+            hi_offset += offset[hi]
+            hi -= 1
+        lower_knot[k] = (-lam - lo_offset) / lo_slope
+        left = lo - 1
+        knots[left] = lower_knot[k]
+        upper_knot[k] = (lam + hi_offset) / (-hi_slope)
+        right = hi + 1
+        knots[right] = upper_knot[k]
+        slope[left] = lo_slope
+        offset[left] = lo_offset + lam
+        slope[right] = hi_slope
+        offset[right] = hi_offset + lam
+        first_slope = 1.0
+        first_offset = -z[k + 1] - lam
+        last_slope = -1.0
+        last_offset = z[k + 1] - lam
+
+    lo = left
+    while lo <= right and first_slope * knots[lo] + first_offset <= 0.0:
+        first_slope += slope[lo]
+        first_offset += offset[lo]
+        lo += 1
+    out[n - 1] = -first_offset / first_slope
+    for k in range(n - 2, -1, -1):
+        if out[k + 1] > upper_knot[k]:
+            out[k] = upper_knot[k]
+        elif out[k + 1] < lower_knot[k]:
+            out[k] = lower_knot[k]
+        else:
+            out[k] = out[k + 1]
+
+
+@njit(cache=True)
+def fusion_value(w, offsets, lam_f):
+    """``lam_f * sum_t ||D_t w_t||_1``: differences of neighbouring leaves within each tree only."""
+    if lam_f == 0.0:
+        return 0.0
+    total = 0.0
+    for t in range(offsets.shape[0] - 1):
+        for j in range(offsets[t] + 1, offsets[t + 1]):
+            total += abs(w[j] - w[j - 1])
+    return lam_f * total
