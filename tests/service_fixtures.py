@@ -59,7 +59,7 @@ class WorkerProcess:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def wait_registered(self, redis: Redis, timeout: float = 60.0) -> None:
-        queue = make_queue(self.settings, redis)
+        queue = make_queue(self.settings.queue_name, redis)
         deadline = time.monotonic() + timeout
         while not any(w.pid == self.process.pid for w in Worker.all(queue=queue)):
             if self.process.poll() is not None:
@@ -68,23 +68,50 @@ class WorkerProcess:
                 raise TimeoutError("worker did not register")
             time.sleep(0.1)
 
+    def work_horses(self) -> list[int]:
+        """The worker's forked children; RQ puts each in its own process group."""
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.process.pid:
+                children.append(int(stat.parent.name))
+        return children
+
     def kill(self) -> None:
         """SIGKILL the worker and its work horse: what a machine crash looks like to Redis."""
+        horses = self.work_horses()
         os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in horses:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.kill(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
 
 
 def remove_session_keys(redis: Redis, settings: Settings) -> None:
+    """Unlink every key of this session: ours under the prefix, RQ's for our queues, jobs and workers."""
     job_ids = [i.decode() for i in redis.zrange(f"{settings.key_prefix}jobs", 0, -1)]
-    patterns = [f"{settings.key_prefix}*", f"rq:*{settings.queue_name}*"] + [f"rq:*{job_id}*" for job_id in job_ids]
+    queue_keys = [key for key in redis.smembers("rq:queues") if settings.queue_name in key.decode()]
+    worker_names = [name.decode() for key in redis.scan_iter(match=f"rq:workers:{settings.queue_name}*")
+                    for name in redis.smembers(key)]
+    if queue_keys:
+        redis.srem("rq:queues", *queue_keys)
+    if worker_names:
+        redis.srem("rq:workers", *worker_names)
+    patterns = [f"{settings.key_prefix}*", f"rq:*{settings.queue_name}*"]
+    patterns += [f"rq:*{job_id}*" for job_id in job_ids] + [f"rq:worker:{name}*" for name in worker_names]
     for pattern in patterns:
         keys = list(redis.scan_iter(match=pattern, count=1000))
         for start in range(0, len(keys), 500):
@@ -92,23 +119,29 @@ def remove_session_keys(redis: Redis, settings: Settings) -> None:
 
 
 class ServiceStack:
-    def __init__(self, settings: Settings, n_workers: int):
+    def __init__(self, settings: Settings, n_workers: int, clean_keys: bool = True):
         self.settings = settings
+        self.clean_keys = clean_keys
         self.redis = Redis.from_url(settings.redis_url)
         self.workers = [WorkerProcess(settings) for _ in range(n_workers)]
         self.client = TestClient(create_app(settings))
 
     def __enter__(self) -> "ServiceStack":
         self.client.__enter__()
-        for worker in self.workers:
-            worker.wait_registered(self.redis)
+        try:
+            for worker in self.workers:
+                worker.wait_registered(self.redis)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
         self.client.__exit__(*exc)
         for worker in self.workers:
             worker.stop()
-        remove_session_keys(self.redis, self.settings)
+        if self.clean_keys:
+            remove_session_keys(self.redis, self.settings)
 
     def add_worker(self) -> WorkerProcess:
         worker = WorkerProcess(self.settings)
@@ -151,6 +184,15 @@ def stack():
     """The API and two workers on one queue, shared by the service tests."""
     with ServiceStack(make_settings(), n_workers=2) as running:
         yield running
+
+
+@pytest.fixture
+def own_queue(stack):
+    """The shared stack's data, a fresh queue and no worker on it: for tests that kill their workers."""
+    settings = stack.settings.model_copy(update={"queue_name": f"{stack.settings.queue_name}-own"})
+    with ServiceStack(settings, n_workers=1, clean_keys=False) as own:
+        yield own
+    remove_session_keys(stack.redis, settings.model_copy(update={"key_prefix": "no-such-prefix:"}))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from service_fixtures import DATASETS, ServiceStack, abalone_frame, isolated_settings, stack  # noqa: F401
+from service_fixtures import DATASETS, abalone_frame, own_queue, stack  # noqa: F401
 from solver.rules import RuleEnsemble
 from test_service_datasets import assert_problem
 
@@ -53,7 +53,7 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert polled.headers.get("Retry-After") or polled.json()["status"] == "succeeded"
     done = stack.wait_for(job["id"], ("succeeded",))
     assert {"queue_wait", "matrix_build", "path", "total"} <= set(done["timings"])
-    assert done["progress"]["step"] == done["summary"]["n_steps"]
+    assert done["progress"]["step"] == done["summary"]["n_steps"] and done["progress"]["phase"] == "done"
 
     result = client.get(f"/v1/jobs/{job['id']}/result").json()
     assert result["n_val"] == round(4177 * 0.25) and result["n_train"] == 4177 - result["n_val"]
@@ -131,7 +131,9 @@ def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, aba
     assert first["cache_hit"] is False and second["cache_hit"] is True
     assert stack.client.get(f"/v1/jobs/{second['id']}/result").json()["cache_hit"] is True
     metrics = stack.client.get("/metrics").text
-    assert 'fire_matrix_cache_total{result="hit"}' in metrics and "fire_http_requests_total" in metrics
+    hits = [line for line in metrics.splitlines() if line.startswith('fire_matrix_cache_total{result="hit"}')]
+    assert float(hits[0].split()[-1]) >= 1 and 'fire_jobs{status="succeeded"}' in metrics
+    assert 'fire_http_requests_total{method="POST",route="/v1/jobs",status="202"}' in metrics
 
 
 def test_grid_fans_out_and_picks_the_best_cell(stack, abalone):
@@ -218,17 +220,16 @@ def test_cancel_a_running_job_stops_it_within_a_step(stack, large_forest):
     stack.wait_for(follow_up["id"], ("succeeded",))
 
 
-def test_a_killed_worker_s_job_is_retried_once_then_failed_never_lost(isolated_settings):
-    with ServiceStack(isolated_settings, n_workers=1) as own:
-        dataset = own.upload_dataset(DATASETS / "elevators.csv.gz", target="Goal")
-        forest_id = train_forest(own, dataset["id"], n_estimators=200, max_depth=6)
-        job = submit(own, slow_job(dataset["id"], forest_id))
-        for attempt in (1, 2):
-            own.wait_for(job["id"], ("running",),
-                         predicate=lambda j: j["attempt"] == attempt and j["progress"].get("step", 0) >= 1)
-            own.workers[-1].kill()
-            own.add_worker()
-        failed = own.wait_for(job["id"], ("failed",), timeout=30)
-        assert failed["attempt"] == 2 and failed["error"]["type"] == "worker_lost"
-        assert [entry["attempt"] for entry in failed["history"]] == [1, 2]
-        assert all("stopped sending heartbeats" in entry["reason"] for entry in failed["history"])
+def test_a_killed_worker_s_job_is_retried_once_then_failed_never_lost(own_queue, large_forest):
+    dataset, forest_id = large_forest
+    job = submit(own_queue, slow_job(dataset["id"], forest_id))
+    for attempt in (1, 2):
+        own_queue.wait_for(job["id"], ("running",),
+                           predicate=lambda j, attempt=attempt: j["attempt"] == attempt
+                           and j["progress"].get("step", 0) >= 1)
+        own_queue.workers[-1].kill()
+        own_queue.add_worker()
+    failed = own_queue.wait_for(job["id"], ("failed",), timeout=30)
+    assert failed["attempt"] == 2 and failed["error"]["type"] == "worker_lost"
+    assert [entry["attempt"] for entry in failed["history"]] == [1, 2]
+    assert all("stopped sending heartbeats" in entry["reason"] for entry in failed["history"])

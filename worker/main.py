@@ -51,8 +51,7 @@ class FireWorker(Worker):
 def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: bool = False) -> bool:
     warm_solver()
     redis = data_redis(settings)
-    queues = [make_queue(settings.model_copy(update={"queue_name": name}), redis)
-              for name in (queue_names or [settings.queue_name])]
+    queues = [make_queue(name, redis) for name in (queue_names or [settings.queue_name])]
     worker = FireWorker(queues, connection=redis, serializer=JSONSerializer, records=JobRecords(settings, redis),
                         job_monitoring_interval=settings.heartbeat_seconds)
     log.info("worker %s listening on %s", worker.name, [q.name for q in queues])

@@ -3,12 +3,14 @@
 A job reports through its record (status, progress, timings) and stores large results under its
 own keys; the RQ return value stays empty.
 """
+import os
 import time
 from functools import lru_cache
 
 import numpy as np
 
 from app.core.config import get_settings
+from app.metrics import CACHE_HITS_FIELD, CACHE_MISSES_FIELD, stats_key
 from app.services.container import Services, build_services
 from app.services.forests import jsonable, train_ensemble
 from app.services.jobs import rq_job_id
@@ -38,6 +40,7 @@ class JobRun:
         self.timings: dict[str, float] = {}
         self.claimed = False
         self._last_progress = 0.0
+        self.parent_pid = os.getppid()
 
     def __enter__(self) -> "JobRun":
         started = now()
@@ -90,16 +93,26 @@ class JobRun:
             raise JobCanceled()
 
     def on_step(self, step, n_steps: int, best: dict) -> bool:
-        """Path callback: progress at most every PROGRESS_INTERVAL_SECONDS; truthy stops the path."""
+        """Path callback: progress at most every PROGRESS_INTERVAL_SECONDS; truthy stops the path
+        (canceled, past the deadline, or orphaned: the worker that forked this horse is gone and
+        the job will run again elsewhere)."""
         if step.val_loss is not None and (best.get("val_loss") is None or step.val_loss < best["val_loss"]):
             best.update(step=step.index, val_loss=step.val_loss, n_rules=step.n_rules)
-        if time.monotonic() - self._last_progress >= PROGRESS_INTERVAL_SECONDS or step.index == n_steps - 1:
-            self._last_progress = time.monotonic()
-            self.records.transition(self.job_id, (RUNNING,), self.attempt, progress={
-                "phase": "path", "step": step.index + 1, "n_steps": n_steps, "n_rules": step.n_rules,
-                "lambda_s": step.lambda_s, "train_loss": step.train_loss, "val_loss": step.val_loss,
-                "best": dict(best)})
-        return self.records.cancel_requested(self.job_id) or time.time() > self.deadline
+        if time.monotonic() - self._last_progress >= PROGRESS_INTERVAL_SECONDS:
+            self.report_step(step, n_steps, best)
+        return (self.records.cancel_requested(self.job_id) or time.time() > self.deadline
+                or self.orphaned)
+
+    def report_step(self, step, n_steps: int, best: dict) -> None:
+        self._last_progress = time.monotonic()
+        self.records.transition(self.job_id, (RUNNING,), self.attempt, progress={
+            "phase": "path", "step": step.index + 1, "n_steps": n_steps, "n_rules": step.n_rules,
+            "lambda_s": step.lambda_s, "train_loss": step.train_loss, "val_loss": step.val_loss,
+            "best": dict(best)})
+
+    @property
+    def orphaned(self) -> bool:
+        return os.getppid() != self.parent_pid
 
     def succeed(self, summary: dict, cache_hit: bool | None = None) -> None:
         self.timings["total"] = now() - self.record["queued_at"]
@@ -133,7 +146,8 @@ def train_forest(job_id: str, attempt: int) -> None:
         _load_or_train_forest(run, spec)
         forest = run.services.forests.get(spec["forest_id"])
         result = {"kind": "train", "job_id": job_id, "forest_id": spec["forest_id"], "forest": forest}
-        run.services.blobs.put_json(run.records.result_key(job_id), result, ttl=run.services.settings.result_ttl_seconds)
+        run.services.blobs.put_json(run.records.result_key(job_id), result,
+                                    ttl=run.services.settings.result_ttl_seconds)
         run.succeed({"forest_id": spec["forest_id"], "n_trees": forest["n_trees"], "n_leaves": forest["n_leaves"]})
 
 
@@ -173,6 +187,9 @@ def run_path(job_id: str, attempt: int) -> None:
             train_leaves, y_train = leaves[train_rows], y[train_rows]
             val_leaves, y_val = leaves[val_rows], y[val_rows]
 
+        run.services.redis.hincrby(stats_key(settings.key_prefix),
+                                   CACHE_HITS_FIELD if cache_hit else CACHE_MISSES_FIELD)
+
         def matrix(leaf_indices):
             return LeafMatrix(leaves=np.ascontiguousarray(leaf_indices), values=forest.leaf_values,
                               offsets=forest.leaf_offsets)
@@ -187,7 +204,11 @@ def run_path(job_id: str, attempt: int) -> None:
                             max_rules=spec["max_rules"], tol=spec["tol"], val_matrix=matrix(val_leaves),
                             y_val=y_val, leaf_ancestors=forest.leaf_ancestors,
                             callback=lambda step: run.on_step(step, n_steps, best))
+        run.report_step(path.steps[-1], n_steps, best)
         run.check_cancel()
+        if run.orphaned:
+            run.claimed = False  # leave the record alone: the lost heartbeat gets the job run again
+            return
         if time.time() > run.deadline:
             raise TimeoutError(f"the path passed FIRE_JOB_TIMEOUT={settings.job_timeout}s after "
                                f"{len(path.steps)} steps")

@@ -1,6 +1,6 @@
 """How stored records are shown to clients."""
 
-_HIDDEN_JOB_FIELDS = {"rq_job_id", "continuation"}
+_HIDDEN_JOB_FIELDS = {"rq_job_id", "continuation", "queue"}
 
 
 def job_view(record: dict) -> dict:

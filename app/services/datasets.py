@@ -123,7 +123,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         out = decompressor.decompress(data, limit + 1)
     except zlib.error as exc:
         raise ProblemError(422, f"The gzip stream is corrupt: {exc}",
-                           [field_error("body", "corrupt gzip", "re-compress the file")])
+                           [field_error("body", "corrupt gzip", "re-compress the file")]) from exc
     if len(out) > limit:
         raise ProblemError(413, f"The file decompresses to more than {limit} bytes.",
                            [field_error("body", "too large once decompressed",
@@ -156,7 +156,7 @@ def parse_table(data: bytes, content_type: str, filename: str | None, declared_f
     except Exception as exc:
         raise ProblemError(422, f"The {table_format} file could not be parsed: {exc}",
                            [field_error("body", f"unparsable {table_format}",
-                                        "check the file, or pass ?format= if it was guessed wrong")])
+                                        "check the file, or pass ?format= if it was guessed wrong")]) from exc
     frame.columns = [str(c) for c in frame.columns]
     duplicated = sorted({c for c in frame.columns if list(frame.columns).count(c) > 1})
     if duplicated:

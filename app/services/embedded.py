@@ -62,9 +62,10 @@ class EmbeddedStack:
             try:
                 client.ping()
                 return
-            except Exception:
+            except Exception as exc:
                 if self.redis_process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"embedded redis-server did not start; see {self.data_dir}/redis/redis.log")
+                    raise RuntimeError(f"embedded redis-server did not start; see "
+                                       f"{self.data_dir}/redis/redis.log") from exc
                 time.sleep(0.05)
 
     def stop(self) -> None:

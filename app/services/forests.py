@@ -90,7 +90,7 @@ class ForestStore:
         except ForestFormatError as exc:
             fix = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), "
                    "LightGBM dump_model() or skops")
-            raise ProblemError(exc.status, exc.detail, [field_error(exc.field, exc.detail, fix)])
+            raise ProblemError(exc.status, exc.detail, [field_error(exc.field, exc.detail, fix)]) from exc
         document = jsonable(ensemble.to_dict())
         forest_id = "fo_" + canonical_hash(document)  # the same trees in any format get the same id
         existing = self.find(forest_id)

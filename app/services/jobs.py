@@ -26,8 +26,8 @@ PATH_PARAMETERS = ("penalty", "gamma", "lambda_f", "fusion_ratio", "n_lambdas", 
 _RQ_LOST = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
 
 
-def make_queue(settings: Settings, redis: Redis) -> Queue:
-    return Queue(settings.queue_name, connection=redis, serializer=JSONSerializer)
+def make_queue(name: str, redis: Redis) -> Queue:
+    return Queue(name, connection=redis, serializer=JSONSerializer)
 
 
 def rq_job_id(job_id: str, attempt: int, continuation: int = 0) -> str:
@@ -44,7 +44,7 @@ class JobService:
         self.datasets = datasets
         self.forests = forests
         self.records = records
-        self.queue = make_queue(settings, redis)
+        self.queue = make_queue(settings.queue_name, redis)
 
     # ---- submission -------------------------------------------------------------------------------------
 
@@ -144,6 +144,7 @@ class JobService:
                      cells: list[str] | None = None, depends_on: list[str] | None = None) -> dict:
         record = {
             "id": job_id or new_job_id(), "kind": kind, "status": QUEUED, "attempt": 1, "spec": spec,
+            "queue": self.queue.name,
             "parent_id": parent_id, "cells": cells, "created_at": now(), "queued_at": now(),
             "started_at": None, "finished_at": None, "progress": {"phase": "queued"}, "timings": {},
             "error": None, "cache_hit": None, "summary": None, "history": [],
@@ -154,7 +155,8 @@ class JobService:
         return record
 
     def enqueue(self, record: dict, depends_on: list[str] | None = None) -> None:
-        self.queue.enqueue(
+        """Queue one run of a job on the queue it was submitted to (retries stay with their workers)."""
+        make_queue(record["queue"], self.redis).enqueue(
             TASKS[record["kind"]], record["id"], record["attempt"],
             job_id=record["rq_job_id"],
             job_timeout=self.settings.job_timeout + 120,  # the path stops at its own deadline first

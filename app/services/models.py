@@ -5,8 +5,6 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import numpy as np
-
 from app.core.config import Settings
 from app.errors import ProblemError, field_error, not_found
 from app.schemas import PredictRequest, PromoteRequest

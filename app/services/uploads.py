@@ -61,7 +61,7 @@ async def _receive_multipart(request: Request, content_type: str, limit: int) ->
         raise
     except Exception as exc:
         raise ProblemError(400, f"The multipart body could not be parsed: {exc}",
-                           [field_error("body", "malformed multipart", "send one file part named 'file'")])
+                           [field_error("body", "malformed multipart", "send one file part named 'file'")]) from exc
     if len(files) != 1:
         raise ProblemError(422, f"Expected exactly one file part, got {len(files)}.",
                            [field_error("file", "one file part required", "attach the file as form field 'file'")])

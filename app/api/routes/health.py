@@ -19,7 +19,7 @@ def readyz(services: ServicesDep) -> dict:
         services.redis.ping()
     except Exception as exc:
         raise ProblemError(503, f"Redis does not answer: {exc}",
-                           [field_error("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")])
+                           [field_error("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")]) from exc
     workers = Worker.all(queue=services.jobs.queue)
     if not workers:
         raise ProblemError(503, "No worker listens to the queue.",
