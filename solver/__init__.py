@@ -1,1 +1,24 @@
-"""FIRE: fast interpretable rule extraction from tree ensembles (pure numpy/numba library)."""
+"""FIRE: fast interpretable rule extraction from tree ensembles (Liu & Mazumder, KDD 2023).
+
+A pure numpy/numba library: trees become candidate rules (``forest``), the mapping matrix stays implicit
+(``LeafMatrix``), penalties and their proxes live in ``penalties``, the greedy block coordinate descent in
+``gbcd``, warm-started lambda paths in ``path``, the scikit-learn style estimator in ``estimator``.
+"""
+
+from .forest import LeafMatrix, Tree, TreeEnsemble, count_antecedents, leaf_matrix, mapping_matrix
+from .path import PathResult, PathStep, fit_path, lambda_grid
+from .rules import RuleEnsemble
+
+__all__ = [
+    "LeafMatrix",
+    "PathResult",
+    "PathStep",
+    "RuleEnsemble",
+    "Tree",
+    "TreeEnsemble",
+    "count_antecedents",
+    "fit_path",
+    "lambda_grid",
+    "leaf_matrix",
+    "mapping_matrix",
+]
