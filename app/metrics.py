@@ -1,7 +1,7 @@
 """Prometheus figures: HTTP traffic, jobs by status, matrix-cache hits (counted in Redis by the workers)."""
 import time
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -42,14 +42,33 @@ def install_metrics(app: FastAPI, services) -> CollectorRegistry:
                         registry=registry, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10))
     registry.register(ServiceCollector(services))
 
-    @app.middleware("http")
-    async def measure(request: Request, call_next):
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        template = getattr(route, "path", "unmatched")
-        latency.labels(request.method, template).observe(time.perf_counter() - started)
-        requests.labels(request.method, template, str(response.status_code)).inc()
-        return response
-
+    app.add_middleware(HttpMetricsMiddleware, requests=requests, latency=latency)
     return registry
+
+
+class HttpMetricsMiddleware:
+    """Counts and times requests by route template. Plain ASGI: no body buffering on the scoring path."""
+
+    def __init__(self, app, requests: Counter, latency: Histogram):
+        self.app = app
+        self.requests = requests
+        self.latency = latency
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_with_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            template = getattr(scope.get("route"), "path", "unmatched")
+            self.latency.labels(scope["method"], template).observe(time.perf_counter() - started)
+            self.requests.labels(scope["method"], template, str(status[0])).inc()

@@ -7,8 +7,9 @@ from rq.serializers import JSONSerializer
 
 from app.core.config import Settings
 from app.services.job_records import JobRecords
-from app.services.jobs import make_queue
+from app.services.jobs import TASKS, make_queue
 from app.services.redis_conn import data_redis
+from worker import tasks
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,14 @@ class FireWorker(Worker):
 
     def maintain_heartbeats(self, job, execution):
         super().maintain_heartbeats(job, execution)
-        job_id, attempt = job.args
-        self.records.beat(job_id, attempt)
+        if job.func_name in TASKS.values():
+            job_id, attempt = job.args
+            self.records.beat(job_id, attempt)
 
 
 def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: bool = False) -> bool:
     warm_solver()
+    tasks.services()  # import the job module and open its stores once, not in every forked horse
     redis = data_redis(settings)
     queues = [make_queue(name, redis) for name in (queue_names or [settings.queue_name])]
     worker = FireWorker(queues, connection=redis, serializer=JSONSerializer, records=JobRecords(settings, redis),

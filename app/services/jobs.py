@@ -24,6 +24,7 @@ TASKS = {"train": "worker.tasks.train_forest", "path": "worker.tasks.run_path", 
 PATH_PARAMETERS = ("penalty", "gamma", "lambda_f", "fusion_ratio", "n_lambdas", "lambda_min_ratio", "lambdas",
                    "max_rules", "tol")
 _RQ_LOST = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
+IDEMPOTENCY_CLAIM_SECONDS = 60  # a submission that dies half-way frees its key after this
 
 
 def make_queue(name: str, redis: Redis) -> Queue:
@@ -119,7 +120,7 @@ class JobService:
         fingerprint = hashlib.sha256(json.dumps(request_body, sort_keys=True).encode()).hexdigest()
         idem_key = f"{self.settings.key_prefix}idempotency:{hashlib.sha256(key.encode()).hexdigest()}"
         claimed = self.redis.set(idem_key, json.dumps({"fingerprint": fingerprint, "job_id": None}), nx=True,
-                                 ex=self.settings.result_ttl_seconds)
+                                 ex=IDEMPOTENCY_CLAIM_SECONDS)
         if not claimed:
             stored = json.loads(self.redis.get(idem_key) or b'{"fingerprint": null, "job_id": null}')
             if stored["fingerprint"] != fingerprint:
