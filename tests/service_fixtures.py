@@ -186,13 +186,23 @@ def stack():
         yield running
 
 
-@pytest.fixture
-def own_queue(stack):
-    """The shared stack's data, a fresh queue and no worker on it: for tests that kill their workers."""
-    settings = stack.settings.model_copy(update={"queue_name": f"{stack.settings.queue_name}-own"})
-    with ServiceStack(settings, n_workers=1, clean_keys=False) as own:
+def _own_queue(stack: ServiceStack, name: str, n_workers: int):
+    settings = stack.settings.model_copy(update={"queue_name": f"{stack.settings.queue_name}-{name}"})
+    with ServiceStack(settings, n_workers=n_workers, clean_keys=False) as own:
         yield own
     remove_session_keys(stack.redis, settings.model_copy(update={"key_prefix": "no-such-prefix:"}))
+
+
+@pytest.fixture
+def own_queue(stack):
+    """The shared stack's data on a queue of its own with one worker: for tests that kill workers."""
+    yield from _own_queue(stack, "own", n_workers=1)
+
+
+@pytest.fixture
+def idle_queue(stack):
+    """The shared stack's data on a queue that no worker serves: jobs stay queued."""
+    yield from _own_queue(stack, "idle", n_workers=0)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from service_fixtures import DATASETS, abalone_frame, own_queue, stack  # noqa: F401
+from service_fixtures import DATASETS, abalone_frame, idle_queue, own_queue, stack  # noqa: F401
 from solver.rules import RuleEnsemble
 from test_service_datasets import assert_problem
 
@@ -175,6 +175,36 @@ def test_progress_streams_as_server_sent_events(stack, abalone):
                 events.append((name, json.loads(line.split(":", 1)[1])))
     assert events[-1][0] == "status" and events[-1][1]["status"] == "succeeded"
     assert all(name == "progress" for name, _ in events[:-1])
+
+
+def test_validation_dataset(stack, abalone):
+    dataset, forest_id = abalone
+    frame = abalone_frame()
+    validation = stack.client.post("/v1/datasets?target=rings", content=frame.iloc[3000:].to_csv(index=False),
+                                   headers={"Content-Type": "text/csv"}).json()
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10,
+                         "validation": {"dataset_id": validation["id"]}})
+    stack.wait_for(job["id"], ("succeeded",))
+    result = stack.client.get(f"/v1/jobs/{job['id']}/result").json()
+    assert result["n_train"] == 4177 and result["n_val"] == 4177 - 3000
+
+
+def test_cancel_queued_jobs_and_grids(idle_queue, abalone):
+    dataset, forest_id = abalone
+    single = submit(idle_queue, {"dataset_id": dataset["id"], "forest_id": forest_id})
+    grid = submit(idle_queue, {"dataset_id": dataset["id"], "forest_id": forest_id,
+                               "grid": {"gamma": [1.1, 2.0], "fusion_ratio": [0.5]}})
+    for job in (single, grid):
+        canceled = idle_queue.client.post(f"/v1/jobs/{job['id']}/cancel")
+        assert canceled.status_code == 202 and canceled.json()["status"] == "canceled"
+    assert all(idle_queue.client.get(f"/v1/jobs/{cell}").json()["status"] == "canceled" for cell in grid["cells"])
+    assert idle_queue.client.app.state.services.jobs.queue.count == 0
+
+
+def test_readiness_needs_redis_and_a_worker(stack, idle_queue):
+    ready = stack.client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["workers"] == 2
+    assert_problem(idle_queue.client.get("/readyz"), 503, "workers")
 
 
 def test_bad_job_requests(stack, abalone):
