@@ -5,6 +5,7 @@ own keys; the RQ return value stays empty.
 """
 import os
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -76,17 +77,13 @@ class JobRun:
         self.records.transition(self.job_id, (RUNNING,), self.attempt, progress={"phase": name, **progress},
                                 timings=self.timings)
 
+    @contextmanager
     def timed(self, name: str):
-        run = self
-
-        class Timer:
-            def __enter__(self):
-                self.started = time.perf_counter()
-
-            def __exit__(self, *exc):
-                run.timings[name] = run.timings.get(name, 0.0) + time.perf_counter() - self.started
-
-        return Timer()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
 
     def check_cancel(self) -> None:
         if self.records.cancel_requested(self.job_id):

@@ -8,6 +8,4 @@ def job_view(record: dict) -> dict:
     base = f"/v1/jobs/{record['id']}"
     view["links"] = {"self": base, "events": f"{base}/events", "cancel": f"{base}/cancel",
                      "result": f"{base}/result"}
-    if record["started_at"] and record["queued_at"]:
-        view["timings"] = {"queue_wait": record["started_at"] - record["queued_at"], **record["timings"]}
     return view
