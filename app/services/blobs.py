@@ -63,6 +63,11 @@ class BlobStore:
         data = self.get(key)
         return None if data is None else json.loads(data)
 
+    def newest_json(self, index_key: str, key_of, limit: int) -> list:
+        """The JSON documents indexed (by creation time) in a sorted set, newest first."""
+        ids = [member.decode() for member in self.redis.zrevrange(index_key, 0, limit - 1)]
+        return [doc for doc in (self.get_json(key_of(i)) for i in ids) if doc is not None]
+
     def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)

@@ -82,8 +82,7 @@ class DatasetStore:
         return meta
 
     def list(self, limit: int = 100) -> list[dict]:
-        ids = [i.decode() for i in self.blobs.redis.zrevrange(self.index_key, 0, limit - 1)]
-        return [meta for meta in (self.blobs.get_json(self._meta_key(i)) for i in ids) if meta is not None]
+        return self.blobs.newest_json(self.index_key, self._meta_key, limit)
 
     def load_arrays(self, dataset_id: str) -> tuple[np.ndarray, np.ndarray]:
         arrays = self.blobs.get_arrays(self._arrays_key(dataset_id))

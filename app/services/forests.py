@@ -125,8 +125,7 @@ class ForestStore:
         return meta
 
     def list(self, limit: int = 100) -> list[dict]:
-        ids = [i.decode() for i in self.blobs.redis.zrevrange(self.index_key, 0, limit - 1)]
-        return [meta for meta in (self.find(i) for i in ids) if meta is not None]
+        return self.blobs.newest_json(self.index_key, self._meta_key, limit)
 
     def load(self, forest_id: str):
         from solver.forest import TreeEnsemble

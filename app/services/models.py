@@ -76,10 +76,8 @@ class ModelStore:
         return model
 
     def list(self, limit: int = 100) -> list[dict]:
-        ids = [i.decode() for i in self.blobs.redis.zrevrange(self.index_key, 0, limit - 1)]
-        models = [self.blobs.get_json(self._key(i)) for i in ids]
         return [{k: m[k] for k in ("id", "name", "version", "created_at", "n_rules", "metrics", "provenance")}
-                for m in models if m is not None]
+                for m in self.blobs.newest_json(self.index_key, self._key, limit)]
 
     def scoring_model(self, model_id: str) -> ScoringModel:
         with self._cache_lock:
