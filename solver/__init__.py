@@ -5,11 +5,13 @@ A pure numpy/numba library: trees become candidate rules (``forest``), the mappi
 ``gbcd``, warm-started lambda paths in ``path``, the scikit-learn style estimator in ``estimator``.
 """
 
+from .estimator import FireRegressor
 from .forest import LeafMatrix, Tree, TreeEnsemble, count_antecedents, leaf_matrix, mapping_matrix
 from .path import PathResult, PathStep, fit_path, lambda_grid
 from .rules import RuleEnsemble
 
 __all__ = [
+    "FireRegressor",
     "LeafMatrix",
     "PathResult",
     "PathStep",
