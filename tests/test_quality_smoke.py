@@ -1,0 +1,73 @@
+"""Smoke test of bench/quality.py: a tiny in-process evaluation (one small dataset, few trees), < 60 s."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"
+
+pytestmark = pytest.mark.skipif(not (DATA_DIR / "stock.csv.gz").exists(), reason="shared datasets not present")
+
+
+def _load_quality():
+    spec = importlib.util.spec_from_file_location("bench_quality", REPO_ROOT / "bench" / "quality.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_quality"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_report():
+    quality = _load_quality()
+    cfg = quality.Config(datasets=("stock",), n_splits=1, n_trees=40, depths=(3, 5), rulefit_trees=20,
+                         rulefit_grid=(5, 14), investigate=False, n_jobs=1, n_lambdas=30)
+    return quality, cfg, quality.evaluate(cfg, log=lambda msg: None)
+
+
+def test_report_structure(tiny_report, tmp_path):
+    quality, cfg, report = tiny_report
+    summary = report["summary"]
+    assert set(summary) >= {"datasets", "methods", "per_dataset", "decreases", "band", "near_forest", "sweep",
+                            "targets"}
+    assert summary["datasets"] == ["stock"]
+    for method in ("fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest"):
+        row = summary["per_dataset"]["stock"][method]
+        assert row["test"] > 0
+    for comp in ("l1", "rulefit", "mcp", "forest"):
+        assert -10 < summary["decreases"]["fire"][comp]["median"] < 1
+    assert set(summary["targets"]) == {"vs_l1", "vs_rulefit", "fusion_antecedents", "near_forest"}
+    assert all(isinstance(t["met"], bool) for t in summary["targets"].values())
+    assert set(summary["sweep"]) == {"3", "5"}
+    for depth in summary["sweep"].values():
+        assert set(depth) == set(quality.SWEEP_METHODS)
+        for row in depth.values():
+            assert set(row) == {str(b) for b in quality.BUDGETS}
+
+    markdown = quality.render_markdown(report)
+    for heading in ("## Setup", "## Headline", "## Per dataset", "## Fusion vs MCP only", "## Rule-budget sweep"):
+        assert heading in markdown
+    assert "| FIRE median test-error decrease vs L1 path" in markdown
+    table = quality.sweep_table(summary)
+    assert table.splitlines()[0].split()[:2] == ["depth", "method"]
+
+    plot = tmp_path / "sweep.png"
+    quality.plot_sweep(summary, plot)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rule_budgets_respected(tiny_report):
+    quality, cfg, report = tiny_report
+    (record,) = report["records"]
+    for depth, entry in record["depths"].items():
+        for method, result in entry["methods"].items():
+            for budget, chosen in result["budgets"].items():
+                assert chosen["rules"] <= int(budget), (depth, method, budget, chosen)
+                assert chosen["antecedents"] is not None and chosen["antecedents"] >= 0
+    headline = record["depths"]["3"]["methods"]
+    for method in ("fire", "mcp", "fire_strong", "l1"):
+        assert headline[method]["budgets"][str(quality.HEADLINE_BUDGET)]["rules"] < 15
+    assert record["rulefit"]["terms"] < 15 or record["rulefit"].get("over_budget")
