@@ -66,19 +66,21 @@ MAIN_METHODS = {
     "fire": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5),
     "mcp": dict(penalty="mcp", gamma=1.1),
     "fire_strong": dict(penalty="mcp", gamma=1.1, fusion_ratio=2.0),
-    "fire_lf01": dict(penalty="mcp", gamma=1.1, lambda_f=0.1),
+    "fire_lf01": dict(penalty="mcp", gamma=1.1, lambda_f=0.1, path_rules=16),
     "l1": dict(penalty="l1"),
 }
+# the investigation only needs the < 15 rule and 10-15 rule steps: paths stop after 16 rules
 INVESTIGATE_METHODS = {
-    "mcp_plain": dict(penalty="mcp", gamma=1.1, mcp_scaling="plain"),
-    "fire_g3": dict(penalty="mcp", gamma=3.0, fusion_ratio=0.5),
-    "fire_g10": dict(penalty="mcp", gamma=10.0, fusion_ratio=0.5),
-    "fire_r1": dict(penalty="mcp", gamma=1.1, fusion_ratio=1.0),
-    "fire_n100": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, n_lambdas=100),
-    "fire_unit": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, columns="unit"),
-    "l1_unit": dict(penalty="l1", columns="unit"),
+    "mcp_plain": dict(penalty="mcp", gamma=1.1, mcp_scaling="plain", path_rules=16),
+    "fire_g3": dict(penalty="mcp", gamma=3.0, fusion_ratio=0.5, path_rules=16),
+    "fire_r1": dict(penalty="mcp", gamma=1.1, fusion_ratio=1.0, path_rules=16),
+    "mcp_n100": dict(penalty="mcp", gamma=1.1, n_lambdas=100, path_rules=16),
+    "fire_n100": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, n_lambdas=100, path_rules=16),
+    "fire_unit": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, columns="unit", path_rules=16),
+    "l1_unit": dict(penalty="l1", columns="unit", path_rules=16),
 }
 SWEEP_METHODS = ("fire", "mcp", "fire_strong", "l1")
+DEEP_SWEEP_METHODS = ("fire", "mcp", "l1")  # depths 5 and 7 (time budget)
 LABELS = {
     "fire": "FIRE (MCP g=1.1 + fusion 0.5 lambda_s)",
     "mcp": "FIRE MCP only",
@@ -89,7 +91,7 @@ LABELS = {
     "forest": "full forest",
     "mcp_plain": "MCP plain scaling g=1.1",
     "fire_g3": "FIRE block gamma=3",
-    "fire_g10": "FIRE block gamma=10",
+    "mcp_n100": "MCP only, n_lambdas=100",
     "fire_r1": "FIRE fusion ratio 1",
     "fire_n100": "FIRE n_lambdas=100",
     "fire_unit": "FIRE, unit-norm columns",
@@ -106,9 +108,10 @@ class Config:
     n_lambdas: int = 50
     tol: float = 1e-4
     path_rules: int = 60
-    rulefit_grid: tuple = (5, 9, 14)
+    rulefit_grid: tuple = (7, 14)
     rulefit_trees: int = 100
     investigate: bool = True
+    investigate_splits: int = 2  # the defaults investigation runs on the first splits only (time budget)
     n_jobs: int = 2
     max_rows: int | None = None  # subsample rows (smoke tests only)
     data_dir: Path = DATA_DIR
@@ -166,8 +169,9 @@ def run_path(kwargs, forest, mats, y_train, y_val, y_test, cfg, budgets):
     if columns == "unit":
         tr, va, te = unit_columns(tr, mats[0]), unit_columns(va, mats[0]), unit_columns(te, mats[0])
     kwargs.setdefault("n_lambdas", cfg.n_lambdas)
+    path_rules = kwargs.pop("path_rules", cfg.path_rules)
     started = time.perf_counter()
-    result = fit_path(tr, y_train, tol=cfg.tol, max_rules=cfg.path_rules, val_matrix=va, y_val=y_val,
+    result = fit_path(tr, y_train, tol=cfg.tol, max_rules=path_rules, val_matrix=va, y_val=y_val,
                       leaf_ancestors=forest.leaf_ancestors, **kwargs)
     seconds = time.perf_counter() - started
     out = {"seconds": seconds, "n_steps": len(result.steps), "stop": result.stop_reason,
@@ -241,10 +245,10 @@ def run_split(name, X, y, seed, cfg, log):
                             "rules": forest.n_leaves, "seconds": fit_seconds}, "methods": {}}
         if depth == 3:
             methods = dict(MAIN_METHODS)
-            if cfg.investigate:
+            if cfg.investigate and seed < cfg.investigate_splits:
                 methods.update(INVESTIGATE_METHODS)
         else:
-            methods = {m: MAIN_METHODS[m] for m in SWEEP_METHODS}
+            methods = {m: MAIN_METHODS[m] for m in DEEP_SWEEP_METHODS}
         for method, kwargs in methods.items():
             entry["methods"][method] = run_path(kwargs, forest, mats, ys[tr], ys[va], ys[te], cfg,
                                                 (HEADLINE_BUDGET,) + BUDGETS)
@@ -285,20 +289,24 @@ def _headline(rec, method):
     return {"test": b["test"], "rules": b["rules"], "antecedents": b["antecedents"]}
 
 
+def _has(rec, method):
+    return method in ("rulefit", "forest") or method in rec["depths"]["3"]["methods"]
+
+
 def _decrease(fire, comp):
     return (comp - fire) / comp if comp > 0 else 0.0
 
 
 def summarize(records, cfg):
     datasets = list(dict.fromkeys(r["dataset"] for r in records))
-    depth3_methods = list(records[0]["depths"]["3"]["methods"])
+    depth3_methods = list(dict.fromkeys(m for r in records for m in r["depths"]["3"]["methods"]))
     headline_methods = depth3_methods + ["rulefit", "forest"]
     per_dataset = {}
     for name in datasets:
         recs = [r for r in records if r["dataset"] == name]
         per_dataset[name] = {}
         for m in headline_methods:
-            rows = [_headline(r, m) for r in recs]
+            rows = [_headline(r, m) for r in recs if _has(r, m)]
             ants = [x["antecedents"] for x in rows if x["antecedents"] is not None]
             per_dataset[name][m] = {"test": float(np.mean([x["test"] for x in rows])),
                                     "test_sd": float(np.std([x["test"] for x in rows])),
@@ -309,10 +317,11 @@ def summarize(records, cfg):
     decreases = {}
     for fire_m in depth3_methods:
         decreases[fire_m] = {}
-        for comp in ("l1", "rulefit", "mcp", "forest"):
+        for comp in ("l1", "rulefit", "mcp", "forest", "fire"):
             if comp == fire_m:
                 continue
-            vals = [_decrease(_headline(r, fire_m)["test"], _headline(r, comp)["test"]) for r in records]
+            vals = [_decrease(_headline(r, fire_m)["test"], _headline(r, comp)["test"]) for r in records
+                    if _has(r, fire_m)]
             decreases[fire_m][comp] = {"median": float(np.median(vals)), "q25": float(np.percentile(vals, 25)),
                                        "q75": float(np.percentile(vals, 75)), "n": len(vals)}
     # fusion vs MCP only, best validation step with 10..15 rules
@@ -320,6 +329,8 @@ def summarize(records, cfg):
     for fused in [m for m in depth3_methods if m.startswith("fire")]:
         ant_red, err_inc, pairs = [], [], 0
         for r in records:
+            if not _has(r, fused):
+                continue
             a = r["depths"]["3"]["methods"][fused]["band"]
             b = r["depths"]["3"]["methods"]["mcp"]["band"]
             if a is None or b is None or not b["antecedents"]:
@@ -331,8 +342,8 @@ def summarize(records, cfg):
                        "median_antecedent_reduction": float(np.median(ant_red)) if ant_red else None,
                        "median_error_increase": float(np.median(err_inc)) if err_inc else None,
                        "mean_antecedents": float(np.mean([r["depths"]["3"]["methods"][fused]["band"]["antecedents"]
-                                                          for r in records
-                                                          if r["depths"]["3"]["methods"][fused]["band"]]))
+                                                          for r in records if _has(r, fused)
+                                                          and r["depths"]["3"]["methods"][fused]["band"]]))
                        if pairs else None}
     band["mcp"] = {"mean_antecedents": float(np.mean([r["depths"]["3"]["methods"]["mcp"]["band"]["antecedents"]
                                                       for r in records if r["depths"]["3"]["methods"]["mcp"]["band"]]))}
@@ -344,7 +355,7 @@ def summarize(records, cfg):
     sweep = {}
     for depth in cfg.depths:
         sweep[str(depth)] = {}
-        for m in SWEEP_METHODS:
+        for m in (SWEEP_METHODS if depth == 3 else DEEP_SWEEP_METHODS):
             sweep[str(depth)][m] = {}
             for budget in BUDGETS:
                 rel, dec, rules, ants = [], [], [], []
@@ -364,7 +375,8 @@ def summarize(records, cfg):
         for depth, e in r["depths"].items():
             for m, v in e["methods"].items():
                 timing.setdefault(m, []).append(v["seconds"])
-    nonconv = {m: int(sum(r["depths"]["3"]["methods"][m]["not_converged"] for r in records)) for m in depth3_methods}
+    nonconv = {m: int(sum(r["depths"]["3"]["methods"][m]["not_converged"] for r in records if _has(r, m)))
+               for m in depth3_methods}
     fire_vs = decreases["fire"]
     best_fused = band.get("fire", {})
     targets = {
@@ -466,14 +478,17 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
     w("")
     w("Median percent decrease of test error, (err_comp - err_method) / err_comp, over datasets x splits "
       "(IQR in brackets):\n")
-    comps = ("l1", "rulefit", "mcp", "forest")
-    w("| method | " + " | ".join(f"vs {c}" for c in comps) + " |")
-    w("|---|" + "---|" * len(comps))
+    comps = ("l1", "rulefit", "mcp", "forest", "fire")
+    w("| method | pairs | " + " | ".join(f"vs {c}" for c in comps) + " |")
+    w("|---|---|" + "---|" * len(comps))
     for m, row in s["decreases"].items():
         cells = [f"{_pct(row[c]['median'])} [{_pct(row[c]['q25'])}, {_pct(row[c]['q75'])}]" if c in row else "-"
                  for c in comps]
-        w(f"| {LABELS.get(m, m)} | " + " | ".join(cells) + " |")
+        w(f"| {m}: {LABELS.get(m, m)} | {row['l1']['n'] if 'l1' in row else row['fire']['n']} | "
+          + " | ".join(cells) + " |")
     w("")
+    w(f"(Methods below `fire_lf01` are the defaults investigation, run on the first {cfg['investigate_splits']} "
+      "splits of every dataset only; 'vs fire' compares with the main configuration on the same splits.)\n")
 
     w("## Per dataset: mean test MSE (standardized y), < 15 rules, depth 3\n")
     main_cols = ["fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest"]
@@ -506,7 +521,7 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
         if m == "mcp":
             continue
         ma = row["mean_antecedents"]
-        w(f"| {LABELS.get(m, m)} | {row['pairs']} | {'-' if ma is None else f'{ma:.1f}'} | "
+        w(f"| {m}: {LABELS.get(m, m)} | {row['pairs']} | {'-' if ma is None else f'{ma:.1f}'} | "
           f"{_pct(row['median_antecedent_reduction'])} | {_pct(row['median_error_increase'])} |")
     w("")
 

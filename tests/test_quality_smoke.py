@@ -24,7 +24,8 @@ def _load_quality():
 def tiny_report():
     quality = _load_quality()
     cfg = quality.Config(datasets=("stock",), n_splits=1, n_trees=40, depths=(3, 5), rulefit_trees=20,
-                         rulefit_grid=(5, 14), investigate=False, n_jobs=1, n_lambdas=30)
+                         rulefit_grid=(5, 14), investigate=True, investigate_splits=1, n_jobs=1,
+                         n_lambdas=30)
     return quality, cfg, quality.evaluate(cfg, log=lambda msg: None)
 
 
@@ -34,7 +35,7 @@ def test_report_structure(tiny_report, tmp_path):
     assert set(summary) >= {"datasets", "methods", "per_dataset", "decreases", "band", "near_forest", "sweep",
                             "targets"}
     assert summary["datasets"] == ["stock"]
-    for method in ("fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest"):
+    for method in ("fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest", *quality.INVESTIGATE_METHODS):
         row = summary["per_dataset"]["stock"][method]
         assert row["test"] > 0
     for comp in ("l1", "rulefit", "mcp", "forest"):
@@ -42,8 +43,8 @@ def test_report_structure(tiny_report, tmp_path):
     assert set(summary["targets"]) == {"vs_l1", "vs_rulefit", "fusion_antecedents", "near_forest"}
     assert all(isinstance(t["met"], bool) for t in summary["targets"].values())
     assert set(summary["sweep"]) == {"3", "5"}
-    for depth in summary["sweep"].values():
-        assert set(depth) == set(quality.SWEEP_METHODS)
+    for name, depth in summary["sweep"].items():
+        assert set(depth) == set(quality.SWEEP_METHODS if name == "3" else quality.DEEP_SWEEP_METHODS)
         for row in depth.values():
             assert set(row) == {str(b) for b in quality.BUDGETS}
 
