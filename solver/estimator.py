@@ -62,14 +62,14 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     TreeEnsemble); path_ : list of dicts, one per step (lambda_s, lambda_f, n_rules, n_trees, n_antecedents,
     train_loss, val_loss, objective, n_iter, converged, seconds); coef_path_ : scipy.sparse CSR
     (steps x leaves); selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
-    n_iter_ : block updates over the whole path;
+    n_iter_ : solver passes over the whole path;
     rule_ensemble_ : RuleEnsemble; rules_ : list of rule dicts; n_features_in_, feature_names_in_.
     """
 
     def __init__(self, forest=None, forest_kind="random_forest", n_estimators=500, max_depth=3,
                  max_features="sqrt", penalty="mcp", gamma=1.1, mcp_scaling="block", lambda_f=None,
                  fusion_ratio=0.5, max_rules=None, lambdas=None, n_lambdas=100, lambda_min_ratio=1e-3,
-                 tol=1e-4, max_iter=100_000, block_selection="greedy", validation_fraction=0.2,
+                 tol=1e-4, max_iter=10_000, block_selection="greedy", validation_fraction=0.2,
                  random_state=None):
         self.forest = forest
         self.forest_kind = forest_kind

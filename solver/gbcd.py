@@ -2,27 +2,41 @@
 
 Objective, with sample weights ``s`` (normalised by the caller to sum to n) and an unpenalised intercept b::
 
-    1/2 sum_i s_i (y_i - b - (M w)_i)^2 + sum_j P(w_j; lam, gamma_t) + lam_f sum_t ||D_t w_t||_1
+    1/2 sum_i s_i (y_i - b - (M w)_i)^2 + sum_j P(w_j; lam, gamma_j) + lam_f sum_t ||D_t w_t||_1
 
-Structure used throughout (see docs/solver-api.md): every row falls in exactly one leaf per tree, so the
-Gram matrix of a block is diagonal, ``c_j = S_j v_j^2`` with ``S_j`` the weighted row count of leaf j.
+Structure used throughout (see docs/solver-api.md): every row falls in exactly one leaf per tree, so column
+j of M is ``v_j`` on the rows of leaf j and zero elsewhere, and the Gram matrix of a block is diagonal,
+``c_j = S_j v_j^2`` with ``S_j`` the weighted row count of leaf j. The solver keeps, per tree, the rows
+sorted by leaf (``leaf_rows``; the rows of global leaf j are ``leaf_rows[leaf_ptr[j]:leaf_ptr[j + 1]]``), so
+a leaf's gradient ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` and a change of its weight both cost
+O(S_j), a block's O(n), and the full gradient O(n T).
 
-State kept by the solver, all updated in place: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w``
-(without the intercept), and the intercept, kept at its exact optimum (the weighted mean of the residual,
-updated in O(R_t) after each block update from the leaves' weighted counts). The leaf-index matrix is
-tree-major, (T, n), so that one tree's column is contiguous: a block's gradient
-``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` is one O(n) pass over that column.
+State, updated in place: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w`` (without the
+intercept), and ``state`` = [b, sum_i s_i residual_i, sum_i s_i]: the intercept is kept at its exact
+optimum (the weighted mean of the residual) by every weight change, in O(1).
 
-A block update without fusion minimises the block exactly (the block problem is separable). With fusion it
-runs up to ``inner_iters`` proximal-gradient steps with the isotropic step ``1 / L_t`` (``L_t = max_j c_j``),
-each the fused-lasso prox followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while
-the exact block objective decreases (the block loss is an exact diagonal quadratic, so this costs O(R_t)).
+Block updates. Without fusion a block's problem is separable, so its exact minimisation is one exact
+(global, also in MCP's nonconvex regime) coordinate minimisation per leaf, and leaves whose weight is zero and
+whose direction entry is zero need no visit at all. With fusion a block update runs up to ``inner_iters``
+proximal-gradient steps with the isotropic step ``1 / L_t`` (``L_t = max_j c_j``), each the fused-lasso prox
+followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while the exact block objective
+decreases (the block loss is an exact diagonal quadratic, so this check costs O(R_t)).
+
+Block selection. The steepest-direction vector d (paper eq. 8) needs the full gradient, O(n T): as much as
+a whole sweep of block updates. So each direction computation ranks the candidates by it (blocks by
+``||d_t||_2`` with fusion; leaves by ``|d_j|`` without, the block ranking restricted to the leaves that can
+move) and a working set (everything already nonzero plus the steepest violators) is updated pass after pass,
+with Anderson extrapolation every few passes, until its own stationarity measure falls below a fraction of
+``max |d|``. A solve ends when ``max |d_j| <= tol`` and a full cyclic sweep confirms that no leaf or block
+moves by more than ``tol`` (with fusion, coordinate-wise d can vanish where a fused group still has to move
+together; the sweep's block prox catches that).
 """
 
 import numpy as np
 from numba import njit
 
 from .penalties import (
+    MCP,
     fused_lasso_prox,
     fusion_value,
     penalty_prox,
@@ -33,21 +47,59 @@ from .penalties import (
 GREEDY = 0
 CYCLIC = 1
 ANDERSON_MEMORY = 5
+MIN_WORKING_SET = 32
 
 
 @njit(cache=True)
-def compute_leaf_sums(leaves, offsets, sample_weight, residual, out):
-    """``out_j = sum_{i in leaf j} s_i residual_i`` (M^T (s * residual) without leaf values), O(n T).
+def sort_rows_by_leaf(leaves, offsets):
+    """Per tree, the rows grouped by leaf (counting sort, stable): returns (leaf_rows (T*n,), leaf_ptr (R+1,))."""
+    n, n_trees = leaves.shape
+    n_leaves = offsets[n_trees]
+    leaf_ptr = np.zeros(n_leaves + 1, dtype=np.int64)
+    for i in range(n):
+        for t in range(n_trees):
+            leaf_ptr[offsets[t] + leaves[i, t] + 1] += 1
+    for j in range(n_leaves):
+        leaf_ptr[j + 1] += leaf_ptr[j]
+    fill = leaf_ptr[:-1].copy()
+    leaf_rows = np.empty(n * n_trees, dtype=np.int32)
+    for i in range(n):
+        for t in range(n_trees):
+            j = offsets[t] + leaves[i, t]
+            leaf_rows[fill[j]] = i
+            fill[j] += 1
+    return leaf_rows, leaf_ptr
 
-    ``leaves`` is tree-major, (T, n): each tree's column is contiguous.
-    """
-    out[:] = 0.0
-    weighted = sample_weight * residual
-    for t in range(leaves.shape[0]):
-        column = leaves[t]
-        first = offsets[t]
-        for i in range(column.shape[0]):
-            out[first + column[i]] += weighted[i]
+
+@njit(cache=True)
+def compute_leaf_sums(leaf_rows, leaf_ptr, sample_weight, residual, out):
+    """``out_j = sum_{i in leaf j} s_i residual_i`` (M^T (s * residual) without the leaf values), O(n T)."""
+    for j in range(out.shape[0]):
+        total = 0.0
+        for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
+            i = leaf_rows[p]
+            total += sample_weight[i] * residual[i]
+        out[j] = total
+
+
+@njit(cache=True)
+def leaf_gradient(j, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, intercept):
+    total = 0.0
+    for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
+        i = leaf_rows[p]
+        total += sample_weight[i] * residual[i]
+    return -values[j] * (total - intercept * leaf_weight[j])
+
+
+@njit(cache=True)
+def move_leaf(j, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state):
+    """``w_j += delta`` keeping the residual and the optimal intercept exact: O(S_j)."""
+    w[j] += delta
+    change = values[j] * delta
+    for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
+        residual[leaf_rows[p]] -= change
+    state[1] -= leaf_weight[j] * change
+    state[0] = state[1] / state[2]
 
 
 @njit(cache=True)
@@ -122,282 +174,272 @@ def _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f):
 
 
 @njit(cache=True)
-def block_gradient(t, leaves, values, offsets, sample_weight, residual, intercept, leaf_weight, out):
-    """Loss gradient of block t into ``out[:R_t]`` from the residual: one pass over the tree's column, O(n)."""
-    first = offsets[t]
-    size = offsets[t + 1] - first
-    for k in range(size):
-        out[k] = 0.0
-    column = leaves[t]
-    for i in range(column.shape[0]):
-        out[column[i]] += sample_weight[i] * residual[i]
-    for k in range(size):
-        out[k] = -values[first + k] * (out[k] - intercept * leaf_weight[first + k])
+def update_leaf(j, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature, state, lam,
+                gamma, code):
+    """Exact minimisation over one leaf weight (no fusion); returns its curvature-scaled move."""
+    if curvature[j] > 0.0:
+        gradient = leaf_gradient(j, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, state[0])
+        new = penalty_prox(w[j] - gradient / curvature[j], curvature[j], lam, gamma, code)
+    else:
+        new = 0.0
+    delta = new - w[j]
+    if delta != 0.0:
+        move_leaf(j, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
+    return max(curvature[j], 1e-300) * abs(delta)
 
 
 @njit(cache=True)
-def update_block(t, w, gradient, offsets, curvature, lipschitz, lam, gamma, code, lam_f, inner_iters, delta):
-    """Minimise (without fusion) or decrease (with fusion) the objective over block t.
-
-    ``gradient[:R_t]`` is the block's loss gradient at ``w``. Writes the weight changes of the block into
-    ``delta[:R_t]`` (does not touch ``w``) and returns the block's stationarity measure: the largest
-    curvature-scaled move of the first proximal step (0 exactly at a fixed point of the block update).
-    """
+def update_block(t, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature,
+                 lipschitz, state, lam, gamma, code, lam_f, inner_iters):
+    """Fused block update (proximal-gradient steps with step 1/L_t); returns the block's stationarity measure,
+    the largest move of its first proximal step times L_t (0 exactly at a fixed point)."""
     first = offsets[t]
     size = offsets[t + 1] - first
-    measure = 0.0
-    if lam_f == 0.0:
-        for k in range(size):
-            j = first + k
-            if curvature[j] > 0.0:
-                z = w[j] - gradient[k] / curvature[j]
-                new = penalty_prox(z, curvature[j], lam, gamma, code)
-            else:
-                new = 0.0
-            delta[k] = new - w[j]
-            measure = max(measure, max(curvature[j], 1e-300) * abs(delta[k]))
-        return measure
-
+    gradient = np.empty(size)
+    for k in range(size):
+        gradient[k] = leaf_gradient(first + k, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
+                                    state[0])
     step_curvature = lipschitz[t]
     current = w[first:first + size].copy()
-    if step_curvature <= 0.0:
-        for k in range(size):
-            delta[k] = -current[k]
-        return 0.0
-    current_value = _block_penalty(current, lam, gamma, code, lam_f)
-    point = np.empty(size)
-    theta = np.empty(size)
-    for it in range(inner_iters):
-        for k in range(size):
-            j = first + k
-            local_gradient = gradient[k] + curvature[j] * (current[k] - w[j])
-            point[k] = current[k] - local_gradient / step_curvature
-        fused_lasso_prox(point, lam_f / step_curvature, theta)
-        largest_move = 0.0
-        for k in range(size):
-            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, code)
-            largest_move = max(largest_move, abs(theta[k] - current[k]))
-        if it == 0:
-            measure = step_curvature * largest_move
-        value = _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f)
-        if value > current_value or largest_move == 0.0:
-            break
-        current[:] = theta
-        current_value = value
+    measure = 0.0
+    if step_curvature > 0.0:
+        current_value = _block_penalty(current, lam, gamma, code, lam_f)
+        point = np.empty(size)
+        theta = np.empty(size)
+        for it in range(inner_iters):
+            for k in range(size):
+                local_gradient = gradient[k] + curvature[first + k] * (current[k] - w[first + k])
+                point[k] = current[k] - local_gradient / step_curvature
+            fused_lasso_prox(point, lam_f / step_curvature, theta)
+            largest_move = 0.0
+            for k in range(size):
+                theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, code)
+                largest_move = max(largest_move, abs(theta[k] - current[k]))
+            if it == 0:
+                measure = step_curvature * largest_move
+            value = _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f)
+            if value > current_value or largest_move == 0.0:
+                break
+            current[:] = theta
+            current_value = value
+    else:
+        current[:] = 0.0
     for k in range(size):
-        delta[k] = current[k] - w[first + k]
+        delta = current[k] - w[first + k]
+        if delta != 0.0:
+            move_leaf(first + k, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
     return measure
 
 
-
-
 @njit(cache=True)
-def apply_block_delta(t, delta, w, leaves, values, offsets, leaf_weight, residual):
-    """Add ``delta`` to block t of ``w``, update ``residual`` (rows in changed leaves only).
-
-    Returns the change of ``sum_i s_i residual_i`` (O(R_t), from the leaves' weighted counts), from which
-    the caller keeps the optimal intercept, or NaN when nothing changed.
-    """
-    first = offsets[t]
-    size = offsets[t + 1] - first
-    weighted_change = 0.0
-    changed = False
-    for k in range(size):
-        if delta[k] != 0.0:
-            changed = True
-            w[first + k] += delta[k]
-            weighted_change -= leaf_weight[first + k] * values[first + k] * delta[k]
-    if not changed:
-        return np.nan
-    column = leaves[t]
-    for i in range(column.shape[0]):
-        k = column[i]
-        if delta[k] != 0.0:
-            residual[i] -= values[first + k] * delta[k]
-    return weighted_change
-
-
-@njit(cache=True)
-def objective_value(w, residual, sample_weight, intercept, offsets, lam, block_gamma, code, lam_f):
+def objective_value(w, residual, sample_weight, intercept, offsets, lam, leaf_gamma, code, lam_f):
     loss = 0.0
     for i in range(residual.shape[0]):
         r = residual[i] - intercept
         loss += sample_weight[i] * r * r
     total = 0.5 * loss
-    for t in range(offsets.shape[0] - 1):
-        for j in range(offsets[t], offsets[t + 1]):
-            if w[j] != 0.0:
-                total += penalty_value(w[j], lam, block_gamma[t], code)
+    for j in range(w.shape[0]):
+        if w[j] != 0.0:
+            total += penalty_value(w[j], lam, leaf_gamma[j], code)
     return total + fusion_value(w, offsets, lam_f)
 
 
 @njit(cache=True)
-def _update_blocks(blocks, w, state, leaves, values, offsets, sample_weight, residual, leaf_weight, curvature,
-                   lipschitz, lam, block_gamma, code, lam_f, inner_iters, gradient, delta):
-    """One pass of block updates over ``blocks`` in the given order; returns the largest block measure.
-
-    ``state`` holds [intercept, sum_i s_i residual_i, total weight]; the intercept stays optimal.
-    """
+def _pass(units, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
+          curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f, inner_iters):
+    """One pass of updates over ``units`` (blocks when fused, else leaves); returns the largest measure."""
     worst = 0.0
-    for t in blocks:
-        block_gradient(t, leaves, values, offsets, sample_weight, residual, state[0], leaf_weight, gradient)
-        measure = update_block(t, w, gradient, offsets, curvature, lipschitz, lam, block_gamma[t], code, lam_f,
-                               inner_iters, delta)
+    for u in units:
+        if fused:
+            measure = update_block(u, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+                                   leaf_weight, curvature, lipschitz, state, lam, block_gamma[u], code, lam_f,
+                                   inner_iters)
+        else:
+            measure = update_leaf(u, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
+                                  curvature, state, lam, leaf_gamma[u], code)
         worst = max(worst, measure)
-        change = apply_block_delta(t, delta, w, leaves, values, offsets, leaf_weight, residual)
-        if not np.isnan(change):
-            state[1] += change
-            state[0] = state[1] / state[2]
     return worst
 
 
 @njit(cache=True)
-def _gather(w, blocks, offsets, out):
-    position = 0
-    for t in blocks:
-        for j in range(offsets[t], offsets[t + 1]):
-            out[position] = w[j]
-            position += 1
-
-
-@njit(cache=True)
-def _move_blocks(target, blocks, w, leaves, values, offsets, leaf_weight, residual, delta):
-    """Set the weights of ``blocks`` to ``target`` (their concatenation), keeping ``residual`` exact."""
-    position = 0
-    for t in blocks:
-        size = offsets[t + 1] - offsets[t]
-        for k in range(size):
-            delta[k] = target[position + k] - w[offsets[t] + k]
-        position += size
-        apply_block_delta(t, delta, w, leaves, values, offsets, leaf_weight, residual)
-
-
-@njit(cache=True)
-def _anderson_step(history, blocks, w, state, leaves, values, offsets, sample_weight, residual, leaf_weight,
-                   lam, block_gamma, code, lam_f, delta):
-    """Anderson extrapolation of the last iterates of the working set (as in skglm); kept only if the
-    objective decreases, otherwise undone."""
+def _anderson_step(history, leaves, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+                   leaf_weight, state, lam, leaf_gamma, code, lam_f):
+    """Anderson extrapolation of the last iterates of the working set's leaves (as in skglm); kept only if
+    the objective decreases, otherwise undone."""
     n_steps = history.shape[0] - 1
     diffs = history[1:] - history[:-1]
     gram = diffs @ diffs.T
-    gram += 1e-10 * (np.trace(gram) + 1e-300) * np.eye(n_steps)
-    try:
-        z = np.linalg.solve(gram, np.ones(n_steps))
-    except Exception:  # singular system: skip this extrapolation
+    scale = np.trace(gram)
+    if not scale > 0.0:
         return False
+    gram += 1e-10 * scale * np.eye(n_steps)
+    z = np.linalg.solve(gram, np.ones(n_steps))
     if not np.isfinite(z.sum()) or z.sum() == 0.0:
         return False
-    coefs = z / z.sum()
-    extrapolated = coefs @ history[1:]
-    before = objective_value(w, residual, sample_weight, state[0], offsets, lam, block_gamma, code, lam_f)
-    current = history[n_steps].copy()
-    _move_blocks(extrapolated, blocks, w, leaves, values, offsets, leaf_weight, residual, delta)
-    weighted_total = np.dot(sample_weight, residual)
-    after = objective_value(w, residual, sample_weight, weighted_total / state[2], offsets, lam, block_gamma,
-                            code, lam_f)
+    extrapolated = (z / z.sum()) @ history[1:]
+    before = objective_value(w, residual, sample_weight, state[0], offsets, lam, leaf_gamma, code, lam_f)
+    for k in range(leaves.shape[0]):
+        j = leaves[k]
+        if extrapolated[k] != w[j]:
+            move_leaf(j, extrapolated[k] - w[j], w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
+    after = objective_value(w, residual, sample_weight, state[0], offsets, lam, leaf_gamma, code, lam_f)
     if after < before:
-        state[1] = weighted_total
-        state[0] = weighted_total / state[2]
         return True
-    _move_blocks(current, blocks, w, leaves, values, offsets, leaf_weight, residual, delta)
+    for k in range(leaves.shape[0]):
+        j = leaves[k]
+        if history[n_steps, k] != w[j]:
+            move_leaf(j, history[n_steps, k] - w[j], w, values, leaf_rows, leaf_ptr, leaf_weight, residual,
+                      state)
     return False
 
 
 @njit(cache=True)
-def solve(w, intercept, residual, leaves, values, offsets, sample_weight, leaf_weight, curvature, lipschitz,
-          lam, block_gamma, code, lam_f, tol, max_iter, selection, inner_iters):
-    """Run GBCD (or cyclic BCD) from the given state until stationary; returns (block updates, converged).
+def _add_pending_jumps(direction, w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma):
+    """MCP's nonconvex regime (``c_j * gamma_j <= 1``): a zero leaf can be first-order stationary
+    (``d_j = 0``) while its exact coordinate minimum is far from zero. Such leaves get their
+    curvature-scaled jump as their entry, so they rank as violators and the solve does not stop before them.
+    """
+    for j in range(w.shape[0]):
+        if w[j] == 0.0 and direction[j] == 0.0 and curvature[j] * leaf_gamma[j] <= 1.0:
+            gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
+            jump = penalty_prox(-gradient / curvature[j], curvature[j], lam, leaf_gamma[j], MCP)
+            direction[j] = curvature[j] * abs(jump)
 
-    ``leaves`` is tree-major (T, n); ``residual`` is ``y - M w`` and stays so; ``intercept[0]`` is kept at
-    its exact optimum.
 
-    Greedy: computing the steepest-direction vector d needs the full gradient, O(n T), as much as T block
-    updates, so each direction computation ranks the blocks by ``||d_t||_2`` and then updates a working set:
-    the blocks already holding rules plus the steepest violators (at least 10, twice the active blocks),
-    in rank order, pass after pass until their own stationarity measure falls below a fraction of the
-    current ``max |d_j|``. The solve ends when ``max |d_j| <= tol`` and a full cyclic sweep confirms that no
-    block's proximal move exceeds ``tol`` (with fusion, coordinate-wise d can vanish at points where a fused
-    group still has to move together; the sweep's block prox catches that).
+@njit(cache=True)
+def _leaf_gains(w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma, code, out):
+    """Objective decrease of each leaf's exact coordinate minimisation from the current point."""
+    for j in range(w.shape[0]):
+        c = curvature[j]
+        if c <= 0.0:
+            out[j] = 0.0
+            continue
+        gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
+        z = w[j] - gradient / c
+        new = penalty_prox(z, c, lam, leaf_gamma[j], code)
+        before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, leaf_gamma[j], code)
+        after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, leaf_gamma[j], code)
+        out[j] = max(before - after, 0.0)
+
+
+@njit(cache=True)
+def _working_set(direction, gains, w, offsets, fused, n_nonzero):
+    """Units to update until the next direction computation: all nonzero ones plus the steepest violators.
+
+    Blocks (fused) are ranked by ``||d_t||_2``; leaves by ``|d_j|`` and visited in order of the objective
+    decrease their own exact minimisation would bring, largest first (with MCP the first leaves to enter
+    shape which others follow, so the most useful go first).
+    """
+    n_trees = offsets.shape[0] - 1
+    if fused:
+        scores = np.zeros(n_trees)
+        n_active = 0
+        for t in range(n_trees):
+            active = False
+            for j in range(offsets[t], offsets[t + 1]):
+                scores[t] += direction[j] * direction[j]
+                active = active or w[j] != 0.0
+            if active:
+                scores[t] = np.inf
+                n_active += 1
+        size = max(10, 2 * n_active)
+    else:
+        scores = direction.copy()
+        for j in range(w.shape[0]):
+            if w[j] != 0.0:
+                scores[j] = np.inf
+        size = max(MIN_WORKING_SET, 2 * n_nonzero)
+    order = np.argsort(-scores)
+    size = min(size, order.shape[0])
+    while size > 0 and scores[order[size - 1]] == 0.0:
+        size -= 1
+    chosen = order[:size]
+    if fused:
+        return np.sort(chosen)
+    return chosen[np.argsort(-gains[chosen], kind="mergesort")]
+
+
+@njit(cache=True)
+def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_weight, leaf_weight, curvature,
+          lipschitz, lam, block_gamma, leaf_gamma, code, lam_f, tol, max_iter, selection, inner_iters):
+    """Run GBCD (or cyclic BCD) from the given state until stationary; returns (passes, converged).
+
+    ``residual`` is ``y - M w`` and stays so; ``intercept[0]`` ends at its exact optimum. ``max_iter`` caps
+    the passes (working-set passes and full sweeps) of this solve.
     """
     n_trees = offsets.shape[0] - 1
     n_leaves = values.shape[0]
-    max_block = 0
-    for t in range(n_trees):
-        max_block = max(max_block, offsets[t + 1] - offsets[t])
-    delta = np.empty(max_block)
-    gradient = np.empty(max_block)
+    fused = lam_f > 0.0
     leaf_sums = np.empty(n_leaves)
     direction = np.empty(n_leaves)
-    scores = np.empty(n_trees)
+    gains = np.zeros(n_leaves)
     state = np.empty(3)
     state[2] = sample_weight.sum()
     state[1] = np.dot(sample_weight, residual)
     state[0] = state[1] / state[2]
-    all_blocks = np.arange(n_trees)
+    everything = np.arange(n_trees if fused else n_leaves)
 
-    iterations = 0
+    passes = 0
     converged = False
-    while iterations < max_iter:
+    while passes < max_iter:
         if selection == CYCLIC:
-            worst = _update_blocks(all_blocks, w, state, leaves, values, offsets, sample_weight, residual,
-                                   leaf_weight, curvature, lipschitz, lam, block_gamma, code, lam_f, inner_iters,
-                                   gradient, delta)
-            iterations += n_trees
+            worst = _pass(everything, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
+                          inner_iters)
+            passes += 1
             if worst <= tol:
                 converged = True
                 break
             continue
 
-        compute_leaf_sums(leaves, offsets, sample_weight, residual, leaf_sums)
+        compute_leaf_sums(leaf_rows, leaf_ptr, sample_weight, residual, leaf_sums)
         direction_vector(w, values, offsets, leaf_sums, leaf_weight, state[0], lam, block_gamma, code, lam_f,
                          direction)
-        largest = 0.0
-        n_active = 0
-        for t in range(n_trees):
-            score = 0.0
-            active = False
-            for j in range(offsets[t], offsets[t + 1]):
-                score += direction[j] * direction[j]
-                largest = max(largest, direction[j])
-                active = active or w[j] != 0.0
-            if active:
-                n_active += 1
-                score = np.inf
-            scores[t] = score
+        if not fused and code == MCP:
+            _add_pending_jumps(direction, w, values, leaf_sums, leaf_weight, curvature, state[0], lam,
+                               leaf_gamma)
+        largest = direction.max()
         if largest <= tol:
-            worst = _update_blocks(all_blocks, w, state, leaves, values, offsets, sample_weight, residual,
-                                   leaf_weight, curvature, lipschitz, lam, block_gamma, code, lam_f, inner_iters,
-                                   gradient, delta)
-            iterations += n_trees
+            worst = _pass(everything, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
+                          inner_iters)
+            passes += 1
             if worst <= tol:
                 converged = True
                 break
             continue
-        order = np.argsort(-scores)
-        size = min(n_trees, max(10, 2 * n_active))
-        while size > 0 and scores[order[size - 1]] == 0.0:
-            size -= 1
-        working_set = order[:size]
+        if not fused:
+            _leaf_gains(w, values, leaf_sums, leaf_weight, curvature, state[0], lam, leaf_gamma, code, gains)
+        units = _working_set(direction, gains, w, offsets, fused, np.count_nonzero(w))
+        if fused:
+            n_units_leaves = 0
+            for t in units:
+                n_units_leaves += offsets[t + 1] - offsets[t]
+            unit_leaves = np.empty(n_units_leaves, dtype=np.int64)
+            position = 0
+            for t in units:
+                for j in range(offsets[t], offsets[t + 1]):
+                    unit_leaves[position] = j
+                    position += 1
+        else:
+            unit_leaves = units
         inner_tol = max(tol, 0.3 * largest)
-        working_size = 0
-        for t in working_set:
-            working_size += offsets[t + 1] - offsets[t]
-        history = np.empty((ANDERSON_MEMORY + 1, working_size))
-        _gather(w, working_set, offsets, history[0])
+        history = np.empty((ANDERSON_MEMORY + 1, unit_leaves.shape[0]))
+        history[0] = w[unit_leaves]
         n_history = 1
-        while iterations < max_iter:
-            worst = _update_blocks(working_set, w, state, leaves, values, offsets, sample_weight, residual,
-                                   leaf_weight, curvature, lipschitz, lam, block_gamma, code, lam_f, inner_iters,
-                                   gradient, delta)
-            iterations += size
+        while passes < max_iter:
+            worst = _pass(units, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
+                          inner_iters)
+            passes += 1
             if worst <= inner_tol:
                 break
-            _gather(w, working_set, offsets, history[n_history])
+            history[n_history] = w[unit_leaves]
             n_history += 1
             if n_history == ANDERSON_MEMORY + 1:
-                _anderson_step(history, working_set, w, state, leaves, values, offsets, sample_weight, residual,
-                               leaf_weight, lam, block_gamma, code, lam_f, delta)
-                _gather(w, working_set, offsets, history[0])
+                _anderson_step(history, unit_leaves, w, values, offsets, leaf_rows, leaf_ptr, sample_weight,
+                               residual, leaf_weight, state, lam, leaf_gamma, code, lam_f)
+                history[0] = w[unit_leaves]
                 n_history = 1
     intercept[0] = state[0]
-    return iterations, converged
+    return passes, converged

@@ -95,12 +95,13 @@ class ProblemData:
     """Per-leaf constants of the problem on one training set: weighted counts, curvatures, block constants."""
 
     def __init__(self, matrix, sample_weight, penalty, gamma, mcp_scaling):
-        self.leaves = np.ascontiguousarray(matrix.leaves.T)
+        self.leaf_rows, self.leaf_ptr = gbcd.sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves),
+                                                               np.ascontiguousarray(matrix.offsets, dtype=np.int64))
         self.values = np.ascontiguousarray(matrix.values, dtype=np.float64)
         self.offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
         self.sample_weight = sample_weight
         self.leaf_weight = np.empty(self.values.shape[0])
-        gbcd.compute_leaf_sums(self.leaves, self.offsets, sample_weight, np.ones(len(sample_weight)),
+        gbcd.compute_leaf_sums(self.leaf_rows, self.leaf_ptr, sample_weight, np.ones(len(sample_weight)),
                                self.leaf_weight)
         self.curvature = self.leaf_weight * self.values**2
         sizes = np.diff(self.offsets)
@@ -114,17 +115,19 @@ class ProblemData:
             self.block_gamma = gamma / safe
         else:
             self.block_gamma = np.full(len(sizes), float(gamma))
+        self.leaf_gamma = np.repeat(self.block_gamma, sizes)
 
 
 def fit_path(matrix, y, *, penalty="mcp", gamma=1.1, mcp_scaling="block", lambda_f=None, fusion_ratio=None,
              lambdas=None, n_lambdas=100, lambda_min_ratio=1e-3, max_rules=None, tol=1e-6,
-             max_iter=100_000, block_selection="greedy", inner_iters=10, sample_weight=None,
+             max_iter=10_000, block_selection="greedy", inner_iters=10, sample_weight=None,
              val_matrix=None, y_val=None, leaf_ancestors=None, callback=None):
     """Solve the FIRE problem along a decreasing, warm-started grid of lambda_s.
 
     ``matrix`` is a :class:`solver.forest.LeafMatrix` (M, implicit). ``tol`` is relative to lambda_max: a
     step stops when no steepest-direction entry and no block's proximal move exceeds ``tol * lambda_max``.
-    ``max_iter`` caps block updates per step (``PathStep.converged`` is False where it was hit).
+    ``max_iter`` caps the passes (working-set passes and full sweeps) per step (``PathStep.converged`` is
+    False where it was hit).
     ``callback(step)`` runs after every step; a truthy return stops the path (progress, cancel, deadline).
     The path also stops after the first step whose rule count passes ``max_rules``.
     """
@@ -163,7 +166,7 @@ def fit_path(matrix, y, *, penalty="mcp", gamma=1.1, mcp_scaling="block", lambda
     intercept = np.zeros(1)
     residual = y.copy()
     leaf_sums = np.empty(n_leaves)
-    gbcd.compute_leaf_sums(data.leaves, data.offsets, weights, residual, leaf_sums)
+    gbcd.compute_leaf_sums(data.leaf_rows, data.leaf_ptr, weights, residual, leaf_sums)
     mean_y = np.dot(weights, y) / weights.sum()
     lambda_max = float(np.max(np.abs(data.values * (leaf_sums - mean_y * data.leaf_weight)), initial=0.0))
 
@@ -182,11 +185,11 @@ def fit_path(matrix, y, *, penalty="mcp", gamma=1.1, mcp_scaling="block", lambda
         started = time.perf_counter()
         lam_f = float(lambda_f if lambda_f is not None else (fusion_ratio or 0.0) * lam)
         n_iter, converged = gbcd.solve(
-            w, intercept, residual, data.leaves, data.values, data.offsets, weights,
-            data.leaf_weight, data.curvature, data.lipschitz, float(lam), data.block_gamma, data.code, lam_f,
-            tol_abs, max_iter, selection, inner_iters)
+            w, intercept, residual, data.leaf_rows, data.leaf_ptr, data.values, data.offsets, weights,
+            data.leaf_weight, data.curvature, data.lipschitz, float(lam), data.block_gamma, data.leaf_gamma,
+            data.code, lam_f, tol_abs, max_iter, selection, inner_iters)
         objective = gbcd.objective_value(w, residual, weights, intercept[0], data.offsets, float(lam),
-                                         data.block_gamma, data.code, lam_f)
+                                         data.leaf_gamma, data.code, lam_f)
         step = _record_step(index, lam, lam_f, w, intercept[0], residual, weights, data, objective, n_iter,
                             converged, val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)
         nonzero = np.flatnonzero(w)
