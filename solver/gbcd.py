@@ -27,9 +27,11 @@ a whole sweep of block updates. So each direction computation ranks the candidat
 ``||d_t||_2`` with fusion; leaves by ``|d_j|`` without, the block ranking restricted to the leaves that can
 move) and a working set (everything already nonzero plus the steepest violators) is updated pass after pass,
 with Anderson extrapolation every few passes, until its own stationarity measure falls below a fraction of
-``max |d|``. A solve ends when ``max |d_j| <= tol`` and a full cyclic sweep confirms that no leaf or block
-moves by more than ``tol`` (with fusion, coordinate-wise d can vanish where a fused group still has to move
-together; the sweep's block prox catches that).
+``max |d|``. A solve ends at a full-gradient check where no entry of d and no leaf's or block's own proximal
+move (its stationarity measure, computed from the same full gradient in O(R)) exceeds ``tol``: with fusion,
+coordinate-wise d can vanish where a fused group still has to move together, and with MCP a zero leaf can
+be first-order stationary while its exact coordinate minimum lies far from zero; the measures catch both.
+Cyclic selection instead sweeps all blocks until no block moves by more than ``tol``.
 """
 
 import numpy as np
@@ -189,46 +191,80 @@ def update_leaf(j, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf
 
 
 @njit(cache=True)
+def _block_proximal_steps(first, size, w, gradient, curvature, step_curvature, lam, gamma, code, lam_f, n_steps,
+                          out):
+    """Up to ``n_steps`` fused proximal-gradient steps on one block from ``w`` (step 1/L_t), each accepted
+    only while the exact block objective decreases; the result goes to ``out``. Returns the block's
+    stationarity measure: the largest move of the first step times L_t (0 exactly at a fixed point)."""
+    for k in range(size):
+        out[k] = w[first + k]
+    if step_curvature <= 0.0:
+        out[:] = 0.0
+        return 0.0
+    all_zero = True
+    steepest = 0.0
+    for k in range(size):
+        all_zero = all_zero and out[k] == 0.0
+        steepest = max(steepest, abs(gradient[k]))
+    if all_zero and steepest <= lam and (code != MCP or step_curvature * gamma > 1.0):
+        return 0.0  # zero is the block's prox point: the fused values stay within [-lam, lam] / L_t
+    measure = 0.0
+    current_value = _block_penalty(out, lam, gamma, code, lam_f)
+    point = np.empty(size)
+    theta = np.empty(size)
+    for it in range(n_steps):
+        for k in range(size):
+            local_gradient = gradient[k] + curvature[first + k] * (out[k] - w[first + k])
+            point[k] = out[k] - local_gradient / step_curvature
+        fused_lasso_prox(point, lam_f / step_curvature, theta)
+        largest_move = 0.0
+        for k in range(size):
+            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, code)
+            largest_move = max(largest_move, abs(theta[k] - out[k]))
+        if it == 0:
+            measure = step_curvature * largest_move
+        value = _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f)
+        if value > current_value or largest_move == 0.0:
+            break
+        out[:] = theta
+        current_value = value
+    return measure
+
+
+@njit(cache=True)
 def update_block(t, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature,
                  lipschitz, state, lam, gamma, code, lam_f, inner_iters):
-    """Fused block update (proximal-gradient steps with step 1/L_t); returns the block's stationarity measure,
-    the largest move of its first proximal step times L_t (0 exactly at a fixed point)."""
+    """Fused block update from the current residual; returns the block's stationarity measure."""
     first = offsets[t]
     size = offsets[t + 1] - first
     gradient = np.empty(size)
     for k in range(size):
         gradient[k] = leaf_gradient(first + k, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
                                     state[0])
-    step_curvature = lipschitz[t]
-    current = w[first:first + size].copy()
-    measure = 0.0
-    if step_curvature > 0.0:
-        current_value = _block_penalty(current, lam, gamma, code, lam_f)
-        point = np.empty(size)
-        theta = np.empty(size)
-        for it in range(inner_iters):
-            for k in range(size):
-                local_gradient = gradient[k] + curvature[first + k] * (current[k] - w[first + k])
-                point[k] = current[k] - local_gradient / step_curvature
-            fused_lasso_prox(point, lam_f / step_curvature, theta)
-            largest_move = 0.0
-            for k in range(size):
-                theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, code)
-                largest_move = max(largest_move, abs(theta[k] - current[k]))
-            if it == 0:
-                measure = step_curvature * largest_move
-            value = _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f)
-            if value > current_value or largest_move == 0.0:
-                break
-            current[:] = theta
-            current_value = value
-    else:
-        current[:] = 0.0
+    new = np.empty(size)
+    measure = _block_proximal_steps(first, size, w, gradient, curvature, lipschitz[t], lam, gamma, code, lam_f,
+                                    inner_iters, new)
     for k in range(size):
-        delta = current[k] - w[first + k]
+        delta = new[k] - w[first + k]
         if delta != 0.0:
             move_leaf(first + k, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
     return measure
+
+
+@njit(cache=True)
+def block_measures(w, values, offsets, leaf_sums, leaf_weight, curvature, lipschitz, intercept, lam,
+                   block_gamma, code, lam_f, out):
+    """Every block's stationarity measure at the current point, from the full gradient: O(R)."""
+    scratch = np.empty(values.shape[0])
+    for t in range(offsets.shape[0] - 1):
+        first = offsets[t]
+        size = offsets[t + 1] - first
+        gradient = np.empty(size)
+        for k in range(size):
+            j = first + k
+            gradient[k] = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
+        out[t] = _block_proximal_steps(first, size, w, gradient, curvature, lipschitz[t], lam, block_gamma[t],
+                                       code, lam_f, 1, scratch[first:first + size])
 
 
 @njit(cache=True)
@@ -294,41 +330,32 @@ def _anderson_step(history, leaves, w, values, offsets, leaf_rows, leaf_ptr, sam
 
 
 @njit(cache=True)
-def _add_pending_jumps(direction, w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma):
-    """MCP's nonconvex regime (``c_j * gamma_j <= 1``): a zero leaf can be first-order stationary
-    (``d_j = 0``) while its exact coordinate minimum is far from zero. Such leaves get their
-    curvature-scaled jump as their entry, so they rank as violators and the solve does not stop before them.
-    """
-    for j in range(w.shape[0]):
-        if w[j] == 0.0 and direction[j] == 0.0 and curvature[j] * leaf_gamma[j] <= 1.0:
-            gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
-            jump = penalty_prox(-gradient / curvature[j], curvature[j], lam, leaf_gamma[j], MCP)
-            direction[j] = curvature[j] * abs(jump)
-
-
-@njit(cache=True)
-def _leaf_gains(w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma, code, out):
-    """Objective decrease of each leaf's exact coordinate minimisation from the current point."""
+def leaf_measures(w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma, code, moves, gains):
+    """Per leaf, from the full gradient: the curvature-scaled move of its exact coordinate minimisation
+    (its stationarity measure; unlike d it also sees MCP's nonconvex jumps away from a first-order
+    stationary zero) and the objective decrease that minimisation would bring."""
     for j in range(w.shape[0]):
         c = curvature[j]
         if c <= 0.0:
-            out[j] = 0.0
+            moves[j] = 0.0
+            gains[j] = 0.0
             continue
         gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
         z = w[j] - gradient / c
         new = penalty_prox(z, c, lam, leaf_gamma[j], code)
         before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, leaf_gamma[j], code)
         after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, leaf_gamma[j], code)
-        out[j] = max(before - after, 0.0)
+        moves[j] = c * abs(new - w[j])
+        gains[j] = max(before - after, 0.0)
 
 
 @njit(cache=True)
-def _working_set(direction, gains, w, offsets, fused, n_nonzero):
+def _working_set(direction, measures, gains, w, offsets, fused, n_nonzero):
     """Units to update until the next direction computation: all nonzero ones plus the steepest violators.
 
-    Blocks (fused) are ranked by ``||d_t||_2``; leaves by ``|d_j|`` and visited in order of the objective
-    decrease their own exact minimisation would bring, largest first (with MCP the first leaves to enter
-    shape which others follow, so the most useful go first).
+    Blocks (fused) are ranked by ``||d_t||_2``, leaves by ``|d_j|``, either raised to its own stationarity
+    measure where that is larger. Leaves are visited in order of the objective decrease their own exact
+    minimisation would bring, largest first (with MCP the first leaves to enter shape which others follow).
     """
     n_trees = offsets.shape[0] - 1
     if fused:
@@ -339,12 +366,13 @@ def _working_set(direction, gains, w, offsets, fused, n_nonzero):
             for j in range(offsets[t], offsets[t + 1]):
                 scores[t] += direction[j] * direction[j]
                 active = active or w[j] != 0.0
+            scores[t] = max(np.sqrt(scores[t]), measures[t])
             if active:
                 scores[t] = np.inf
                 n_active += 1
         size = max(10, 2 * n_active)
     else:
-        scores = direction.copy()
+        scores = np.maximum(direction, measures)
         for j in range(w.shape[0]):
             if w[j] != 0.0:
                 scores[j] = np.inf
@@ -365,7 +393,7 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
     """Run GBCD (or cyclic BCD) from the given state until stationary; returns (passes, converged).
 
     ``residual`` is ``y - M w`` and stays so; ``intercept[0]`` ends at its exact optimum. ``max_iter`` caps
-    the passes (working-set passes and full sweeps) of this solve.
+    the passes of this solve: working-set passes, full-gradient checks and (cyclic) full sweeps.
     """
     n_trees = offsets.shape[0] - 1
     n_leaves = values.shape[0]
@@ -373,6 +401,7 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
     leaf_sums = np.empty(n_leaves)
     direction = np.empty(n_leaves)
     gains = np.zeros(n_leaves)
+    measures = np.empty(n_trees if fused else n_leaves)
     state = np.empty(3)
     state[2] = sample_weight.sum()
     state[1] = np.dot(sample_weight, residual)
@@ -393,24 +422,20 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
             continue
 
         compute_leaf_sums(leaf_rows, leaf_ptr, sample_weight, residual, leaf_sums)
+        passes += 1
         direction_vector(w, values, offsets, leaf_sums, leaf_weight, state[0], lam, block_gamma, code, lam_f,
                          direction)
-        if not fused and code == MCP:
-            _add_pending_jumps(direction, w, values, leaf_sums, leaf_weight, curvature, state[0], lam,
-                               leaf_gamma)
-        largest = direction.max()
+        if fused:
+            block_measures(w, values, offsets, leaf_sums, leaf_weight, curvature, lipschitz, state[0], lam,
+                           block_gamma, code, lam_f, measures)
+        else:
+            leaf_measures(w, values, leaf_sums, leaf_weight, curvature, state[0], lam, leaf_gamma, code,
+                          measures, gains)
+        largest = max(direction.max(), measures.max())
         if largest <= tol:
-            worst = _pass(everything, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
-                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
-                          inner_iters)
-            passes += 1
-            if worst <= tol:
-                converged = True
-                break
-            continue
-        if not fused:
-            _leaf_gains(w, values, leaf_sums, leaf_weight, curvature, state[0], lam, leaf_gamma, code, gains)
-        units = _working_set(direction, gains, w, offsets, fused, np.count_nonzero(w))
+            converged = True
+            break
+        units = _working_set(direction, measures, gains, w, offsets, fused, np.count_nonzero(w))
         if fused:
             n_units_leaves = 0
             for t in units:
