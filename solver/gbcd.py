@@ -50,6 +50,7 @@ GREEDY = 0
 CYCLIC = 1
 ANDERSON_MEMORY = 5
 MIN_WORKING_SET = 32
+INNER_TOL_FRACTION = 0.3
 
 
 @njit(cache=True)
@@ -448,7 +449,7 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
                     position += 1
         else:
             unit_leaves = units
-        inner_tol = max(tol, 0.3 * largest)
+        inner_tol = max(tol, INNER_TOL_FRACTION * largest)
         history = np.empty((ANDERSON_MEMORY + 1, unit_leaves.shape[0]))
         history[0] = w[unit_leaves]
         n_history = 1
