@@ -57,14 +57,15 @@ exactly through ``json.dumps``/``json.loads``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse
 from numba import njit
+
+from ._validation import SchemaError, check_keys, is_integer, require_finite
 
 FOREST_FORMAT = "fire-forest"
 FOREST_FORMAT_VERSION = 1
@@ -86,13 +87,8 @@ _REQUIRED_TREE_KEYS = ("children_left", "children_right", "feature", "threshold"
 _OPTIONAL_TREE_KEYS = ("missing_go_left", "n_samples")
 
 
-class ForestSchemaError(ValueError):
+class ForestSchemaError(SchemaError):
     """An invalid tree ensemble; ``field`` is the JSON path of the offending entry."""
-
-    def __init__(self, field: str, detail: str):
-        super().__init__(f"{field}: {detail}" if field else detail)
-        self.field = field
-        self.detail = detail
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,29 +282,13 @@ def as_float32_rows(X, n_features: int) -> np.ndarray:
     return X32
 
 
-def _is_integer(value) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
 def _require_integer(value, field: str, minimum: int, maximum: int | None = None) -> int:
-    if not _is_integer(value):
+    if not is_integer(value):
         raise ForestSchemaError(field, f"must be an integer, got {type(value).__name__}")
     if value < minimum or (maximum is not None and value > maximum):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ForestSchemaError(field, f"is {value} but must be {bound}")
     return int(value)
-
-
-def _require_finite(value, field: str) -> float:
-    if not isinstance(value, Real) or isinstance(value, bool):
-        raise ForestSchemaError(field, f"must be a number, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise ForestSchemaError(field, f"is {value} but must be a finite number")
-    return number
 
 
 _ARRAY_KINDS = {"int": ("iu", "integers"), "float": ("iuf", "numbers"), "bool": ("b", "booleans")}
@@ -349,7 +329,7 @@ def _matches_kind(value, kind: str) -> bool:
     if kind == "bool":
         return isinstance(value, (bool, np.bool_))
     if kind == "int":
-        return _is_integer(value) and -2**63 <= value < 2**63
+        return is_integer(value) and -2**63 <= value < 2**63
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
@@ -515,8 +495,8 @@ class TreeEnsemble:
                  max_features: int | None = DEFAULT_MAX_FEATURES):
         self.n_features = _require_integer(n_features, "n_features", 1, max_features)
         self.feature_names = _check_feature_names(feature_names, self.n_features)
-        self.base_score = _require_finite(base_score, "base_score")
-        self.tree_weight = _require_finite(tree_weight, "tree_weight")
+        self.base_score = require_finite(base_score, "base_score", ForestSchemaError)
+        self.tree_weight = require_finite(tree_weight, "tree_weight", ForestSchemaError)
         if not isinstance(kind, str) or not kind or len(kind) > 64:
             raise ForestSchemaError("kind", f"must be a short string such as {', '.join(KINDS)}")
         self.kind = kind
@@ -752,8 +732,8 @@ class TreeEnsemble:
             nodes["weighted_n_node_samples"] = tree.n_samples
         nodes["missing_go_to_left"] = tree.missing_go_left
         sklearn_tree = SklearnTree(self.n_features, np.array([1], dtype=np.intp), 1)
-        sklearn_tree.__setstate__({"max_depth": int(self._leaf_depths[t].max()), "node_count": tree.n_nodes, "nodes": nodes,
-                                   "values": tree.value.reshape(-1, 1, 1).copy()})
+        sklearn_tree.__setstate__({"max_depth": int(self._leaf_depths[t].max()), "node_count": tree.n_nodes,
+                                   "nodes": nodes, "values": tree.value.reshape(-1, 1, 1).copy()})
         member = tree_class()
         member.tree_ = sklearn_tree
         member.n_features_in_ = self.n_features
@@ -792,12 +772,12 @@ class TreeEnsemble:
         """
         if not isinstance(document, Mapping):
             raise ForestSchemaError("", "a fire-forest document must be a JSON object")
-        _check_keys("", document, _TOP_LEVEL_KEYS, _REQUIRED_TOP_LEVEL_KEYS)
+        check_keys("", document, _TOP_LEVEL_KEYS, _REQUIRED_TOP_LEVEL_KEYS, ForestSchemaError)
         if document["format"] != FOREST_FORMAT:
             raise ForestSchemaError("format", f"must be {FOREST_FORMAT!r}, got "
                                     f"{document['format']!r}")
         version = document["version"]
-        if not _is_integer(version) or version != FOREST_FORMAT_VERSION:
+        if not is_integer(version) or version != FOREST_FORMAT_VERSION:
             raise ForestSchemaError("version", f"is {version!r}; only version "
                                     f"{FOREST_FORMAT_VERSION} is supported")
         trees = document["trees"]
@@ -807,8 +787,8 @@ class TreeEnsemble:
         for t, tree in enumerate(trees):
             if not isinstance(tree, Mapping):
                 raise ForestSchemaError(f"trees/{t}", "must be an object with the node arrays")
-            _check_keys(f"trees/{t}", tree, set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
-                        _REQUIRED_TREE_KEYS)
+            check_keys(f"trees/{t}", tree, set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
+                        _REQUIRED_TREE_KEYS, ForestSchemaError)
             if isinstance(tree["children_left"], (list, tuple, np.ndarray)):
                 total_nodes += len(tree["children_left"])
             if total_nodes > max_nodes:
@@ -821,17 +801,6 @@ class TreeEnsemble:
             base_score=document["base_score"], tree_weight=document["tree_weight"],
             kind=document.get("kind", "custom"),
             max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
-
-
-def _check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str]) -> None:
-    where = f"{prefix}/" if prefix else ""
-    for key in required:
-        if key not in mapping:
-            raise ForestSchemaError(f"{where}{key}", "is required but missing")
-    unknown = sorted(str(key) for key in mapping if key not in allowed)
-    if unknown:
-        raise ForestSchemaError(f"{where}{unknown[0]}", f"is not a known key; allowed keys are "
-                                f"{', '.join(sorted(allowed))}")
 
 
 def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:

@@ -106,6 +106,16 @@ def move_leaf(j, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, s
 
 
 @njit(cache=True)
+def _add_fusion_subdifferential(lo, hi, difference, lam_f):
+    """Add ``lam_f * d|difference|`` (an interval where the difference is zero) to ``[lo, hi]``."""
+    if difference > 0.0:
+        return lo + lam_f, hi + lam_f
+    if difference < 0.0:
+        return lo - lam_f, hi - lam_f
+    return lo - lam_f, hi + lam_f
+
+
+@njit(cache=True)
 def direction_entry(j, first, last, w, gradient, lam, gamma, code, lam_f):
     """Steepest-direction entry ``d_j = min_{s in dh_j + dg_j} |grad_j + s|`` (paper eq. 8).
 
@@ -115,27 +125,9 @@ def direction_entry(j, first, last, w, gradient, lam, gamma, code, lam_f):
     lo, hi = penalty_subdifferential(w[j], lam, gamma, code)
     if lam_f > 0.0:
         if j > first:
-            diff = w[j] - w[j - 1]
-            if diff > 0.0:
-                lo += lam_f
-                hi += lam_f
-            elif diff < 0.0:
-                lo -= lam_f
-                hi -= lam_f
-            else:
-                lo -= lam_f
-                hi += lam_f
+            lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j - 1], lam_f)
         if j < last:
-            diff = w[j] - w[j + 1]
-            if diff > 0.0:
-                lo += lam_f
-                hi += lam_f
-            elif diff < 0.0:
-                lo -= lam_f
-                hi -= lam_f
-            else:
-                lo -= lam_f
-                hi += lam_f
+            lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j + 1], lam_f)
     target = -gradient
     if target < lo:
         return lo - target

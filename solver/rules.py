@@ -30,13 +30,13 @@ the rule comes from (``tree``/``leaf``/``weight``/``value``/``support`` of its f
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from numba import njit
 
-from solver.forest import TreeEnsemble, as_float32_rows, count_antecedents
+from ._validation import SchemaError, check_keys, is_integer, require_finite
+from .forest import TreeEnsemble, as_float32_rows, count_antecedents
 
 RULES_FORMAT = "fire-rules"
 RULES_FORMAT_VERSION = 1
@@ -51,13 +51,8 @@ _MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
 _CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing"}
 
 
-class RuleSchemaError(ValueError):
+class RuleSchemaError(SchemaError):
     """An invalid rule-ensemble document; ``field`` is the JSON path of the offending entry."""
-
-    def __init__(self, field: str, detail: str):
-        super().__init__(f"{field}: {detail}" if field else detail)
-        self.field = field
-        self.detail = detail
 
 
 @njit(cache=True)
@@ -234,16 +229,16 @@ class RuleEnsemble:
         """Validate an untrusted ``fire-rules`` document; raises RuleSchemaError (ValueError)."""
         if not isinstance(document, Mapping):
             raise RuleSchemaError("", "a fire-rules document must be a JSON object")
-        _check_keys("", document, _TOP_LEVEL_KEYS,
-                    ("format", "version", "feature_names", "intercept", "rules"))
+        check_keys("", document, _TOP_LEVEL_KEYS,
+                    ("format", "version", "feature_names", "intercept", "rules"), RuleSchemaError)
         if document["format"] != RULES_FORMAT:
             raise RuleSchemaError("format", f"must be {RULES_FORMAT!r}, got "
                                   f"{document['format']!r}")
-        if not _is_integer(document["version"]) or document["version"] != RULES_FORMAT_VERSION:
+        if not is_integer(document["version"]) or document["version"] != RULES_FORMAT_VERSION:
             raise RuleSchemaError("version", f"is {document['version']!r}; only version "
                                   f"{RULES_FORMAT_VERSION} is supported")
         feature_names = _check_feature_names(document["feature_names"])
-        intercept = _finite(document["intercept"], "intercept")
+        intercept = require_finite(document["intercept"], "intercept", RuleSchemaError)
         n_antecedents = document.get("n_antecedents")
         if n_antecedents is not None:
             n_antecedents = _count(n_antecedents, "n_antecedents")
@@ -325,37 +320,10 @@ def _copy_rule(rule: Mapping[str, Any]) -> dict:
     return copied
 
 
-def _is_integer(value) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
 def _count(value, field: str) -> int:
-    if not _is_integer(value) or value < 0:
+    if not is_integer(value) or value < 0:
         raise RuleSchemaError(field, f"is {value!r} but must be an integer >= 0")
     return int(value)
-
-
-def _finite(value, field: str) -> float:
-    if not isinstance(value, Real) or isinstance(value, bool):
-        raise RuleSchemaError(field, f"must be a number, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise RuleSchemaError(field, f"is {value} but must be a finite number")
-    return number
-
-
-def _check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str]) -> None:
-    where = f"{prefix}/" if prefix else ""
-    for key in required:
-        if key not in mapping:
-            raise RuleSchemaError(f"{where}{key}", "is required but missing")
-    unknown = sorted(str(key) for key in mapping if key not in allowed)
-    if unknown:
-        raise RuleSchemaError(f"{where}{unknown[0]}", "is not a known key; allowed keys are "
-                              f"{', '.join(sorted(allowed))}")
 
 
 def _check_feature_names(names) -> list[str]:
@@ -372,9 +340,9 @@ def _check_feature_names(names) -> list[str]:
 def _check_condition(condition, field: str, feature_names: list[str]) -> dict:
     if not isinstance(condition, Mapping):
         raise RuleSchemaError(field, "must be a condition object")
-    _check_keys(field, condition, _CONDITION_KEYS, sorted(_CONDITION_KEYS))
+    check_keys(field, condition, _CONDITION_KEYS, sorted(_CONDITION_KEYS), RuleSchemaError)
     index = condition["feature_index"]
-    if not _is_integer(index) or not 0 <= index < len(feature_names):
+    if not is_integer(index) or not 0 <= index < len(feature_names):
         raise RuleSchemaError(f"{field}/feature_index", f"is {index!r} but must be a column "
                               f"index in [0, {len(feature_names)})")
     if condition["feature"] != feature_names[index]:
@@ -387,7 +355,7 @@ def _check_condition(condition, field: str, feature_names: list[str]) -> dict:
         raise RuleSchemaError(f"{field}/missing", "must be true or false")
     return {"feature": feature_names[index], "feature_index": int(index),
             "operator": condition["operator"],
-            "threshold": _finite(condition["threshold"], f"{field}/threshold"),
+            "threshold": require_finite(condition["threshold"], f"{field}/threshold", RuleSchemaError),
             "missing": condition["missing"]}
 
 
@@ -401,14 +369,14 @@ def _check_origin(entry: Mapping, field: str) -> dict:
             checked[key] = None
     for key in ("weight", "value"):
         if key in entry:
-            checked[key] = _finite(entry[key], f"{field}/{key}")
+            checked[key] = require_finite(entry[key], f"{field}/{key}", RuleSchemaError)
     return checked
 
 
 def _check_rule(rule, field: str, feature_names: list[str]) -> dict:
     if not isinstance(rule, Mapping):
         raise RuleSchemaError(field, "must be a rule object")
-    _check_keys(field, rule, _RULE_KEYS, ("conditions", "contribution"))
+    check_keys(field, rule, _RULE_KEYS, ("conditions", "contribution"), RuleSchemaError)
     conditions = rule["conditions"]
     if not isinstance(conditions, list) or len(conditions) > MAX_CONDITIONS_PER_RULE:
         raise RuleSchemaError(f"{field}/conditions", "must be a list of at most "
@@ -416,7 +384,7 @@ def _check_rule(rule, field: str, feature_names: list[str]) -> dict:
     checked = _check_origin(rule, field)
     checked["conditions"] = [_check_condition(c, f"{field}/conditions/{k}", feature_names)
                              for k, c in enumerate(conditions)]
-    checked["contribution"] = _finite(rule["contribution"], f"{field}/contribution")
+    checked["contribution"] = require_finite(rule["contribution"], f"{field}/contribution", RuleSchemaError)
     if "members" in rule:
         members = rule["members"]
         if not isinstance(members, list):
@@ -425,6 +393,6 @@ def _check_rule(rule, field: str, feature_names: list[str]) -> dict:
         for m, member in enumerate(members):
             if not isinstance(member, Mapping):
                 raise RuleSchemaError(f"{field}/members/{m}", "must be a member object")
-            _check_keys(f"{field}/members/{m}", member, _MEMBER_KEYS, ())
+            check_keys(f"{field}/members/{m}", member, _MEMBER_KEYS, (), RuleSchemaError)
             checked["members"].append(_check_origin(member, f"{field}/members/{m}"))
     return checked
