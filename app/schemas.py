@@ -46,8 +46,8 @@ class GridSpec(StrictBody):
 
     @model_validator(mode="after")
     def check_values(self):
-        if any(g <= 0 for g in self.gamma):
-            raise ValueError("every gamma must be positive")
+        if any(g <= 1 for g in self.gamma):
+            raise ValueError("every gamma must be greater than 1 (the MCP concavity)")
         if any(r < 0 for r in self.fusion_ratio):
             raise ValueError("every fusion_ratio must be non-negative")
         if len(self.gamma) * len(self.fusion_ratio) > 64:
@@ -61,14 +61,14 @@ class PathJobRequest(StrictBody):
     forest: TrainingParams | None = Field(None, description="train a forest for this job; or give `forest_id`")
     validation: ValidationSpec = ValidationSpec()
     penalty: Literal["l1", "mcp"] = "mcp"
-    gamma: float = Field(1.1, gt=0)
+    gamma: float = Field(1.1, gt=1, description="MCP concavity (> 1); ignored by l1")
     lambda_f: float | None = Field(None, ge=0, description="fixed fusion strength; or fusion_ratio")
     fusion_ratio: float | None = Field(None, ge=0, description="lambda_f = fusion_ratio * lambda_s")
     n_lambdas: int = Field(50, ge=1, le=1000)
     lambda_min_ratio: float = Field(1e-3, gt=0, lt=1)
     lambdas: list[float] | None = Field(None, min_length=1, max_length=1000, description="explicit lambda_s grid")
     max_rules: int | None = Field(None, ge=1)
-    tol: float = Field(1e-6, gt=0, lt=1)
+    tol: float = Field(1e-4, gt=0, lt=1, description="stationarity tolerance, relative to lambda_max")
     grid: GridSpec | None = Field(None, description="one job per gamma x fusion_ratio cell; best by val loss")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [

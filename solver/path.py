@@ -119,7 +119,7 @@ class ProblemData:
 
 
 def fit_path(matrix, y, *, penalty="mcp", gamma=1.1, mcp_scaling="block", lambda_f=None, fusion_ratio=None,
-             lambdas=None, n_lambdas=100, lambda_min_ratio=1e-3, max_rules=None, tol=1e-6,
+             lambdas=None, n_lambdas=100, lambda_min_ratio=1e-3, max_rules=None, tol=1e-4,
              max_iter=10_000, block_selection="greedy", inner_iters=3, sample_weight=None,
              val_matrix=None, y_val=None, leaf_ancestors=None, callback=None):
     """Solve the FIRE problem along a decreasing, warm-started grid of lambda_s.
