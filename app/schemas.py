@@ -3,6 +3,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from solver.path import DEFAULT_FUSION_RATIO
+
 
 class StrictBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -63,7 +65,8 @@ class PathJobRequest(StrictBody):
     penalty: Literal["l1", "mcp"] = "mcp"
     gamma: float = Field(1.1, gt=1, description="MCP concavity (> 1); ignored by l1")
     lambda_f: float | None = Field(None, ge=0, description="fixed fusion strength; or fusion_ratio")
-    fusion_ratio: float | None = Field(None, ge=0, description="lambda_f = fusion_ratio * lambda_s")
+    fusion_ratio: float | None = Field(None, ge=0, description="lambda_f = fusion_ratio * lambda_s; "
+                                       "0.5 when neither this nor lambda_f is given")
     n_lambdas: int = Field(50, ge=1, le=1000)
     lambda_min_ratio: float = Field(1e-3, gt=0, lt=1)
     lambdas: list[float] | None = Field(None, min_length=1, max_length=1000, description="explicit lambda_s grid")
@@ -89,6 +92,8 @@ class PathJobRequest(StrictBody):
             raise ValueError("lambdas must be positive")
         if self.grid is not None and self.lambda_f is not None:
             raise ValueError("a grid sets fusion_ratio per cell: drop lambda_f")
+        if self.lambda_f is None and self.fusion_ratio is None:
+            self.fusion_ratio = DEFAULT_FUSION_RATIO
         return self
 
 

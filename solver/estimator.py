@@ -9,7 +9,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from .forest import TreeEnsemble, leaf_matrix
-from .path import fit_path
+from .path import DEFAULT_FUSION_RATIO, fit_path
 from .rules import RuleEnsemble
 
 FOREST_KINDS = {
@@ -50,7 +50,8 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         Rule budget for the selected step; the path stops once it passes it.
     lambdas : array-like, default=None
         Explicit lambda_s grid (sorted decreasing); otherwise ``n_lambdas`` geometric steps from
-        lambda_max down to ``lambda_min_ratio * lambda_max``.
+        lambda_max down to ``lambda_min_ratio * lambda_max`` (50 chose rule sets under 15 rules as well as
+        100 on the seven benchmark datasets: bench/results/quality.md).
     tol, max_iter, block_selection : solver settings (see ``solver.fit_path``).
     validation_fraction : float, default=0.2
     random_state : int, RandomState or None
@@ -68,9 +69,9 @@ class FireRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, forest=None, forest_kind="random_forest", n_estimators=500, max_depth=3,
                  max_features="sqrt", penalty="mcp", gamma=1.1, mcp_scaling="block", lambda_f=None,
-                 fusion_ratio=0.5, max_rules=None, lambdas=None, n_lambdas=100, lambda_min_ratio=1e-3,
-                 tol=1e-4, max_iter=10_000, block_selection="greedy", validation_fraction=0.2,
-                 random_state=None):
+                 fusion_ratio=DEFAULT_FUSION_RATIO, max_rules=None, lambdas=None, n_lambdas=50,
+                 lambda_min_ratio=1e-3, tol=1e-4, max_iter=10_000, block_selection="greedy",
+                 validation_fraction=0.2, random_state=None):
         self.forest = forest
         self.forest_kind = forest_kind
         self.n_estimators = n_estimators

@@ -11,6 +11,9 @@ from .forest import count_antecedents
 from .penalties import PENALTY_CODES
 
 MCP_SCALINGS = ("block", "plain")
+# Fusion as a multiple of lambda_s where the caller gives none (estimator, service): the paper's 0.5;
+# bench/results/quality.md found it neutral under 15 rules and better at 25-50 rules on deeper forests.
+DEFAULT_FUSION_RATIO = 0.5
 BLOCK_SELECTIONS = {"greedy": gbcd.GREEDY, "cyclic": gbcd.CYCLIC}
 
 
