@@ -38,6 +38,7 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import gc  # noqa: E402
 import gzip  # noqa: E402
+import inspect  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -82,7 +83,7 @@ SOLVER_VERSION = _solver_version()
 DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 GAMMA = 1.1
 FUSION_RATIO = 0.5
-TOL = 1e-6            # fit_path's default, relative to lambda_max
+TOL = inspect.signature(fit_path).parameters["tol"].default  # ours, relative to lambda_max
 SKLEARN_TOL = 1e-4    # scikit-learn's default
 LAMBDA_MIN_RATIO = 1e-3
 SPLIT_SEED = 0
@@ -458,7 +459,7 @@ def report(setups, rows, scaling, args, total_seconds, final):
     out.append(f"- machine: {machine_text()}")
     out.append(f"- solver code: {SOLVER_VERSION}")
     out.append(f"- total wall time of the run: {total_seconds / 60:.1f} min\n")
-    out.append("Ours: `solver.fit_path` (GBCD, tol 1e-6 relative to λ_max, its default), MCP γ = 1.1 with the paper's "
+    out.append(f"Ours: `solver.fit_path` (GBCD, tol {TOL:g} relative to λ_max, its default), MCP γ = 1.1 with the paper's "
                "block scaling (γ/L_t per tree), fusion λ_f = 0.5·λ_s; grid of "
                f"{args.n_lambdas} λ from λ_max to {args.lambda_min_ratio:g}·λ_max; single solves are cold starts at 0.1·λ_max. "
                "References on the same CSC matrix and grid, warm-started, one λ per call, stopped once past "
@@ -469,7 +470,7 @@ def report(setups, rows, scaling, args, total_seconds, final):
                "start, `X_offset` = column means: scikit-learn's implicit centering of sparse X, the same problem "
                "with an unpenalized intercept as ours and as `Lasso(fit_intercept=True)`, without densifying M.")
     out.append("- skglm `GeneralizedLinearEstimator(Quadratic(), L1 | WeightedMCPenalty, AndersonCD(fit_intercept=True, "
-               "warm_start=True))`, tol = 1e-6·λ_max/n (our stationarity threshold in skglm's per-sample units). "
+               f"warm_start=True))`, tol = {TOL:g}·λ_max/n (our stationarity threshold in skglm's per-sample units). "
                "MCP is the identical block-scaled objective: columns of tree t scaled by c_t = g_t/median(g), "
                "weights c_t, alpha = λ/n, gamma = n·median(g) (g_t = γ/L_t; derivation in `skglm_mcp_problem`).")
     out.append("- Objective gap = (F_ref − F_ours)/F_ours per step, F evaluated by one function (`shared_objective`) on "
