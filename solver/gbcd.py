@@ -51,6 +51,7 @@ CYCLIC = 1
 ANDERSON_MEMORY = 5
 MIN_WORKING_SET = 32
 INNER_TOL_FRACTION = 0.3
+SHRINK_FRACTION = 0.1
 
 
 @njit(cache=True)
@@ -274,11 +275,16 @@ def objective_value(w, residual, sample_weight, intercept, offsets, lam, leaf_ga
 
 
 @njit(cache=True)
-def _pass(units, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
-          curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f, inner_iters):
-    """One pass of updates over ``units`` (blocks when fused, else leaves); returns the largest measure."""
+def _pass(units, visit, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
+          curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f, inner_iters, keep_above):
+    """One pass of updates over the ``units`` (blocks when fused, else leaves) still marked in ``visit``;
+    returns the largest measure. A unit whose measure is at most ``keep_above`` is unmarked: it sits out
+    the rest of this working set's passes (the next full-gradient check looks at every unit again)."""
     worst = 0.0
-    for u in units:
+    for k in range(units.shape[0]):
+        if not visit[k]:
+            continue
+        u = units[k]
         if fused:
             measure = update_block(u, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
                                    leaf_weight, curvature, lipschitz, state, lam, block_gamma[u], code, lam_f,
@@ -286,6 +292,7 @@ def _pass(units, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, 
         else:
             measure = update_leaf(u, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
                                   curvature, state, lam, leaf_gamma[u], code)
+        visit[k] = measure > keep_above
         worst = max(worst, measure)
     return worst
 
@@ -405,9 +412,9 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
     converged = False
     while passes < max_iter:
         if selection == CYCLIC:
-            worst = _pass(everything, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
-                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
-                          inner_iters)
+            worst = _pass(everything, np.ones(everything.shape[0], dtype=np.bool_), fused, w, values, offsets,
+                          leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature, lipschitz, state, lam,
+                          leaf_gamma, block_gamma, code, lam_f, inner_iters, -1.0)
             passes += 1
             if worst <= tol:
                 converged = True
@@ -445,10 +452,11 @@ def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_w
         history = np.empty((ANDERSON_MEMORY + 1, unit_leaves.shape[0]))
         history[0] = w[unit_leaves]
         n_history = 1
+        visit = np.ones(units.shape[0], dtype=np.bool_)
         while passes < max_iter:
-            worst = _pass(units, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
+            worst = _pass(units, visit, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
                           leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
-                          inner_iters)
+                          inner_iters, SHRINK_FRACTION * inner_tol)
             passes += 1
             if worst <= inner_tol:
                 break
