@@ -98,14 +98,10 @@ class ProblemData:
     """Per-leaf constants of the problem on one training set: weighted counts, curvatures, block constants."""
 
     def __init__(self, matrix, sample_weight, penalty, gamma, mcp_scaling):
-        self.leaf_rows, self.leaf_ptr = gbcd.sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves),
-                                                               np.ascontiguousarray(matrix.offsets, dtype=np.int64))
         self.values = np.ascontiguousarray(matrix.values, dtype=np.float64)
         self.offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
-        self.sample_weight = sample_weight
-        self.leaf_weight = np.empty(self.values.shape[0])
-        gbcd.compute_leaf_sums(self.leaf_rows, self.leaf_ptr, sample_weight, np.ones(len(sample_weight)),
-                               self.leaf_weight)
+        self.leaf_rows, self.leaf_ptr = gbcd.sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), self.offsets)
+        self.leaf_weight = matrix.column_counts(sample_weight)
         self.curvature = self.leaf_weight * self.values**2
         sizes = np.diff(self.offsets)
         if np.any(sizes < 1):
@@ -113,7 +109,7 @@ class ProblemData:
         self.lipschitz = np.maximum.reduceat(self.curvature, self.offsets[:-1])
         self.code = PENALTY_CODES[penalty]
         if penalty == "mcp" and mcp_scaling == "block":
-            # paper eq. (10): per-block MCP with concavity gamma / L_t (threshold gamma * lam / L_t)
+            # the paper's MCP thresholding operator: per-block concavity gamma / L_t (threshold gamma*lam/L_t)
             safe = np.where(self.lipschitz > 0, self.lipschitz, 1.0)
             self.block_gamma = gamma / safe
         else:
