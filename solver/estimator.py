@@ -3,21 +3,19 @@
 import numbers
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
-from sklearn.model_selection import train_test_split
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_y, assert_all_finite,
+                                      check_consistent_length, check_is_fitted, check_random_state, validate_data)
 
-from .forest import TreeEnsemble, leaf_matrix
-from .path import DEFAULT_FUSION_RATIO, fit_path
+from .encoding import TableEncoding, has_text_columns
+from .fitting import fit_rules
 from .rules import RuleEnsemble
+from .spec import ForestSpec, PathSpec, SpecError
 
-FOREST_KINDS = {
-    "random_forest": RandomForestRegressor,
-    "extra_trees": ExtraTreesRegressor,
-    "gradient_boosting": GradientBoostingRegressor,
-}
 DOCUMENT_FORMAT = "fire-rule-model"
+_PATH = PathSpec()
+_FOREST = ForestSpec()
 
 
 class FireRegressor(RegressorMixin, BaseEstimator):
@@ -27,56 +25,52 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     computes a warm-started path of the FIRE problem (MCP or L1 sparsity plus fusion of neighbouring leaves
     of each tree) and keeps the step with the lowest validation loss among those with at most ``max_rules``
     rules. Without ``X_val``/``y_val`` in ``fit``, ``validation_fraction`` of the training rows is held out
-    for that choice (and the forest, when fitted here, is fitted on the remaining rows only).
+    for that choice (and the forest, when fitted here, is fitted on the remaining rows only). The work is
+    :func:`solver.fitting.fit_rules`, the same orchestration the service's workers run: the same table,
+    settings and ``random_state`` give the same rules in both.
+
+    ``X`` may be a DataFrame with text columns: they are one-hot encoded (:class:`solver.encoding.TableEncoding`,
+    kept as ``encoding_``), and ``predict`` takes the original columns.
 
     Parameters
     ----------
     forest : fitted RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
         DecisionTreeRegressor or solver.TreeEnsemble, default=None
-        Use these trees instead of fitting a forest.
-    forest_kind : {"random_forest", "extra_trees", "gradient_boosting"}, default="random_forest"
-    n_estimators, max_depth, max_features : forest parameters (ignored when ``forest`` is given).
-    penalty : {"mcp", "l1"}, default="mcp"
-    gamma : float, default=1.1
-        MCP concavity (> 1); close to 1 selects aggressively, large values behave like L1.
-    mcp_scaling : {"block", "plain"}, default="block"
-        "block": the paper's per-tree concavity gamma / L_t; "plain": one gamma for every leaf (the
-        objective of skglm's MCPRegression on the same columns with alpha = lambda/n, gamma*n).
-    lambda_f : float, default=None
-        Fixed fusion strength. Exclusive with ``fusion_ratio``.
-    fusion_ratio : float, default=0.5
-        Fusion strength as a multiple of lambda_s at every step (the paper suggests 0.5 to 2).
-    max_rules : int, default=None
-        Rule budget for the selected step; the path stops once it passes it.
-    lambdas : array-like, default=None
-        Explicit lambda_s grid (sorted decreasing); otherwise ``n_lambdas`` geometric steps from
-        lambda_max down to ``lambda_min_ratio * lambda_max`` (50 chose rule sets under 15 rules as well as
-        100 on the seven benchmark datasets: bench/results/quality.md).
-    tol, max_iter, block_selection : solver settings (see ``solver.fit_path``).
-    validation_fraction : float, default=0.2
+        Use these trees instead of fitting a forest (they should not have seen the validation rows).
+    forest_kind, n_estimators, max_depth, max_features, learning_rate : the forest fitted when ``forest`` is
+        None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
+    penalty, gamma, mcp_scaling, lambda_f, fusion_ratio, max_rules, lambdas, n_lambdas, lambda_min_ratio, tol,
+    max_iter, block_selection, inner_iters, validation_fraction : the path (:class:`solver.spec.PathSpec`,
+        where each is documented with its default). ``fusion_ratio=None`` means 0.5 unless ``lambda_f`` is
+        given; 0 turns fusion off.
     random_state : int, RandomState or None
-        Seeds the forest and the validation split.
+        Seeds the forest and the validation split (an int is used as both seeds, as the service does).
 
     Attributes
     ----------
     forest_ : TreeEnsemble; estimator_ : the fitted scikit-learn forest (None when ``forest`` is given as a
-    TreeEnsemble); path_ : list of dicts, one per step (lambda_s, lambda_f, n_rules, n_trees, n_antecedents,
-    train_loss, val_loss, objective, n_iter, converged, seconds); coef_path_ : scipy.sparse CSR
-    (steps x leaves); selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
-    n_iter_ : solver passes over the whole path;
-    rule_ensemble_ : RuleEnsemble; rules_ : list of rule dicts; n_features_in_, feature_names_in_.
+    TreeEnsemble); encoding_ : TableEncoding of the training table (None for numeric input);
+    path_ : list of dicts, one per step (lambda_s, lambda_f, n_rules, n_trees, n_antecedents, train_loss,
+    val_loss, objective, n_iter, converged, seconds); coef_path_ : scipy.sparse CSR (steps x leaves);
+    selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
+    n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : list of rule dicts;
+    n_features_in_, feature_names_in_ (the original columns).
     """
 
-    def __init__(self, forest=None, forest_kind="random_forest", n_estimators=500, max_depth=3,
-                 max_features="sqrt", penalty="mcp", gamma=1.1, mcp_scaling="block", lambda_f=None,
-                 fusion_ratio=DEFAULT_FUSION_RATIO, max_rules=None, lambdas=None, n_lambdas=50,
-                 lambda_min_ratio=1e-3, tol=1e-4, max_iter=10_000, block_selection="greedy",
-                 validation_fraction=0.2, random_state=None):
+    def __init__(self, forest=None, forest_kind=_FOREST.kind, n_estimators=_FOREST.n_estimators,
+                 max_depth=_FOREST.max_depth, max_features=_FOREST.max_features,
+                 learning_rate=_FOREST.learning_rate, penalty=_PATH.penalty, gamma=_PATH.gamma,
+                 mcp_scaling=_PATH.mcp_scaling, lambda_f=_PATH.lambda_f, fusion_ratio=_PATH.fusion_ratio,
+                 max_rules=_PATH.max_rules, lambdas=_PATH.lambdas, n_lambdas=_PATH.n_lambdas,
+                 lambda_min_ratio=_PATH.lambda_min_ratio, tol=_PATH.tol, max_iter=_PATH.max_iter,
+                 block_selection=_PATH.block_selection, inner_iters=_PATH.inner_iters,
+                 validation_fraction=_PATH.validation_fraction, random_state=None):
         self.forest = forest
         self.forest_kind = forest_kind
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_features = max_features
+        self.learning_rate = learning_rate
         self.penalty = penalty
         self.gamma = gamma
         self.mcp_scaling = mcp_scaling
@@ -89,6 +83,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.block_selection = block_selection
+        self.inner_iters = inner_iters
         self.validation_fraction = validation_fraction
         self.random_state = random_state
 
@@ -97,82 +92,72 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         tags.input_tags.allow_nan = True
         return tags
 
+    def path_spec(self, seed: int) -> PathSpec:
+        """The estimator's path settings as the :class:`PathSpec` the library and the service run."""
+        return PathSpec.from_dict({name: getattr(self, name) for name in PathSpec.defaults()
+                                   if name != "random_state"} | {"random_state": seed})
+
+    def forest_spec(self, seed: int) -> ForestSpec:
+        """The forest fitted when none is given, as the :class:`ForestSpec` the service trains too."""
+        try:
+            return ForestSpec(kind=self.forest_kind, n_estimators=self.n_estimators, max_depth=self.max_depth,
+                              max_features=self.max_features, learning_rate=self.learning_rate, random_state=seed)
+        except SpecError as error:  # named as the estimator's parameter
+            raise SpecError("forest_kind" if error.field == "kind" else error.field, error.detail) from None
+
     def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
         """Fit the forest (unless given), the FIRE path, and select the step within the rule budget."""
-        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)
+        self.encoding_ = TableEncoding.infer(X) if has_text_columns(X) else None
+        if self.encoding_ is None:
+            X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)
+        else:
+            X = self._table(X, reset=True)
+            y = _check_y(y, y_numeric=True, estimator=self).astype(np.float64)
+            check_consistent_length(X, y)
         if X.shape[0] < 2:
             raise ValueError(f"FireRegressor needs at least 2 samples, got n_samples = {X.shape[0]}")
-        self._check_params()
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.shape != (X.shape[0],):
                 raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {sample_weight.shape}")
-        rng = check_random_state(self.random_state)
-        seed = rng.randint(np.iinfo(np.int32).max)
-
-        if (X_val is None) != (y_val is None):
-            raise ValueError("give both X_val and y_val, or neither")
         if X_val is not None:
-            X_val = validate_data(self, X_val, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-            y_val = np.asarray(y_val, dtype=np.float64).ravel()
-            if y_val.shape[0] != X_val.shape[0]:
-                raise ValueError("X_val and y_val have different numbers of rows")
-            X_train, y_train, w_train = X, y, sample_weight
-        elif X.shape[0] >= 5 and self.validation_fraction > 0:
-            parts = train_test_split(np.arange(X.shape[0]), test_size=self.validation_fraction,
-                                     random_state=seed)
-            train_rows, val_rows = parts
-            X_train, y_train, X_val, y_val = X[train_rows], y[train_rows], X[val_rows], y[val_rows]
-            w_train = None if sample_weight is None else sample_weight[train_rows]
-        else:
-            X_train, y_train, w_train = X, y, sample_weight
-
-        self.estimator_, self.forest_ = self._fitted_forest(X_train, y_train, w_train, seed)
-        if self.forest_.n_features != X.shape[1]:
-            raise ValueError(f"the forest was fitted on {self.forest_.n_features} features, X has {X.shape[1]}")
-        if hasattr(self, "feature_names_in_"):
-            self.forest_.feature_names = [str(name) for name in self.feature_names_in_]
-
-        result = fit_path(
-            leaf_matrix(self.forest_, X_train), y_train, penalty=self.penalty, gamma=self.gamma,
-            mcp_scaling=self.mcp_scaling, lambda_f=self.lambda_f,
-            fusion_ratio=None if self.lambda_f is not None else self.fusion_ratio, lambdas=self.lambdas,
-            n_lambdas=self.n_lambdas, lambda_min_ratio=self.lambda_min_ratio, max_rules=self.max_rules,
-            tol=self.tol, max_iter=self.max_iter, block_selection=self.block_selection,
-            sample_weight=w_train,
-            val_matrix=None if X_val is None else leaf_matrix(self.forest_, X_val), y_val=y_val,
-            leaf_ancestors=self.forest_.leaf_ancestors)
-        self.path_ = [step.to_dict() for step in result.steps]
-        self.coef_path_ = result.coef_path
-        self.lambda_max_ = result.lambda_max
-        self.n_iter_ = sum(step.n_iter for step in result.steps)
-        self.selected_step_ = result.select(self.max_rules)
-        self.coef_ = result.coef(self.selected_step_)
-        self.intercept_ = float(result.intercepts[self.selected_step_])
-        self.rule_ensemble_ = RuleEnsemble.from_weights(self.forest_, self.coef_, self.intercept_)
+            X_val = self._table(X_val, reset=False)
+        seed = (int(self.random_state) if isinstance(self.random_state, numbers.Integral)
+                else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max)))
+        spec = self.path_spec(seed)
+        fit = fit_rules(X, y, spec, forest=self.forest_spec(seed) if self.forest is None else self.forest,
+                        X_val=X_val, y_val=y_val, sample_weight=sample_weight,
+                        feature_names=self._encoded_feature_names())
+        self.estimator_, self.forest_ = fit.estimator, fit.forest
+        self.path_ = [step.to_dict() for step in fit.path.steps]
+        self.coef_path_ = fit.path.coef_path
+        self.lambda_max_ = fit.path.lambda_max
+        self.n_iter_ = sum(step.n_iter for step in fit.path.steps)
+        self.selected_step_ = fit.selected
+        self.coef_ = fit.path.coef(fit.selected)
+        self.intercept_ = float(fit.rules.intercept)
+        self.rule_ensemble_ = fit.rules
         return self
 
-    def _check_params(self):
-        if self.forest_kind not in FOREST_KINDS:
-            raise ValueError(f"forest_kind must be one of {sorted(FOREST_KINDS)}, got {self.forest_kind!r}")
-        if not (isinstance(self.validation_fraction, numbers.Real) and 0 <= self.validation_fraction < 1):
-            raise ValueError(f"validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
-        if self.max_rules is not None and not (isinstance(self.max_rules, numbers.Integral)
-                                               and self.max_rules >= 0):
-            raise ValueError(f"max_rules must be a non-negative integer or None, got {self.max_rules!r}")
+    def _encoded_feature_names(self):
+        if self.encoding_ is not None:
+            return self.encoding_.feature_names
+        if hasattr(self, "feature_names_in_"):
+            return [str(name) for name in self.feature_names_in_]
+        return None
 
-    def _fitted_forest(self, X, y, sample_weight, seed):
-        if self.forest is None:
-            params = dict(n_estimators=self.n_estimators, max_depth=self.max_depth, random_state=seed)
-            if self.forest_kind != "gradient_boosting" or self.max_features != "sqrt":
-                params["max_features"] = self.max_features
-            estimator = FOREST_KINDS[self.forest_kind](**params)
-            estimator.fit(X, y, sample_weight=sample_weight)
-            return estimator, TreeEnsemble.from_sklearn(estimator)
-        if isinstance(self.forest, TreeEnsemble):
-            return None, self.forest
-        check_is_fitted(self.forest)
-        return self.forest, TreeEnsemble.from_sklearn(self.forest)
+    def _table(self, X, reset):
+        """Float matrix of ``X``; a table with text columns goes through the encoding of the training table."""
+        if self.encoding_ is None:
+            return validate_data(self, X, reset=reset, ensure_all_finite="allow-nan", dtype=np.float64)
+        _check_feature_names(self, X, reset=reset)
+        _check_n_features(self, X, reset=reset)
+        if not isinstance(X, pd.DataFrame):
+            raise ValueError(f"this model was fitted on a table with text columns: pass a DataFrame with the "
+                             f"columns {self.encoding_.column_names}")
+        X = self.encoding_.encode_frame(X)
+        assert_all_finite(X, allow_nan=True, input_name="X")
+        return X
 
     @property
     def rules_(self):
@@ -187,14 +172,12 @@ class FireRegressor(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         check_is_fitted(self, "rule_ensemble_")
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-        return self.rule_ensemble_.predict(X)
+        return self.rule_ensemble_.predict(self._table(X, reset=False))
 
     def explain(self, X):
         """Per row, the indices (into ``rules_``) of the rules that fired."""
         check_is_fitted(self, "rule_ensemble_")
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-        return self.rule_ensemble_.explain(X)
+        return self.rule_ensemble_.explain(self._table(X, reset=False))
 
     def to_text(self):
         check_is_fitted(self, "rule_ensemble_")
@@ -218,6 +201,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
             "n_features_in": int(self.n_features_in_),
             "feature_names_in": None if not hasattr(self, "feature_names_in_")
             else [str(v) for v in self.feature_names_in_],
+            "columns": None if self.encoding_ is None else self.encoding_.to_dict(),
             "selected_step": int(self.selected_step_),
             "path": self.path_,
             "rule_ensemble": self.rule_ensemble_.to_dict(),
@@ -232,6 +216,8 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         model.n_features_in_ = int(document["n_features_in"])
         if document.get("feature_names_in") is not None:
             model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
+        columns = document.get("columns")
+        model.encoding_ = None if columns is None else TableEncoding.from_dict(columns)
         model.path_ = list(document["path"])
         model.selected_step_ = int(document["selected_step"])
         model.rule_ensemble_ = RuleEnsemble.from_dict(document["rule_ensemble"])

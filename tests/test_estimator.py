@@ -6,12 +6,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from solver import FireRegressor, TreeEnsemble, leaf_matrix
+from solver.fitting import holdout_split
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(__file__).resolve().parent / "data"
 
 EXPECTED_FAILED_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data":
@@ -29,20 +30,17 @@ def test_sklearn_contract(estimator, check):
 
 @pytest.fixture(scope="module")
 def housing():
-    path = DATASETS / "california_housing.csv.gz"
-    if not path.exists():
-        pytest.skip("shared datasets not available")
-    frame = pd.read_csv(path).sample(4000, random_state=0)
+    frame = pd.read_csv(DATA / "california_housing_3000.csv.gz").sample(frac=1.0, random_state=0)
     return frame.iloc[:, :-1], frame.iloc[:, -1].to_numpy()
 
 
 def test_fit_on_real_data_respects_budget_and_beats_the_mean(housing):
     X, y = housing
-    model = FireRegressor(n_estimators=100, max_rules=14, random_state=0).fit(X[:3000], y[:3000])
+    model = FireRegressor(n_estimators=100, max_rules=14, random_state=0).fit(X[:2000], y[:2000])
     assert 0 < len(model.rules_) <= 14
     assert model.selected_["n_rules"] <= 14
-    mse = np.mean((model.predict(X[3000:]) - y[3000:]) ** 2)
-    assert mse < 0.6 * np.var(y[3000:])
+    mse = np.mean((model.predict(X[2000:]) - y[2000:]) ** 2)
+    assert mse < 0.6 * np.var(y[2000:])
     assert list(model.feature_names_in_) == list(X.columns)
     assert all(c["feature"] in X.columns for rule in model.rules_ for c in rule["conditions"])
     assert model.coef_path_.shape[0] == len(model.path_)
@@ -69,8 +67,8 @@ def test_json_round_trip_predicts_identically(housing):
 def test_given_forest_is_used_as_is_and_predictions_are_rule_sums(housing):
     X, y = housing
     forest = GradientBoostingRegressor(n_estimators=40, max_depth=2, random_state=0).fit(X, y)
-    model = FireRegressor(forest=forest, penalty="l1", fusion_ratio=None, max_rules=20).fit(
-        X[:3000], y[:3000], X_val=X[3000:], y_val=y[3000:])
+    model = FireRegressor(forest=forest, penalty="l1", fusion_ratio=0, max_rules=20).fit(
+        X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
     assert model.estimator_ is forest
     ensemble = TreeEnsemble.from_sklearn(forest)
     expected = model.intercept_ + leaf_matrix(ensemble, X.to_numpy()).matvec(model.coef_)
@@ -114,3 +112,38 @@ def test_bad_parameters_have_clear_messages():
         FireRegressor(n_estimators=5).fit(X, y, X_val=X)
     with pytest.raises(ValueError, match="features"):
         FireRegressor(forest=RandomForestRegressor(n_estimators=3).fit(X[:, :2], y)).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def abalone():
+    frame = pd.read_csv(DATA / "abalone.csv.gz")
+    return frame.drop(columns="rings"), frame["rings"].to_numpy(dtype=float)
+
+
+def test_text_columns_are_one_hot_encoded_and_scored_in_the_original_columns(abalone):
+    X, y = abalone
+    model = FireRegressor(n_estimators=40, max_rules=8, random_state=0).fit(X, y)
+    assert list(model.feature_names_in_) == list(X.columns) and model.n_features_in_ == X.shape[1]
+    assert model.forest_.feature_names[:3] == ["Sex=F", "Sex=I", "Sex=M"]
+    expected = model.rule_ensemble_.predict(model.encoding_.encode_frame(X.head(50)))
+    np.testing.assert_array_equal(model.predict(X.head(50)), expected)
+    with pytest.raises(ValueError, match="Sex"):
+        model.predict(X.head(5).assign(Sex="unknown"))
+    with pytest.raises(ValueError, match="DataFrame"):
+        model.predict(X.head(5).to_numpy())
+    restored = FireRegressor.from_dict(json.loads(json.dumps(model.to_dict())))
+    np.testing.assert_array_equal(restored.predict(X.head(50)), expected)
+
+
+def test_forest_is_trained_on_the_training_rows_only(abalone):
+    X, y = abalone
+    model = FireRegressor(forest_kind="extra_trees", n_estimators=10, max_depth=2, random_state=4).fit(X, y)
+    train_rows, val_rows = holdout_split(len(y), model.validation_fraction, 4)
+    assert len(val_rows) == round(0.2 * len(y)) and not set(train_rows) & set(val_rows)
+    # extra trees draw no bootstrap sample: every root holds exactly the rows the forest was fitted on
+    assert {int(tree.n_samples[0]) for tree in model.forest_.trees} == {len(train_rows)}
+    # and those are the training rows: refitting on them alone gives the same trees
+    alone = ExtraTreesRegressor(n_estimators=10, max_depth=2, max_features="sqrt", random_state=4, n_jobs=1)
+    alone.fit(model.encoding_.encode_frame(X.iloc[train_rows]), y[train_rows])
+    np.testing.assert_array_equal(alone.predict(model.encoding_.encode_frame(X)), model.estimator_.predict(
+        model.encoding_.encode_frame(X)))

@@ -1,0 +1,175 @@
+"""The encoding of a table into the float matrix a forest splits on: numbers as they are, text one-hot.
+
+One :class:`TableEncoding` is inferred from the training table and kept with the model, so every later
+table (validation rows, scoring requests, a library user's DataFrame) is encoded exactly as the forest saw
+its training rows. Missing values stay NaN in numeric columns; a missing category sets no indicator.
+"""
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+CATEGORICAL_POLICIES = ("onehot", "reject")
+DEFAULT_MAX_CATEGORIES = 64
+MAX_EXAMPLES = 5
+
+
+class TableError(ValueError):
+    """A table that cannot be encoded; ``errors`` lists ``{"field", "message", "fix"}`` entries, one per fault."""
+
+    def __init__(self, summary: str, errors: list[dict]):
+        super().__init__(summary + " " + "; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        self.summary = summary
+        self.errors = errors
+
+
+def table_fault(field: str, message: str, fix: str) -> dict:
+    return {"field": field, "message": message, "fix": fix}
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    kind: str  # "numeric" or "categorical"
+    categories: tuple[str, ...] = ()
+
+    def encoded_names(self) -> list[str]:
+        if self.kind == "numeric":
+            return [self.name]
+        return [f"{self.name}={category}" for category in self.categories]
+
+
+class TableEncoding:
+    def __init__(self, columns: Sequence[ColumnSpec]):
+        self.columns = list(columns)
+        self.feature_names = [name for column in self.columns for name in column.encoded_names()]
+        self._category_codes = {
+            column.name: {category: code for code, category in enumerate(column.categories)}
+            for column in self.columns if column.kind == "categorical"
+        }
+
+    @property
+    def column_names(self) -> list[str]:
+        return [column.name for column in self.columns]
+
+    @property
+    def has_categories(self) -> bool:
+        return bool(self._category_codes)
+
+    @classmethod
+    def numeric(cls, names: Sequence[str]) -> "TableEncoding":
+        return cls([ColumnSpec(str(name), "numeric") for name in names])
+
+    @classmethod
+    def infer(cls, frame: pd.DataFrame, categorical: str = "onehot",
+              max_categories: int = DEFAULT_MAX_CATEGORIES) -> "TableEncoding":
+        """Numeric where every present value is a number; categorical (one-hot, sorted levels) otherwise."""
+        if categorical not in CATEGORICAL_POLICIES:
+            raise ValueError(f"categorical must be one of {list(CATEGORICAL_POLICIES)}, got {categorical!r}")
+        columns, refused = [], []
+        for name in frame.columns:
+            values = frame[name]
+            if _is_numeric(values):
+                columns.append(ColumnSpec(str(name), "numeric"))
+                continue
+            categories = sorted({str(v) for v in values.dropna().unique()})
+            if categorical == "reject":
+                refused.append(table_fault(f"columns.{name}", "non-numeric column",
+                                           "encode it as numbers first (categorical='reject')"))
+            elif len(categories) > max_categories:
+                refused.append(table_fault(f"columns.{name}", f"{len(categories)} distinct text values",
+                                           f"at most {max_categories} categories are one-hot encoded; "
+                                           "drop the column or encode it yourself"))
+            else:
+                columns.append(ColumnSpec(str(name), "categorical", tuple(categories)))
+        if refused:
+            raise TableError("Some feature columns are not numeric.", refused)
+        return cls(columns)
+
+    def to_dict(self) -> list[dict]:
+        return [{"name": c.name, "kind": c.kind, **({"categories": list(c.categories)} if c.categories else {})}
+                for c in self.columns]
+
+    @classmethod
+    def from_dict(cls, columns: list[dict]) -> "TableEncoding":
+        return cls([ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ()))) for c in columns])
+
+    def encode_frame(self, frame: pd.DataFrame, location: str = "columns") -> np.ndarray:
+        return self.encode({str(name): frame[name].to_numpy() for name in frame.columns}, len(frame), location)
+
+    def encode(self, table: Mapping[str, Sequence], n_rows: int, location: str = "columns") -> np.ndarray:
+        """Encoded float64 matrix (n_rows, n_features); a :class:`TableError` naming every column at fault."""
+        expected = self.column_names
+        known = set(expected)
+        errors = [table_fault(f"{location}.{name}", "missing column", "send every column of the training table")
+                  for name in expected if name not in table]
+        errors += [table_fault(f"{location}.{name}", "unknown column", f"remove it; the columns are {expected}")
+                   for name in table if name not in known]
+        if errors:
+            raise TableError("The columns do not match the training table's.", errors)
+        encoded = np.zeros((n_rows, len(self.feature_names)), dtype=np.float64)
+        position = 0
+        for column in self.columns:
+            width = 1 if column.kind == "numeric" else len(column.categories)
+            block = encoded[:, position:position + width]
+            field = f"{location}.{column.name}"
+            if column.kind == "numeric":
+                error = _encode_numeric(table[column.name], block[:, 0], field)
+            else:
+                error = _encode_categorical(self._category_codes[column.name], column, table[column.name], block,
+                                            field)
+            position += width
+            if error:
+                errors.append(error)
+        if errors:
+            raise TableError("Some values cannot be encoded.", errors)
+        return encoded
+
+
+def _encode_numeric(values, out: np.ndarray, field: str) -> dict | None:
+    try:
+        out[:] = np.asarray(values, dtype=np.float64)
+        return None
+    except (TypeError, ValueError):
+        bad = [(row, value) for row, value in enumerate(values) if not _is_number(value)]
+        examples = ", ".join(f"row {row}: {value!r}" for row, value in bad[:MAX_EXAMPLES])
+        return table_fault(field, f"{len(bad)} non-numeric values ({examples})", "send numbers (or null)")
+
+
+def _encode_categorical(codes: dict, column: ColumnSpec, values, out: np.ndarray, field: str) -> dict | None:
+    unknown = set()
+    for row, value in enumerate(values):
+        if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+            continue  # missing category: no indicator set
+        code = codes.get(str(value))
+        if code is None:
+            unknown.add(str(value))
+        else:
+            out[row, code] = 1.0
+    if unknown:
+        return table_fault(field, f"unknown categories {sorted(unknown)[:MAX_EXAMPLES]}",
+                           f"use one of {list(column.categories)}")
+    return None
+
+
+def _is_number(value) -> bool:
+    if value is None:
+        return True
+    try:
+        float(value)
+        return not isinstance(value, (str, bytes)) or value.strip() != ""
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_numeric(values: pd.Series) -> bool:
+    if pd.api.types.is_bool_dtype(values) or pd.api.types.is_numeric_dtype(values):
+        return True
+    present = values.dropna()
+    return len(present) > 0 and pd.to_numeric(present, errors="coerce").notna().all()
+
+
+def has_text_columns(frame) -> bool:
+    """Whether a table needs a :class:`TableEncoding` (a DataFrame with a column that is not numbers)."""
+    return isinstance(frame, pd.DataFrame) and not all(_is_numeric(frame[name]) for name in frame.columns)

@@ -1,0 +1,131 @@
+"""The one orchestration of a FIRE fit, shared by the estimators and the service's workers.
+
+    rows ── holdout_split ──► training rows ─► forest (trained here, on these rows only, or given)
+                        └──► validation rows (or a separate validation table)
+    forest + rows ─► leaf indices (computed here, or the caller's cached ones) ─► fit_path ─► best step
+    best step ─► RuleEnsemble
+
+Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
+responsibility: it should not have been trained on the validation rows either.
+"""
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from .forest import TreeEnsemble
+from .leaf_matrix import LeafMatrix, leaf_matrix
+from .path import PathResult, fit_path
+from .rules import RuleEnsemble
+from .sklearn_adapters import as_tree_ensemble
+from .spec import ForestSpec, PathSpec, SpecError
+
+MIN_TRAINING_ROWS = 2
+
+
+def holdout_split(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, validation rows), each sorted: ``round(fraction * n_rows)`` rows drawn for validation.
+
+    A fraction of 0 holds nothing out (the step is then chosen on the training loss).
+    """
+    n_val = int(round(n_rows * fraction))
+    if fraction > 0 and (n_val < 1 or n_rows - n_val < MIN_TRAINING_ROWS):
+        raise SpecError("validation_fraction", f"{fraction} of {n_rows} rows leaves {n_val} validation and "
+                                               f"{n_rows - n_val} training rows; at least 1 and "
+                                               f"{MIN_TRAINING_ROWS} are needed")
+    order = np.random.default_rng(seed).permutation(n_rows)
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None):
+    """(fitted scikit-learn regressor, its TreeEnsemble) of ``spec`` on these rows."""
+    from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+
+    X = np.asarray(X, dtype=np.float64)
+    spec.check_data(X.shape[1], bool(np.isnan(X).any()))
+    common = dict(n_estimators=spec.n_estimators, max_depth=spec.max_depth, max_features=spec.max_features,
+                  random_state=spec.random_state)
+    if spec.kind == "gradient_boosting":
+        estimator = GradientBoostingRegressor(learning_rate=spec.learning_rate, **common)
+    elif spec.kind == "extra_trees":
+        estimator = ExtraTreesRegressor(n_jobs=1, **common)
+    else:
+        estimator = RandomForestRegressor(n_jobs=1, **common)
+    estimator.fit(X, y, sample_weight=sample_weight)
+    return estimator, _named(TreeEnsemble.from_sklearn(estimator), feature_names)
+
+
+@dataclass
+class RuleFit:
+    """What a fit produced: the forest, the whole path, the selected step and its rules, which rows did what."""
+
+    forest: TreeEnsemble
+    estimator: object  # the fitted scikit-learn forest; None where a TreeEnsemble was given
+    path: PathResult
+    selected: int
+    rules: RuleEnsemble
+    train_rows: np.ndarray  # rows of X the path (and a forest trained here) was fitted on
+    val_rows: np.ndarray | None  # rows of X held out to select the step; None with a separate X_val
+
+
+def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_weight=None, feature_names=None,
+              leaves=None, val_leaves=None, callback=None) -> RuleFit:
+    """Forest, path, selected step and rule ensemble of the table ``X`` (float, encoded), ``y``.
+
+    ``forest``: a :class:`ForestSpec` (trained here on the training rows), a fitted scikit-learn forest or a
+    :class:`TreeEnsemble`. Without ``X_val``/``y_val`` the rows are split by :func:`holdout_split` with the
+    spec's ``validation_fraction`` and ``random_state``. ``leaves``/``val_leaves``: the forest's leaf
+    indices (n, T) on all rows of ``X``/``X_val`` where the caller has them (a cache); computed otherwise.
+    ``callback(step)``: as in :func:`solver.fit_path`.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if (X_val is None) != (y_val is None):
+        raise ValueError("give both X_val and y_val, or neither")
+    if X_val is None:
+        train_rows, val_rows = holdout_split(len(y), spec.validation_fraction, spec.random_state)
+    else:
+        train_rows, val_rows = np.arange(len(y)), None
+    train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
+
+    if isinstance(forest, ForestSpec):
+        estimator, ensemble = train_forest(forest, X[train_rows], y[train_rows], train_weight, feature_names)
+    else:
+        estimator = None if isinstance(forest, TreeEnsemble) else forest
+        ensemble = _named(as_tree_ensemble(forest), feature_names)
+    if ensemble.n_features != X.shape[1]:
+        raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
+
+    leaves = leaf_matrix(ensemble, X).leaves if leaves is None else leaves
+    val_matrix, y_holdout = None, None
+    if val_rows is not None and len(val_rows):
+        val_matrix, y_holdout = _matrix(ensemble, leaves[val_rows]), y[val_rows]
+    elif X_val is not None:
+        y_holdout = np.asarray(y_val, dtype=np.float64).ravel()
+        if y_holdout.shape != (len(X_val),):
+            raise ValueError(f"X_val has {len(X_val)} rows but y_val has {y_holdout.size} values")
+        val_leaves = leaf_matrix(ensemble, np.asarray(X_val, dtype=np.float64)).leaves \
+            if val_leaves is None else val_leaves
+        val_matrix = _matrix(ensemble, val_leaves)
+
+    path = fit_path(_matrix(ensemble, leaves[train_rows]), y[train_rows], spec, sample_weight=train_weight,
+                    val_matrix=val_matrix, y_val=y_holdout, leaf_ancestors=ensemble.leaf_ancestors,
+                    callback=callback)
+    selected = path.select()
+    rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]))
+    return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
+
+
+def _matrix(forest: TreeEnsemble, leaves: np.ndarray) -> LeafMatrix:
+    return LeafMatrix(leaves=np.ascontiguousarray(leaves), values=forest.leaf_values, offsets=forest.leaf_offsets)
+
+
+def _named(forest: TreeEnsemble, feature_names) -> TreeEnsemble:
+    """The forest with the table's feature names (a copy where they change: the caller's forest is kept)."""
+    if feature_names is None:
+        return forest
+    if len(feature_names) != forest.n_features:
+        raise ValueError(f"{len(feature_names)} feature names for a forest of {forest.n_features} features")
+    named = copy.copy(forest)
+    named.feature_names = [str(name) for name in feature_names]
+    return named

@@ -1,0 +1,91 @@
+"""PathSpec and ForestSpec: each default written once, each check naming its setting."""
+import inspect
+
+import pytest
+
+from solver import FireRegressor, fit_path
+from solver.spec import DEFAULT_FUSION_RATIO, ForestSpec, PathSpec, SpecError
+
+
+def test_the_estimator_takes_every_default_from_the_specs():
+    params = FireRegressor().get_params()
+    for name, default in PathSpec.defaults().items():
+        if name == "random_state":  # scikit-learn's convention: None draws fresh seeds; an int is used as given
+            assert params[name] is None
+            continue
+        assert params[name] == default, name
+    for name, default in ForestSpec.defaults().items():
+        estimator_name = {"kind": "forest_kind", "random_state": "random_state"}.get(name, name)
+        if name != "random_state":
+            assert params[estimator_name] == default, name
+
+
+def test_fit_path_has_no_defaults_of_its_own():
+    parameters = inspect.signature(fit_path).parameters
+    assert parameters["spec"].default is None  # None: PathSpec()'s defaults
+    settings = set(PathSpec.defaults())
+    assert not settings & set(parameters), "path settings belong to PathSpec, not to fit_path's signature"
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"penalty": "l0"}, "penalty"),
+    ({"gamma": 1.0}, "gamma"),
+    ({"gamma": float("nan")}, "gamma"),
+    ({"mcp_scaling": "tree"}, "mcp_scaling"),
+    ({"lambda_f": 1.0, "fusion_ratio": 0.5}, "lambda_f"),
+    ({"fusion_ratio": -1.0}, "fusion_ratio"),
+    ({"lambdas": []}, "lambdas"),
+    ({"lambdas": [1.0, 0.0]}, "lambdas"),
+    ({"n_lambdas": 0}, "n_lambdas"),
+    ({"n_lambdas": 2.5}, "n_lambdas"),
+    ({"lambda_min_ratio": 1.0}, "lambda_min_ratio"),
+    ({"max_rules": -1}, "max_rules"),
+    ({"tol": 0}, "tol"),
+    ({"max_iter": 0}, "max_iter"),
+    ({"block_selection": "random"}, "block_selection"),
+    ({"inner_iters": 0}, "inner_iters"),
+    ({"validation_fraction": 1.0}, "validation_fraction"),
+    ({"random_state": -1}, "random_state"),
+    ({"gamma_typo": 2.0}, "gamma_typo"),
+])
+def test_each_bad_path_setting_is_named(changes, field):
+    with pytest.raises(SpecError) as raised:
+        PathSpec.from_dict(changes)
+    assert raised.value.field == field
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"kind": "svm"}, "kind"),
+    ({"n_estimators": 0}, "n_estimators"),
+    ({"max_depth": True}, "max_depth"),
+    ({"max_features": 1.5}, "max_features"),
+    ({"max_features": "all"}, "max_features"),
+    ({"learning_rate": 0.0}, "learning_rate"),
+])
+def test_each_bad_forest_setting_is_named(changes, field):
+    with pytest.raises(SpecError) as raised:
+        ForestSpec.from_dict(changes)
+    assert raised.value.field == field
+
+
+def test_forest_checks_that_need_the_table():
+    with pytest.raises(SpecError, match="missing values") as raised:
+        ForestSpec(kind="gradient_boosting").check_data(5, has_missing=True)
+    assert raised.value.field == "kind"
+    with pytest.raises(SpecError) as raised:
+        ForestSpec(max_features=6).check_data(5, has_missing=False)
+    assert raised.value.field == "max_features"
+
+
+def test_fusion_strength():
+    assert PathSpec().fusion_strength(2.0) == DEFAULT_FUSION_RATIO * 2.0
+    assert PathSpec(fusion_ratio=0).fusion_strength(2.0) == 0.0
+    assert PathSpec(fusion_ratio=1.5).fusion_strength(2.0) == 3.0
+    assert PathSpec(lambda_f=0.7).fusion_strength(2.0) == 0.7
+
+
+def test_lambdas_are_kept_in_decreasing_order_and_round_trip():
+    spec = PathSpec(lambdas=[0.1, 1.0, 0.5])
+    assert spec.lambdas == (1.0, 0.5, 0.1)
+    assert PathSpec.from_dict(spec.to_dict()) == spec
+    assert spec.replace(gamma=3.0).gamma == 3.0 and spec.replace(gamma=3.0).lambdas == spec.lambdas
