@@ -48,8 +48,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "b
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from solver.forest import LeafMatrix, TreeEnsemble, leaf_matrix  # noqa: E402
-from solver.path import fit_path  # noqa: E402
+from solver import LeafMatrix, TableEncoding, TreeEnsemble, fit_path, leaf_matrix  # noqa: E402
 
 DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -62,20 +61,20 @@ BAND = (10, 15)       # the fusion-vs-MCP antecedent comparison: best step with 
 # name -> fit_path keyword arguments (depth-3 forest); "columns": "unit" rescales M's columns
 MAIN_METHODS = {
     "fire": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5),
-    "mcp": dict(penalty="mcp", gamma=1.1),
+    "mcp": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.0),
     "fire_strong": dict(penalty="mcp", gamma=1.1, fusion_ratio=2.0),
     "fire_lf01": dict(penalty="mcp", gamma=1.1, lambda_f=0.1, path_rules=16),
-    "l1": dict(penalty="l1"),
+    "l1": dict(penalty="l1", fusion_ratio=0.0),
 }
 # the investigation only needs the < 15 rule and 10-15 rule steps: paths stop after 16 rules
 INVESTIGATE_METHODS = {
-    "mcp_plain": dict(penalty="mcp", gamma=1.1, mcp_scaling="plain", path_rules=16),
+    "mcp_plain": dict(penalty="mcp", gamma=1.1, mcp_scaling="plain", path_rules=16, fusion_ratio=0.0),
     "fire_g3": dict(penalty="mcp", gamma=3.0, fusion_ratio=0.5, path_rules=16),
     "fire_r1": dict(penalty="mcp", gamma=1.1, fusion_ratio=1.0, path_rules=16),
-    "mcp_n100": dict(penalty="mcp", gamma=1.1, n_lambdas=100, path_rules=16),
+    "mcp_n100": dict(penalty="mcp", gamma=1.1, n_lambdas=100, path_rules=16, fusion_ratio=0.0),
     "fire_n100": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, n_lambdas=100, path_rules=16),
     "fire_unit": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, columns="unit", path_rules=16),
-    "l1_unit": dict(penalty="l1", columns="unit", path_rules=16),
+    "l1_unit": dict(penalty="l1", columns="unit", path_rules=16, fusion_ratio=0.0),
 }
 SWEEP_METHODS = ("fire", "mcp", "fire_strong", "l1")
 # methods whose < 15 and 10-15 rule steps are also scored after an unpenalized least-squares refit of the
@@ -121,14 +120,13 @@ class Config:
 
 
 def load_dataset(name, data_dir=DATA_DIR):
-    """(X float64, y float64, feature names): target is the last column, object columns one-hot."""
+    """(X float64, y float64, feature names): target is the last column, text columns one-hot (the library's
+    TableEncoding, as the estimator and the service encode them)."""
     frame = pd.read_csv(Path(data_dir) / f"{name}.csv.gz")
     target = frame.columns[-1]
     features = frame.drop(columns=[target])
-    categorical = [c for c in features.columns if not pd.api.types.is_numeric_dtype(features[c])]
-    if categorical:
-        features = pd.get_dummies(features, columns=categorical, dtype=float)
-    return features.to_numpy(dtype=np.float64), frame[target].to_numpy(dtype=np.float64), list(features.columns)
+    encoding = TableEncoding.infer(features)
+    return encoding.encode_frame(features), frame[target].to_numpy(dtype=np.float64), encoding.feature_names
 
 
 def split_indices(n, seed):

@@ -38,7 +38,6 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import gc  # noqa: E402
 import gzip  # noqa: E402
-import inspect  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -56,7 +55,7 @@ from skglm.datafits import Quadratic  # noqa: E402
 from skglm.penalties import L1, WeightedMCPenalty  # noqa: E402
 from skglm.solvers import AndersonCD  # noqa: E402
 
-from solver import TreeEnsemble, fit_path, lambda_grid, leaf_matrix  # noqa: E402
+from solver import PathSpec, TreeEnsemble, fit_path, lambda_grid, leaf_matrix  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +82,7 @@ SOLVER_VERSION = _solver_version()
 DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 GAMMA = 1.1
 FUSION_RATIO = 0.5
-TOL = inspect.signature(fit_path).parameters["tol"].default  # ours, relative to lambda_max
+TOL = PathSpec().tol  # ours, relative to lambda_max: fit_path's default
 SKLEARN_TOL = 1e-4    # scikit-learn's default
 LAMBDA_MIN_RATIO = 1e-3
 SPLIT_SEED = 0
@@ -190,7 +189,7 @@ def run_ours(matrix, y, penalty, fusion, grid, cap=float("inf")):
     run = PathRun("ours (GBCD)")
     started = time.perf_counter()
     result = fit_path(matrix, y, penalty=penalty, gamma=GAMMA, mcp_scaling="block",
-                      fusion_ratio=fusion if fusion else None, lambdas=grid, tol=TOL,
+                      fusion_ratio=fusion, lambdas=grid, tol=TOL,
                       callback=lambda step: time.perf_counter() - started > cap)
     run.seconds = time.perf_counter() - started
     run.capped = result.stop_reason == "callback" and len(result.steps) < len(grid)
