@@ -6,9 +6,11 @@ A pure numpy/numba library: trees become candidate rules (``forest``), the mappi
 """
 
 from .estimator import FireRegressor
-from .forest import LeafMatrix, Tree, TreeEnsemble, count_antecedents, leaf_matrix, mapping_matrix
+from .forest import Tree, TreeEnsemble
+from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
 from .path import PathResult, PathStep, fit_path, lambda_grid
 from .rules import RuleEnsemble
+from .sklearn_adapters import as_tree_ensemble
 
 __all__ = [
     "FireRegressor",
@@ -18,6 +20,7 @@ __all__ = [
     "RuleEnsemble",
     "Tree",
     "TreeEnsemble",
+    "as_tree_ensemble",
     "count_antecedents",
     "fit_path",
     "lambda_grid",

@@ -1,9 +1,11 @@
-"""Checks shared by the JSON documents the library reads (forests, rule ensembles): each failure names the
-offending entry by its JSON path."""
+"""Checks shared by the documents the library reads (forests, rule ensembles, uploaded models): each
+failure names the offending entry by its path in the document."""
 
 import math
 from numbers import Integral, Real
 from typing import Mapping, Sequence
+
+import numpy as np
 
 
 class SchemaError(ValueError):
@@ -40,3 +42,46 @@ def check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Seque
     unknown = sorted(str(key) for key in mapping if key not in allowed)
     if unknown:
         raise error(f"{where}{unknown[0]}", f"is not a known key; allowed keys are {', '.join(sorted(allowed))}")
+
+
+_ARRAY_KINDS = {"int": ("iu", "integers"), "float": ("iuf", "numbers"), "bool": ("b", "booleans")}
+
+
+def node_array(values, field: str, kind: str, error: type[SchemaError]) -> np.ndarray:
+    """A per-node list/array as a 1-D numpy array of int64 (``kind="int"``), finite float64
+    (``"float"``) or bool (``"bool"``); the range of integers is the caller's to check."""
+    accepted_kinds, noun = _ARRAY_KINDS[kind]
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise error(field, f"must be a list of {noun}, got {type(values).__name__}")
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        array = np.asarray(values, dtype=object)
+    if array.ndim != 1:
+        raise error(field, f"must be a flat list of {noun} (one per node)")
+    if array.size and array.dtype.kind not in accepted_kinds:
+        if isinstance(values, np.ndarray):
+            raise error(field, f"must hold {noun}, got dtype {array.dtype}")
+        bad = next((i for i, v in enumerate(values) if not _matches_kind(v, kind)), None)
+        if bad is not None:
+            within = " (integers within 64 bits)" if is_integer(values[bad]) else ""
+            raise error(f"{field}/{bad}", f"is {values[bad]!r} but this list must hold {noun}{within}")
+    if kind == "float":
+        array = array.astype(np.float64)
+        nonfinite = np.flatnonzero(~np.isfinite(array))
+        if nonfinite.size:
+            bad = int(nonfinite[0])
+            raise error(f"{field}/{bad}", f"is {array[bad]} but must be a finite number")
+    elif kind == "int":
+        array = array.astype(np.int64)
+    else:
+        array = array.astype(np.bool_)
+    return array
+
+
+def _matches_kind(value, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, (bool, np.bool_))
+    if is_integer(value):  # numpy holds integers of at most 64 bits
+        return -2**63 <= value < 2**63
+    return kind == "float" and isinstance(value, Real) and not isinstance(value, bool)

@@ -1,4 +1,4 @@
-"""Tree ensembles as flat node arrays, their leaves in a fixed order, and the implicit mapping matrix.
+"""Tree ensembles as validated flat node arrays, their leaves (rules) in a fixed order.
 
 A :class:`TreeEnsemble` is a list of binary regression trees plus two scalars::
 
@@ -7,8 +7,7 @@ A :class:`TreeEnsemble` is a list of binary regression trees plus two scalars::
 Every leaf is a decision rule (the conjunction of the splits on its path). Leaves are numbered
 per tree in explicit left-to-right depth-first order (never node-id order, which differs for trees
 grown best-first), and globally by concatenating the trees: the leaves of tree ``t`` are the
-columns ``leaf_offsets[t]:leaf_offsets[t + 1]`` of the mapping matrix ``M`` (paper, section 2),
-whose row ``i`` holds ``value`` at the one leaf per tree that sample ``i`` reaches.
+columns ``leaf_offsets[t]:leaf_offsets[t + 1]`` of the mapping matrix ``M`` (``solver.leaf_matrix``).
 
 Splits follow scikit-learn exactly: ``x`` goes left iff ``float32(x[feature]) <= threshold``
 (threshold compared in float64), and a NaN goes left iff the split's ``missing_go_left`` is true.
@@ -58,14 +57,12 @@ exactly through ``json.dumps``/``json.loads``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import scipy.sparse
-from numba import njit
 
-from ._validation import SchemaError, check_keys, is_integer, require_finite
+from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec
+from ._validation import SchemaError, check_keys, is_integer, node_array, require_finite
 
 FOREST_FORMAT = "fire-forest"
 FOREST_FORMAT_VERSION = 1
@@ -77,7 +74,6 @@ KINDS = ("random_forest", "extra_trees", "gradient_boosting", "decision_tree", "
 
 LEAF = -1
 LEAF_FEATURE = -2
-_LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 _TOP_LEVEL_KEYS = {"format", "version", "kind", "n_features", "feature_names", "base_score",
@@ -109,150 +105,6 @@ class Tree:
     @property
     def n_nodes(self) -> int:
         return len(self.children_left)
-
-
-# ----------------------------------------------------------------------------------------------
-# numba kernels
-# ----------------------------------------------------------------------------------------------
-
-@njit(cache=True)
-def _depth_first_leaves(children_left, children_right):
-    """Leaves in left-to-right depth-first order, each node's parent and depth (-1: unreached).
-
-    Requires every node but the root to have at most one parent (checked before), so the walk
-    visits each node at most once.
-    """
-    n_nodes = children_left.shape[0]
-    parent = np.full(n_nodes, -1, np.int32)
-    depth = np.full(n_nodes, -1, np.int32)
-    leaves = np.empty(n_nodes, np.int32)
-    stack = np.empty(n_nodes, np.int32)
-    n_leaves = 0
-    stack[0] = 0
-    depth[0] = 0
-    top = 1
-    while top > 0:
-        top -= 1
-        node = stack[top]
-        left = children_left[node]
-        if left == -1:
-            leaves[n_leaves] = node
-            n_leaves += 1
-        else:
-            right = children_right[node]
-            parent[left] = node
-            parent[right] = node
-            depth[left] = depth[node] + 1
-            depth[right] = depth[node] + 1
-            stack[top] = right
-            stack[top + 1] = left
-            top += 2
-    return leaves[:n_leaves], parent, depth
-
-
-@njit(cache=True)
-def _apply_trees(X, node_offsets, children_left, children_right, feature, threshold,
-                 missing_go_left, leaf_index, out):
-    """out[i, t] = local leaf index that row i reaches in tree t (sklearn's routing).
-
-    Tree by tree, so one tree's nodes stay in cache while all rows go through it.
-    """
-    n_rows, n_trees = out.shape
-    for t in range(n_trees):
-        root = node_offsets[t]
-        for i in range(n_rows):
-            node = root
-            while children_left[node] != -1:
-                x = X[i, feature[node]]
-                if np.isnan(x):
-                    go_left = missing_go_left[node]
-                else:
-                    go_left = x <= threshold[node]
-                node = root + (children_left[node] if go_left else children_right[node])
-            out[i, t] = leaf_index[node]
-
-
-@njit(cache=True)
-def _fill_leaf_ancestors(leaf_nodes, parent, node_offset, ptr, ids):
-    """Write the global ids (node_offset + node) of the internal nodes on each leaf's path,
-    root first, into ids[ptr[j]:ptr[j+1]]."""
-    for j in range(leaf_nodes.shape[0]):
-        node = leaf_nodes[j]
-        pos = ptr[j + 1]
-        while parent[node] != -1:
-            node = parent[node]
-            pos -= 1
-            ids[pos] = node_offset + node
-
-
-@njit(cache=True)
-def _count_distinct_ancestors(leaves, ptr, ids):
-    """Distinct ids in ids[ptr[j]:ptr[j+1]] over the given leaves j; O(len(leaves) * depth)."""
-    largest = -1
-    for leaf in leaves:
-        for pos in range(ptr[leaf], ptr[leaf + 1]):
-            largest = max(largest, ids[pos])
-    seen = np.zeros(largest + 1, np.bool_)
-    count = 0
-    for leaf in leaves:
-        for pos in range(ptr[leaf], ptr[leaf + 1]):
-            if not seen[ids[pos]]:
-                seen[ids[pos]] = True
-                count += 1
-    return count
-
-
-@njit(cache=True)
-def _leaf_matvec(leaves, offsets, values, w):
-    n_rows, n_trees = leaves.shape
-    out = np.empty(n_rows)
-    for i in range(n_rows):
-        total = 0.0
-        for t in range(n_trees):
-            j = offsets[t] + leaves[i, t]
-            total += values[j] * w[j]
-        out[i] = total
-    return out
-
-
-@njit(cache=True)
-def _leaf_rmatvec(leaves, offsets, values, r):
-    n_rows, n_trees = leaves.shape
-    out = np.zeros(values.shape[0])
-    for i in range(n_rows):
-        for t in range(n_trees):
-            out[offsets[t] + leaves[i, t]] += r[i]
-    return out * values
-
-
-@njit(cache=True)
-def _leaf_column_sums(leaves, offsets, n_leaves, row_weight):
-    n_rows, n_trees = leaves.shape
-    out = np.zeros(n_leaves)
-    for i in range(n_rows):
-        for t in range(n_trees):
-            out[offsets[t] + leaves[i, t]] += row_weight[i]
-    return out
-
-
-def count_antecedents(leaves, ptr: np.ndarray, ids: np.ndarray) -> int:
-    """Number of distinct internal nodes (antecedents) on the paths of a set of leaves.
-
-    The paper's interpretability count. ``leaves`` is a boolean mask over the R global leaves
-    (e.g. ``w != 0``) or an array of global leaf indices; ``(ptr, ids)`` is
-    ``TreeEnsemble.leaf_ancestors``. Cost O(selected leaves * depth) in a numba kernel (plus
-    O(R) to read a mask).
-    """
-    n_leaves = len(ptr) - 1
-    leaves = np.asarray(leaves)
-    if leaves.dtype == np.bool_:
-        if leaves.shape != (n_leaves,):
-            raise ValueError(f"a leaf mask must have shape ({n_leaves},), got {leaves.shape}")
-        leaves = np.flatnonzero(leaves)
-    elif leaves.size and (leaves.dtype.kind not in "iu" or leaves.min() < 0
-                          or leaves.max() >= n_leaves):
-        raise ValueError(f"leaves must be a boolean mask or integer indices in [0, {n_leaves})")
-    return int(_count_distinct_ancestors(leaves.astype(np.int64).ravel(), ptr, ids))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,48 +141,6 @@ def _require_integer(value, field: str, minimum: int, maximum: int | None = None
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ForestSchemaError(field, f"is {value} but must be {bound}")
     return int(value)
-
-
-_ARRAY_KINDS = {"int": ("iu", "integers"), "float": ("iuf", "numbers"), "bool": ("b", "booleans")}
-
-
-def _node_array(values, field: str, kind: str) -> np.ndarray:
-    """A per-node list/array as a 1-D numpy array of integers, float64 or booleans (unchecked range)."""
-    accepted_kinds, noun = _ARRAY_KINDS[kind]
-    if not isinstance(values, (list, tuple, np.ndarray)):
-        raise ForestSchemaError(field, f"must be a list of {noun}, got {type(values).__name__}")
-    try:
-        array = np.asarray(values)
-    except (ValueError, TypeError, OverflowError):
-        array = np.asarray(values, dtype=object)
-    if array.ndim != 1:
-        raise ForestSchemaError(field, f"must be a flat list of {noun} (one per node)")
-    if array.size and array.dtype.kind not in accepted_kinds:
-        if isinstance(values, np.ndarray):
-            raise ForestSchemaError(field, f"must hold {noun}, got dtype {array.dtype}")
-        bad = next(i for i, v in enumerate(values) if not _matches_kind(v, kind))
-        raise ForestSchemaError(f"{field}/{bad}", f"is {values[bad]!r} but this list must hold "
-                                f"{noun}")
-    if kind == "float":
-        array = array.astype(np.float64)
-        nonfinite = np.flatnonzero(~np.isfinite(array))
-        if nonfinite.size:
-            bad = int(nonfinite[0])
-            raise ForestSchemaError(f"{field}/{bad}", f"is {array[bad]} but must be a finite "
-                                    "number (missing values are routed by missing_go_left)")
-    elif kind == "int":
-        array = array.astype(np.int64)
-    else:
-        array = array.astype(np.bool_)
-    return array
-
-
-def _matches_kind(value, kind: str) -> bool:
-    if kind == "bool":
-        return isinstance(value, (bool, np.bool_))
-    if kind == "int":
-        return is_integer(value) and -2**63 <= value < 2**63
-    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 def _first(mask: np.ndarray) -> int:
@@ -390,7 +200,11 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
                     max_depth: int | None) -> tuple[Tree, _TreeLayout]:
     """Validate one tree; return a canonical copy (int32/float64/bool arrays) and its layout."""
     prefix = f"trees/{index}"
-    left = _node_array(tree.children_left, f"{prefix}/children_left", "int")
+
+    def checked_array(name: str, kind: str) -> np.ndarray:
+        return node_array(getattr(tree, name), f"{prefix}/{name}", kind, ForestSchemaError)
+
+    left = checked_array("children_left", "int")
     n_nodes = left.shape[0]
     if n_nodes == 0:
         raise ForestSchemaError(f"{prefix}/children_left", "is empty: a tree needs at least one "
@@ -398,15 +212,15 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
     if n_nodes > _INT32_MAX:
         raise ForestSchemaError(prefix, f"has {n_nodes} nodes; at most {_INT32_MAX} are supported")
     arrays = {
-        "children_right": _node_array(tree.children_right, f"{prefix}/children_right", "int"),
-        "feature": _node_array(tree.feature, f"{prefix}/feature", "int"),
-        "threshold": _node_array(tree.threshold, f"{prefix}/threshold", "float"),
-        "value": _node_array(tree.value, f"{prefix}/value", "float"),
-        "missing_go_left": (np.zeros(n_nodes, np.bool_) if tree.missing_go_left is None else
-                            _node_array(tree.missing_go_left, f"{prefix}/missing_go_left", "bool")),
+        "children_right": checked_array("children_right", "int"),
+        "feature": checked_array("feature", "int"),
+        "threshold": checked_array("threshold", "float"),
+        "value": checked_array("value", "float"),
+        "missing_go_left": (np.zeros(n_nodes, np.bool_) if tree.missing_go_left is None
+                            else checked_array("missing_go_left", "bool")),
     }
     if tree.n_samples is not None:
-        arrays["n_samples"] = _node_array(tree.n_samples, f"{prefix}/n_samples", "int")
+        arrays["n_samples"] = checked_array("n_samples", "int")
     for name, array in arrays.items():
         if array.shape[0] != n_nodes:
             raise ForestSchemaError(f"{prefix}/{name}", f"has {array.shape[0]} entries but "
@@ -426,7 +240,7 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
 
     left = left.astype(np.int32)
     right = right.astype(np.int32)
-    leaf_nodes, parent, depth = _depth_first_leaves(left, right)
+    leaf_nodes, parent, depth = depth_first_leaves(left, right)
     if (depth < 0).any():
         node = _first(depth < 0)
         raise ForestSchemaError(f"{prefix}/children_left", f"node {node} is unreachable from the "
@@ -551,7 +365,7 @@ class TreeEnsemble:
         ids = np.empty(ptr[-1], dtype=np.int64)
         for t in range(self.n_trees):
             start, stop = self.leaf_offsets[t], self.leaf_offsets[t + 1]
-            _fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], self._node_offsets[t],
+            fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], self._node_offsets[t],
                                  ptr[start:stop + 1], ids)
         return ptr, ids
 
@@ -561,13 +375,14 @@ class TreeEnsemble:
         """(n, T) C-contiguous local leaf index reached in each tree (uint8/16/32, smallest fit)."""
         X32 = as_float32_rows(X, self.n_features)
         out = np.empty((X32.shape[0], self.n_trees), dtype=self._leaf_dtype)
-        _apply_trees(X32, self._node_offsets, self._children_left, self._children_right,
+        apply_trees(X32, self._node_offsets, self._children_left, self._children_right,
                      self._feature, self._threshold, self._missing_go_left, self._leaf_index, out)
         return out
 
     def predict(self, X) -> np.ndarray:
         """The ensemble's own prediction ``base_score + tree_weight * sum_t value_t[leaf_t]``."""
-        leaf_sums = leaf_matrix(self, X).matvec(np.ones(self.n_leaves))
+        leaf_sums = leaf_matvec(self.apply(X), self.leaf_offsets, self.leaf_values,
+                                np.ones(self.n_leaves))
         return self.base_score + self.tree_weight * leaf_sums
 
     # -- rules -----------------------------------------------------------------------------
@@ -629,117 +444,22 @@ class TreeEnsemble:
                  "operator": operator, "threshold": threshold, "missing": missing}
                 for (feature, operator), (threshold, missing) in ordered]
 
-    # -- scikit-learn ------------------------------------------------------------------------
+    # -- scikit-learn (solver.sklearn_adapters) ----------------------------------------------
 
     @classmethod
-    def from_sklearn(cls, estimator) -> "TreeEnsemble":
+    def from_sklearn(cls, estimator) -> TreeEnsemble:
         """Import a fitted RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
-        DecisionTreeRegressor or ExtraTreeRegressor (single output)."""
-        from sklearn.base import is_classifier
-        from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor,
-                                      RandomForestRegressor)
-        from sklearn.tree import BaseDecisionTree, DecisionTreeRegressor
-        from sklearn.utils.validation import check_is_fitted
+        DecisionTreeRegressor or ExtraTreeRegressor (single output); see ``sklearn_adapters``."""
+        from .sklearn_adapters import from_sklearn  # it imports this module
 
-        name = type(estimator).__name__
-        if is_classifier(estimator):
-            raise ValueError(f"{name} is a classifier; FIRE extracts rules from regression "
-                             "ensembles: fit a RandomForestRegressor, ExtraTreesRegressor or "
-                             "GradientBoostingRegressor instead")
-        supported = (RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
-                     DecisionTreeRegressor)
-        if not isinstance(estimator, supported):
-            raise ValueError(f"unsupported estimator {name}: supported are "
-                             f"{', '.join(cls.__name__ for cls in supported)}")
-        check_is_fitted(estimator)
-        if getattr(estimator, "n_outputs_", 1) != 1:
-            raise ValueError(f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
-                             "output regression only: fit one model per target")
-        base_score, scale = 0.0, 1.0
-        if isinstance(estimator, BaseDecisionTree):
-            kind, members, tree_weight = "decision_tree", [estimator], 1.0
-        elif isinstance(estimator, GradientBoostingRegressor):
-            kind, members, tree_weight = "gradient_boosting", list(estimator.estimators_[:, 0]), 1.0
-            scale = float(estimator.learning_rate)
-            base_score = _constant_init_prediction(estimator)
-        else:
-            kind = "extra_trees" if isinstance(estimator, ExtraTreesRegressor) else "random_forest"
-            members = list(estimator.estimators_)
-            tree_weight = 1.0 / len(members)
-        names = getattr(estimator, "feature_names_in_", None)
-        return cls([_tree_from_sklearn(member.tree_, scale) for member in members],
-                   n_features=int(estimator.n_features_in_),
-                   feature_names=None if names is None else [str(n) for n in names],
-                   base_score=base_score, tree_weight=tree_weight, kind=kind,
-                   max_nodes=None, max_depth=None, max_features=None)
+        return from_sklearn(estimator)
 
     def to_sklearn(self):
-        """A fitted scikit-learn estimator predicting like this ensemble.
+        """A fitted scikit-learn estimator predicting like this ensemble; see
+        ``sklearn_adapters.to_sklearn``."""
+        from .sklearn_adapters import to_sklearn  # it imports this module
 
-        random_forest/extra_trees ensembles with base_score 0 and tree_weight 1/T become
-        RandomForestRegressor/ExtraTreesRegressor, a single decision_tree with base_score 0 and
-        tree_weight 1 a DecisionTreeRegressor; anything else a GradientBoostingRegressor with
-        learning_rate = tree_weight and a constant init (imported boosting models therefore get
-        learning_rate 1, their values already hold the original rate). Impurities are not stored
-        in the schema, so ``feature_importances_`` of the result is meaningless.
-        """
-        from sklearn.dummy import DummyRegressor
-        from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor,
-                                      RandomForestRegressor)
-        from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
-
-        p = self.n_features
-        averaged = self.base_score == 0.0 and self.tree_weight == 1.0 / self.n_trees
-        if self.kind in ("random_forest", "extra_trees") and averaged:
-            forest_class, tree_class = ((RandomForestRegressor, DecisionTreeRegressor)
-                                        if self.kind == "random_forest"
-                                        else (ExtraTreesRegressor, ExtraTreeRegressor))
-            forest = forest_class(n_estimators=self.n_trees)
-            forest.estimators_ = [self._sklearn_member(t, tree_class) for t in range(self.n_trees)]
-            forest.estimator_ = tree_class()
-            forest.n_features_in_ = p
-            forest.n_outputs_ = 1
-            return forest
-        if self.kind == "decision_tree" and self.n_trees == 1 and averaged:
-            return self._sklearn_member(0, DecisionTreeRegressor)
-        boosting = GradientBoostingRegressor(n_estimators=self.n_trees,
-                                             learning_rate=self.tree_weight)
-        boosting.estimators_ = np.empty((self.n_trees, 1), dtype=object)
-        for t in range(self.n_trees):
-            boosting.estimators_[t, 0] = self._sklearn_member(t, DecisionTreeRegressor)
-        boosting.init_ = DummyRegressor(strategy="constant", constant=self.base_score).fit(
-            np.zeros((1, p)), np.array([self.base_score]))
-        boosting._loss = boosting._get_loss(sample_weight=None)
-        boosting.n_trees_per_iteration_ = 1
-        boosting.n_estimators_ = self.n_trees
-        boosting.n_features_in_ = p
-        boosting.max_features_ = p
-        boosting.train_score_ = np.zeros(self.n_trees)
-        return boosting
-
-    def _sklearn_member(self, t: int, tree_class):
-        from sklearn.tree._tree import NODE_DTYPE
-        from sklearn.tree._tree import Tree as SklearnTree
-
-        tree = self.trees[t]
-        nodes = np.zeros(tree.n_nodes, dtype=NODE_DTYPE)
-        nodes["left_child"] = tree.children_left
-        nodes["right_child"] = tree.children_right
-        nodes["feature"] = tree.feature
-        nodes["threshold"] = tree.threshold
-        if tree.n_samples is not None:
-            nodes["n_node_samples"] = tree.n_samples
-            nodes["weighted_n_node_samples"] = tree.n_samples
-        nodes["missing_go_to_left"] = tree.missing_go_left
-        sklearn_tree = SklearnTree(self.n_features, np.array([1], dtype=np.intp), 1)
-        sklearn_tree.__setstate__({"max_depth": int(self._leaf_depths[t].max()), "node_count": tree.n_nodes,
-                                   "nodes": nodes, "values": tree.value.reshape(-1, 1, 1).copy()})
-        member = tree_class()
-        member.tree_ = sklearn_tree
-        member.n_features_in_ = self.n_features
-        member.n_outputs_ = 1
-        member.max_features_ = self.n_features
-        return member
+        return to_sklearn(self)
 
     # -- JSON --------------------------------------------------------------------------------
 
@@ -801,96 +521,3 @@ class TreeEnsemble:
             base_score=document["base_score"], tree_weight=document["tree_weight"],
             kind=document.get("kind", "custom"),
             max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
-
-
-def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
-    """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate).
-
-    sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
-    equivalent for every finite float32 input (infinite inputs are rejected).
-    """
-    threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
-    value = sklearn_tree.value[:, 0, 0]
-    return Tree(children_left=sklearn_tree.children_left,
-                children_right=sklearn_tree.children_right,
-                feature=sklearn_tree.feature,
-                threshold=threshold,
-                value=value * scale if scale != 1.0 else value.copy(),
-                missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
-                n_samples=sklearn_tree.n_node_samples)
-
-
-def _constant_init_prediction(boosting) -> float:
-    """The constant initial prediction of a fitted GradientBoostingRegressor (its base_score)."""
-    from sklearn.dummy import DummyRegressor
-
-    init = boosting.init_
-    if isinstance(init, str) and init == "zero":
-        return 0.0
-    if not isinstance(init, DummyRegressor):
-        raise ValueError(f"GradientBoostingRegressor init={init!r} is not a constant prediction; "
-                         "FIRE needs a constant base score: refit with init=None (default), "
-                         "'zero' or a DummyRegressor")
-    probe = np.zeros((1, boosting.n_features_in_))
-    return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
-
-
-# ----------------------------------------------------------------------------------------------
-# mapping matrix
-# ----------------------------------------------------------------------------------------------
-
-@dataclass
-class LeafMatrix:
-    """The mapping matrix M, implicit: ``M[i, offsets[t] + leaves[i, t]] = values[...]``.
-
-    Never densified; products cost O(n * T).
-    """
-
-    leaves: np.ndarray   # (n, T) C-contiguous uint8/uint16/uint32 local leaf indices
-    values: np.ndarray   # float64 (R,)
-    offsets: np.ndarray  # int64 (T+1,)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.leaves.shape[0], self.values.shape[0]
-
-    def matvec(self, w) -> np.ndarray:
-        """M @ w, shape (n,)."""
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        if w.shape != (self.shape[1],):
-            raise ValueError(f"w must have shape ({self.shape[1]},), got {w.shape}")
-        return _leaf_matvec(self.leaves, self.offsets, self.values, w)
-
-    def rmatvec(self, r) -> np.ndarray:
-        """M.T @ r, shape (R,)."""
-        r = np.ascontiguousarray(r, dtype=np.float64)
-        if r.shape != (self.shape[0],):
-            raise ValueError(f"r must have shape ({self.shape[0]},), got {r.shape}")
-        return _leaf_rmatvec(self.leaves, self.offsets, self.values, r)
-
-    def column_counts(self, sample_weight=None) -> np.ndarray:
-        """(R,) number of rows (or total sample_weight) reaching each leaf."""
-        n_rows = self.shape[0]
-        row_weight = (np.ones(n_rows) if sample_weight is None
-                      else np.ascontiguousarray(sample_weight, dtype=np.float64))
-        if row_weight.shape != (n_rows,):
-            raise ValueError(f"sample_weight must have shape ({n_rows},), got {row_weight.shape}")
-        return _leaf_column_sums(self.leaves, self.offsets, self.shape[1], row_weight)
-
-    def to_csc(self) -> scipy.sparse.csc_matrix:
-        """M as an explicit scipy.sparse CSC matrix (n, R)."""
-        n_rows, n_trees = self.leaves.shape
-        columns = (self.offsets[:-1] + self.leaves).ravel()
-        rows = np.repeat(np.arange(n_rows, dtype=np.int64), n_trees)
-        coo = scipy.sparse.coo_matrix((self.values[columns], (rows, columns)), shape=self.shape)
-        return scipy.sparse.csc_matrix(coo)
-
-
-def leaf_matrix(forest: TreeEnsemble, X) -> LeafMatrix:
-    """The implicit mapping matrix of ``forest`` on rows ``X``."""
-    return LeafMatrix(forest.apply(X), forest.leaf_values, forest.leaf_offsets)
-
-
-def mapping_matrix(forest: TreeEnsemble, X) -> scipy.sparse.csc_matrix:
-    """The mapping matrix of ``forest`` on rows ``X`` as scipy.sparse CSC."""
-    return leaf_matrix(forest, X).to_csc()

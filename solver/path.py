@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import gbcd
-from .forest import count_antecedents
+from .leaf_matrix import count_antecedents
 from .penalties import PENALTY_CODES
 
 MCP_SCALINGS = ("block", "plain")

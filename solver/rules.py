@@ -36,7 +36,9 @@ import numpy as np
 from numba import njit
 
 from ._validation import SchemaError, check_keys, is_integer, require_finite
-from .forest import TreeEnsemble, as_float32_rows, count_antecedents
+from .forest import as_float32_rows
+from .leaf_matrix import count_antecedents
+from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
 RULES_FORMAT_VERSION = 1
@@ -129,14 +131,16 @@ class RuleEnsemble:
         return len(self.feature_names)
 
     @classmethod
-    def from_weights(cls, forest: TreeEnsemble, weights, intercept: float) -> "RuleEnsemble":
-        """Rules for the leaves with nonzero weight (``weights`` indexes the columns of M).
+    def from_weights(cls, forest, weights, intercept: float) -> "RuleEnsemble":
+        """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
+        scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M.
 
         Leaf ``j`` contributes ``weights[j] * forest.leaf_values[j]`` when it fires, so the result
         predicts exactly like ``intercept + M @ weights``. Leaves with identical simplified
         conditions are merged into one rule (contributions summed); rules whose contribution is
         exactly 0 are dropped.
         """
+        forest = as_tree_ensemble(forest)
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (forest.n_leaves,):
             raise ValueError(f"weights must have shape ({forest.n_leaves},) (one per leaf), got "

@@ -1,4 +1,5 @@
-"""Tests of solver.forest: leaf order, routing (NaN included), the mapping matrix, sklearn and JSON."""
+"""Tests of solver.forest, solver.leaf_matrix and solver.sklearn_adapters: leaf order, routing (NaN
+included), the mapping matrix, sklearn and JSON."""
 
 import copy
 import json
@@ -12,27 +13,26 @@ from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
                               GradientBoostingRegressor, RandomForestClassifier,
                               RandomForestRegressor)
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 from sklearn.tree import DecisionTreeRegressor
 
-from solver.forest import (ForestSchemaError, LeafMatrix, Tree, TreeEnsemble, count_antecedents,
-                           leaf_matrix, mapping_matrix)
+from solver import (LeafMatrix, RuleEnsemble, Tree, TreeEnsemble, as_tree_ensemble, count_antecedents,
+                    leaf_matrix, mapping_matrix)
+from solver.forest import ForestSchemaError
 
-DATASETS = Path("/work/shared/datasets")
+DATA = Path(__file__).parent / "data"
 
 
-def load_dataset(name: str, n_rows: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    path = DATASETS / f"{name}.csv.gz"
-    if not path.exists():
-        pytest.skip(f"dataset {path} not available")
-    frame = pd.read_csv(path, nrows=n_rows).select_dtypes("number")
+def load_dataset(file_name: str, n_rows: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    frame = pd.read_csv(DATA / file_name, nrows=n_rows).select_dtypes("number")
     return (frame.iloc[:, :-1].to_numpy(), frame.iloc[:, -1].to_numpy(),
             list(frame.columns[:-1]))
 
 
 @pytest.fixture(scope="module")
 def housing():
-    return load_dataset("california_housing", 2000)
+    return load_dataset("california_housing_3000.csv.gz", 2000)
 
 
 @pytest.fixture(scope="module")
@@ -370,16 +370,51 @@ def test_feature_names_come_from_dataframes(housing):
 
 
 def test_abalone_with_encoded_sex_column():
-    path = DATASETS / "abalone.csv.gz"
-    if not path.exists():
-        pytest.skip("abalone dataset not available")
-    frame = pd.get_dummies(pd.read_csv(path), columns=["Sex"], dtype=float)
+    frame = pd.get_dummies(pd.read_csv(DATA / "abalone.csv.gz"), columns=["Sex"], dtype=float)
     y = frame.pop("rings").to_numpy(float)
     gb = GradientBoostingRegressor(n_estimators=25, max_depth=3, random_state=0).fit(frame, y)
     forest = TreeEnsemble.from_sklearn(gb)
     assert forest.feature_names == list(frame.columns)
     expected = gb.predict(frame)
     np.testing.assert_allclose(forest.predict(frame.to_numpy()), expected, rtol=1e-12)
+
+
+# -- forests as users hold them --------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0),
+    lambda: GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0),
+], ids=["rf", "gb"])
+def test_public_functions_accept_fitted_sklearn_forests(housing, make):
+    X, y, _ = housing
+    est = make().fit(X[:1500], y[:1500])
+    forest = TreeEnsemble.from_sklearn(est)
+    rows = X[1500:]
+    assert as_tree_ensemble(forest) is forest
+    assert as_tree_ensemble(est).to_dict() == forest.to_dict()
+    from_sklearn, from_forest = leaf_matrix(est, rows), leaf_matrix(forest, rows)
+    for name in ("leaves", "values", "offsets"):
+        np.testing.assert_array_equal(getattr(from_sklearn, name), getattr(from_forest, name))
+    from_sklearn, from_forest = mapping_matrix(est, rows), mapping_matrix(forest, rows)
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(from_sklearn, name), getattr(from_forest, name))
+    weights = np.zeros(forest.n_leaves)
+    weights[::7] = np.linspace(-1.0, 1.0, len(weights[::7]))
+    assert (RuleEnsemble.from_weights(est, weights, 0.5).to_dict()
+            == RuleEnsemble.from_weights(forest, weights, 0.5).to_dict())
+
+
+def test_other_forests_are_refused_by_type(housing):
+    X, y, _ = housing
+    labels = (y > np.median(y)).astype(int)
+    with pytest.raises(TypeError, match="expected a TreeEnsemble or a fitted RandomForestRegressor"):
+        leaf_matrix(LinearRegression().fit(X, y), X)
+    with pytest.raises(TypeError, match="unsupported dict"):
+        mapping_matrix(small_tree_dict(), X)
+    with pytest.raises(TypeError, match="classifier"):
+        RuleEnsemble.from_weights(RandomForestClassifier(n_estimators=2).fit(X, labels), [], 0.0)
+    with pytest.raises(NotFittedError):
+        as_tree_ensemble(GradientBoostingRegressor())
 
 
 # -- rejected estimators ---------------------------------------------------------------------

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
-from solver.forest import TreeEnsemble, count_antecedents, leaf_matrix
+from solver import TreeEnsemble, count_antecedents, leaf_matrix
 from solver.rules import RuleEnsemble, RuleSchemaError, format_condition
 
-HOUSING = Path("/work/shared/datasets/california_housing.csv.gz")
+HOUSING = Path(__file__).parent / "data" / "california_housing_3000.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,6 @@ def nan_forest():
 
 @pytest.fixture(scope="module")
 def housing_forest():
-    if not HOUSING.exists():
-        pytest.skip("california_housing dataset not available")
     frame = pd.read_csv(HOUSING, nrows=3000)
     X, y = frame.iloc[:, :-1], frame.iloc[:, -1].to_numpy()
     gb = GradientBoostingRegressor(n_estimators=40, max_depth=3, random_state=0).fit(X[:2000], y[:2000])

@@ -18,8 +18,7 @@ def warm_solver() -> None:
     """Run a tiny path of every kind so the forked work horses inherit compiled kernels."""
     from sklearn.ensemble import RandomForestRegressor
 
-    from solver.forest import TreeEnsemble, leaf_matrix
-    from solver.path import fit_path
+    from solver import TreeEnsemble, fit_path, leaf_matrix
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 3))

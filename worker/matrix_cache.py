@@ -33,7 +33,7 @@ class LeafMatrixCache:
 
     def leaves(self, forest, forest_id: str, dataset_id: str, X: np.ndarray) -> tuple[np.ndarray, bool, float]:
         """(leaf indices (n, T), cache hit, seconds spent)."""
-        from solver.forest import leaf_matrix
+        from solver import leaf_matrix
 
         started = time.perf_counter()
         key = self.key(forest_id, dataset_id)

@@ -155,8 +155,7 @@ def _split(n_rows: int, validation: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_path(job_id: str, attempt: int) -> None:
-    from solver.forest import LeafMatrix
-    from solver.path import fit_path
+    from solver import LeafMatrix, fit_path
 
     with JobRun(job_id, attempt) as run:
         if not run.claimed:

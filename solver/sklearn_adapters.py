@@ -1,0 +1,177 @@
+"""scikit-learn tree models as :class:`TreeEnsemble` and back.
+
+``as_tree_ensemble`` takes a forest as users hold it (a TreeEnsemble or a fitted scikit-learn tree
+regressor); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes every row to
+the same leaf and predicts the same values, bit for bit.
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator, is_classifier
+from sklearn.dummy import DummyRegressor
+from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+from sklearn.tree import BaseDecisionTree, DecisionTreeRegressor, ExtraTreeRegressor
+from sklearn.tree._tree import NODE_DTYPE
+from sklearn.tree._tree import Tree as SklearnTree
+from sklearn.utils.validation import check_is_fitted
+
+from .forest import Tree, TreeEnsemble
+
+SKLEARN_REGRESSORS = (RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
+                      DecisionTreeRegressor, ExtraTreeRegressor)
+_REGRESSOR_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS)
+_LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
+
+
+def as_tree_ensemble(forest) -> TreeEnsemble:
+    """``forest`` itself if it is a TreeEnsemble, else the TreeEnsemble of a fitted scikit-learn
+    RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor, DecisionTreeRegressor or
+    ExtraTreeRegressor (converted on every call: convert once with ``TreeEnsemble.from_sklearn`` to
+    reuse it).
+
+    Raises TypeError for any other object (classifiers included: their trees hold class
+    probabilities, not regression values) and sklearn's NotFittedError for an unfitted estimator.
+    """
+    if isinstance(forest, TreeEnsemble):
+        return forest
+    _require_regressor(forest, TypeError, f"a TreeEnsemble or a fitted {_REGRESSOR_NAMES}")
+    return from_sklearn(forest)
+
+
+def _require_regressor(estimator, error: type[Exception], expected: str) -> None:
+    if isinstance(estimator, SKLEARN_REGRESSORS):
+        return
+    name = type(estimator).__name__
+    if isinstance(estimator, BaseEstimator) and is_classifier(estimator):
+        raise error(f"{name} is a classifier; FIRE extracts rules from regression ensembles: fit a "
+                    "RandomForestRegressor, ExtraTreesRegressor or GradientBoostingRegressor instead")
+    raise error(f"unsupported {name}: expected {expected}")
+
+
+def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | None = None,
+                 max_features: int | None = None) -> TreeEnsemble:
+    """The TreeEnsemble of a fitted single-output RandomForestRegressor, ExtraTreesRegressor,
+    GradientBoostingRegressor, DecisionTreeRegressor or ExtraTreeRegressor.
+
+    No size limits unless given (TreeEnsemble's keyword limits): give them for an estimator
+    unpacked from an untrusted file. Raises ValueError for anything else.
+    """
+    _require_regressor(estimator, ValueError, f"a fitted {_REGRESSOR_NAMES}")
+    check_is_fitted(estimator)
+    name = type(estimator).__name__
+    if getattr(estimator, "n_outputs_", 1) != 1:
+        raise ValueError(f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
+                         "output regression only: fit one model per target")
+    base_score, scale = 0.0, 1.0
+    if isinstance(estimator, BaseDecisionTree):
+        kind, members, tree_weight = "decision_tree", [estimator], 1.0
+    elif isinstance(estimator, GradientBoostingRegressor):
+        kind, members, tree_weight = "gradient_boosting", list(estimator.estimators_[:, 0]), 1.0
+        scale = float(estimator.learning_rate)
+        base_score = _constant_init_prediction(estimator)
+    else:
+        kind = "extra_trees" if isinstance(estimator, ExtraTreesRegressor) else "random_forest"
+        members = list(estimator.estimators_)
+        tree_weight = 1.0 / len(members)
+    names = getattr(estimator, "feature_names_in_", None)
+    return TreeEnsemble([_tree_from_sklearn(member.tree_, scale) for member in members],
+                        n_features=int(estimator.n_features_in_),
+                        feature_names=None if names is None else [str(n) for n in names],
+                        base_score=base_score, tree_weight=tree_weight, kind=kind,
+                        max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
+
+
+def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
+    """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate).
+
+    sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
+    equivalent for every finite float32 input (infinite inputs are rejected).
+    """
+    if sklearn_tree.value.shape[1:] != (1, 1):
+        raise ValueError(f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
+                         "single-output regression trees (one value per node) are supported")
+    threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
+    value = sklearn_tree.value[:, 0, 0]
+    return Tree(children_left=sklearn_tree.children_left,
+                children_right=sklearn_tree.children_right,
+                feature=sklearn_tree.feature,
+                threshold=threshold,
+                value=value * scale if scale != 1.0 else value.copy(),
+                missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
+                n_samples=sklearn_tree.n_node_samples)
+
+
+def _constant_init_prediction(boosting) -> float:
+    """The constant initial prediction of a fitted GradientBoostingRegressor (its base_score)."""
+    init = boosting.init_
+    if isinstance(init, str) and init == "zero":
+        return 0.0
+    if not isinstance(init, DummyRegressor):
+        raise ValueError(f"GradientBoostingRegressor init={init!r} is not a constant prediction; "
+                         "FIRE needs a constant base score: refit with init=None (default), "
+                         "'zero' or a DummyRegressor")
+    probe = np.zeros((1, boosting.n_features_in_))
+    return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
+
+
+def to_sklearn(forest: TreeEnsemble):
+    """A fitted scikit-learn estimator predicting like ``forest``.
+
+    random_forest/extra_trees ensembles with base_score 0 and tree_weight 1/T become
+    RandomForestRegressor/ExtraTreesRegressor, a single decision_tree with base_score 0 and
+    tree_weight 1 a DecisionTreeRegressor; anything else a GradientBoostingRegressor with
+    learning_rate = tree_weight and a constant init (imported boosting models therefore get
+    learning_rate 1, their values already hold the original rate). Impurities are not stored
+    in the schema, so ``feature_importances_`` of the result is meaningless.
+    """
+    p, n_trees = forest.n_features, forest.n_trees
+    averaged = forest.base_score == 0.0 and forest.tree_weight == 1.0 / n_trees
+    if forest.kind in ("random_forest", "extra_trees") and averaged:
+        forest_class, tree_class = ((RandomForestRegressor, DecisionTreeRegressor)
+                                    if forest.kind == "random_forest"
+                                    else (ExtraTreesRegressor, ExtraTreeRegressor))
+        ensemble = forest_class(n_estimators=n_trees)
+        ensemble.estimators_ = [_sklearn_member(forest, t, tree_class) for t in range(n_trees)]
+        ensemble.estimator_ = tree_class()
+        ensemble.n_features_in_ = p
+        ensemble.n_outputs_ = 1
+        return ensemble
+    if forest.kind == "decision_tree" and n_trees == 1 and averaged:
+        return _sklearn_member(forest, 0, DecisionTreeRegressor)
+    boosting = GradientBoostingRegressor(n_estimators=n_trees, learning_rate=forest.tree_weight)
+    boosting.estimators_ = np.empty((n_trees, 1), dtype=object)
+    for t in range(n_trees):
+        boosting.estimators_[t, 0] = _sklearn_member(forest, t, DecisionTreeRegressor)
+    boosting.init_ = DummyRegressor(strategy="constant", constant=forest.base_score).fit(
+        np.zeros((1, p)), np.array([forest.base_score]))
+    boosting._loss = boosting._get_loss(sample_weight=None)
+    boosting.n_trees_per_iteration_ = 1
+    boosting.n_estimators_ = n_trees
+    boosting.n_features_in_ = p
+    boosting.max_features_ = p
+    boosting.train_score_ = np.zeros(n_trees)
+    return boosting
+
+
+def _sklearn_member(forest: TreeEnsemble, t: int, tree_class):
+    """Tree ``t`` of ``forest`` as a fitted ``tree_class`` (DecisionTreeRegressor or ExtraTreeRegressor)."""
+    tree = forest.trees[t]
+    nodes = np.zeros(tree.n_nodes, dtype=NODE_DTYPE)
+    nodes["left_child"] = tree.children_left
+    nodes["right_child"] = tree.children_right
+    nodes["feature"] = tree.feature
+    nodes["threshold"] = tree.threshold
+    if tree.n_samples is not None:
+        nodes["n_node_samples"] = tree.n_samples
+        nodes["weighted_n_node_samples"] = tree.n_samples
+    nodes["missing_go_to_left"] = tree.missing_go_left
+    # a leaf's depth is the number of internal nodes on its path
+    ptr = forest.leaf_ancestors[0][forest.leaf_offsets[t]:forest.leaf_offsets[t + 1] + 1]
+    sklearn_tree = SklearnTree(forest.n_features, np.array([1], dtype=np.intp), 1)
+    sklearn_tree.__setstate__({"max_depth": int(np.diff(ptr).max()), "node_count": tree.n_nodes,
+                               "nodes": nodes, "values": tree.value.reshape(-1, 1, 1).copy()})
+    member = tree_class()
+    member.tree_ = sklearn_tree
+    member.n_features_in_ = forest.n_features
+    member.n_outputs_ = 1
+    member.max_features_ = forest.n_features
+    return member
