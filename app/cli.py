@@ -9,7 +9,7 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from app.core.config import get_settings
-    from app.services.embedded import EmbeddedStack
+    from app.core.embedded import EmbeddedStack
 
     settings = get_settings()
     stack = None

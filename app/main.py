@@ -9,33 +9,33 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import require_api_key
+from app.api.metrics import install_metrics
+from app.api.problems import install_problem_handlers
 from app.api.routes import datasets, forests, health, jobs, models
 from app.core.config import Settings, get_settings
-from app.errors import install_problem_handlers
-from app.metrics import install_metrics
-from app.services.container import Services, build_services
+from app.core.container import Core, build_core
 
 log = logging.getLogger(__name__)
 
 
-def _watchdog(services: Services, stop: threading.Event) -> None:
-    while not stop.wait(services.settings.watchdog_seconds):
+def _watchdog(core: Core, stop: threading.Event) -> None:
+    while not stop.wait(core.settings.watchdog_seconds):
         try:
-            recovered = services.jobs.watch_running()
+            recovered = core.jobs.watch_running()
             if recovered:
                 log.warning("watchdog recovered %d jobs whose worker was lost", recovered)
         except Exception:
             log.exception("watchdog pass failed")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
-    services = build_services(settings)
+def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
+    """The API on ``core`` (built from ``settings``, by default from the environment, where not given)."""
+    core = core or build_core(settings or get_settings())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         stop = threading.Event()
-        watchdog = threading.Thread(target=_watchdog, args=(services, stop), daemon=True, name="fire-watchdog")
+        watchdog = threading.Thread(target=_watchdog, args=(core, stop), daemon=True, name="fire-watchdog")
         watchdog.start()
         yield
         stop.set()
@@ -48,8 +48,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "along a regularization path, promote a step to a model and score with it.",
         lifespan=lifespan,
     )
-    app.state.services = services
-    app.state.metrics_registry = install_metrics(app, services)
+    app.state.core = core
+    app.state.metrics_registry = install_metrics(app, core)
     install_problem_handlers(app)
     protected = [Depends(require_api_key)]
     for router in (datasets.router, forests.router, jobs.router, models.router):

@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: a real Redis, real `fire-rules worker` processes, the API in-process.
+"""Fixtures for the service's integration tests: a real Redis, real `fire-rules worker` processes, the API
+in-process, and the small tables that ship in tests/data.
 
 Every test session writes under its own key prefix and queue name on the Redis at FIRE_TEST_REDIS_URL
 (default redis://127.0.0.1:6379/0) and removes only those keys afterwards.
@@ -19,13 +20,16 @@ from redis import Redis
 from rq import Worker
 
 from app.core.config import Settings
+from app.core.job_documents import TERMINAL
+from app.core.queues import make_queue
 from app.main import create_app
-from app.services.jobs import make_queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATASETS = REPO_ROOT.parent / "shared" / "datasets"
-ABALONE = DATASETS / "abalone.csv.gz"
-TERMINAL = ("succeeded", "failed", "canceled")
+DATA = REPO_ROOT / "tests" / "data"
+ABALONE = DATA / "abalone.csv.gz"  # 4,177 rows; text column Sex; target rings
+KIN8NM = DATA / "kin8nm_2000.csv.gz"  # target y
+ELEVATORS = DATA / "elevators_3000.csv.gz"  # target Goal
+CALIFORNIA = DATA / "california_housing_3000.csv.gz"  # target MedHouseVal
 
 
 def make_settings(**overrides) -> Settings:

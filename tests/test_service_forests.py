@@ -4,11 +4,14 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from service_fixtures import abalone_frame, api  # noqa: F401
-from solver.forest import TreeEnsemble
+from solver import TreeEnsemble
 from test_service_datasets import assert_problem
+
+pytestmark = pytest.mark.integration
 
 
 def fitted_forest(meta: dict, n_estimators: int = 5) -> RandomForestRegressor:
@@ -27,7 +30,7 @@ def test_fire_json_upload_checks_features_and_round_trips(api):
     meta = response.json()
     assert meta["n_trees"] == 5 and meta["feature_names"] == dataset["feature_names"]
     assert response.headers["Location"] == f"/v1/forests/{meta['id']}"
-    stored = api.client.app.state.services.forests.load(meta["id"])
+    stored = api.client.app.state.core.forests.load(meta["id"])
     X = np.asarray(forest.feature_names_in_.size * [0.5])[None, :]
     assert np.allclose(stored.predict(X), forest.predict(pd.DataFrame(X, columns=forest.feature_names_in_)))
     again = api.client.post("/v1/forests", files={"file": ("forest.json", json.dumps(document).encode())})
@@ -40,7 +43,7 @@ def test_forest_with_other_features_is_refused_and_not_stored(api):
     document["feature_names"] = [name.replace("Sex=", "Gender=") for name in document["feature_names"]]
     before = len(api.client.get("/v1/forests").json())
     body = assert_problem(api.client.post(f"/v1/forests?dataset_id={dataset['id']}", json=document),
-                          422, "dataset_id")
+                          422, "query.dataset_id")
     assert any("Sex=F" in error["message"] for error in body["errors"])
     assert any("Gender=F" in error["message"] for error in body["errors"])
     assert len(api.client.get("/v1/forests").json()) == before
@@ -53,7 +56,7 @@ def test_pickles_and_garbage_are_refused(api):
                                    headers={"Content-Type": "application/octet-stream"}), 415)
     assert_problem(api.client.post("/v1/forests", files={"file": ("model.pkl", pickle.dumps(forest))}), 415)
     assert_problem(api.client.post("/v1/forests", json={"format": "fire-forest", "trees": "no"}), 422)
-    assert_problem(api.client.get("/v1/forests/fo_missing"), 404, "path")
+    assert_problem(api.client.get("/v1/forests/fo_missing"), 404, "path.forest_id")
     assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "n_estimators": 0}),
                    422, "n_estimators")
     assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": "ds_missing"}), 404)

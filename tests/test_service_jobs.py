@@ -7,9 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from service_fixtures import DATASETS, abalone_frame, idle_queue, own_queue, stack  # noqa: F401
-from solver.rules import RuleEnsemble
+from service_fixtures import ELEVATORS, KIN8NM, abalone_frame, idle_queue, own_queue, stack  # noqa: F401
+from solver import RuleEnsemble
 from test_service_datasets import assert_problem
+
+pytestmark = pytest.mark.integration
 
 SMALL_FOREST = {"kind": "random_forest", "n_estimators": 50, "max_depth": 3, "max_features": "sqrt"}
 FEATURE_COLUMNS = ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight", "Viscera_weight",
@@ -46,9 +48,10 @@ def test_upload_train_path_promote_predict(stack, abalone):
     client = stack.client
     forest = client.get(f"/v1/forests/{forest_id}").json()
     assert forest["n_trees"] == 50 and forest["feature_names"] == dataset["feature_names"]
+    assert forest["source"]["rows"] == {"validation_fraction": 0.2, "seed": 0}  # trained on the training rows only
 
     job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "fusion_ratio": 1.0,
-                         "n_lambdas": 30, "max_rules": 15, "validation": {"fraction": 0.25, "seed": 3}})
+                         "n_lambdas": 30, "max_rules": 15, "validation": {"fraction": 0.2, "seed": 0}})
     polled = client.get(f"/v1/jobs/{job['id']}")
     assert polled.headers.get("Retry-After") or polled.json()["status"] == "succeeded"
     done = stack.wait_for(job["id"], ("succeeded",))
@@ -56,7 +59,7 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert done["progress"]["step"] == done["summary"]["n_steps"] and done["progress"]["phase"] == "done"
 
     result = client.get(f"/v1/jobs/{job['id']}/result").json()
-    assert result["n_val"] == round(4177 * 0.25) and result["n_train"] == 4177 - result["n_val"]
+    assert result["n_val"] == round(4177 * 0.2) and result["n_train"] == 4177 - result["n_val"]
     assert all(step["val_loss"] is not None and step["val_loss"] > 0 for step in result["steps"])
     selected = result["steps"][result["selected"]]
     assert selected["n_rules"] <= 15
@@ -145,7 +148,7 @@ def test_grid_fans_out_and_picks_the_best_cell(stack, abalone):
     done = stack.wait_for(parent["id"], ("succeeded",), timeout=120)
     result = stack.client.get(f"/v1/jobs/{parent['id']}/result").json()
     assert len(result["grid"]) == 4 and all(row["status"] == "succeeded" for row in result["grid"])
-    best = min(result["grid"], key=lambda row: row["val_loss"])
+    best = min(result["grid"], key=lambda row: row["summary"]["val_loss"])
     assert result["best_cell_id"] == best["job_id"] == done["summary"]["best_cell_id"]
     rules = stack.client.get(f"/v1/jobs/{parent['id']}/steps/{result['selected']}/rules")
     assert rules.status_code == 200
@@ -198,7 +201,7 @@ def test_cancel_queued_jobs_and_grids(idle_queue, abalone):
         canceled = idle_queue.client.post(f"/v1/jobs/{job['id']}/cancel")
         assert canceled.status_code == 202 and canceled.json()["status"] == "canceled"
     assert all(idle_queue.client.get(f"/v1/jobs/{cell}").json()["status"] == "canceled" for cell in grid["cells"])
-    assert idle_queue.client.app.state.services.jobs.queue.count == 0
+    assert idle_queue.client.app.state.core.jobs.queue.count == 0
 
 
 def test_readiness_needs_redis_and_a_worker(stack, idle_queue):
@@ -209,7 +212,7 @@ def test_readiness_needs_redis_and_a_worker(stack, idle_queue):
 
 def test_bad_job_requests(stack, abalone):
     dataset, forest_id = abalone
-    other = stack.upload_dataset(DATASETS / "kin8nm.csv.gz", target="y", rows=200)
+    other = stack.upload_dataset(KIN8NM, target="y", rows=200)
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": other["id"], "forest_id": forest_id}),
                    422, "forest_id")
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
@@ -217,9 +220,25 @@ def test_bad_job_requests(stack, abalone):
                    422, "validation.dataset_id")
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": "ds_nope", "forest_id": forest_id}), 404)
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
-                                                       "lambda_f": 1, "fusion_ratio": 1}), 422)
-    assert_problem(stack.client.get("/v1/jobs/job_nope/result"), 404)
-    assert_problem(stack.client.post("/v1/jobs/job_nope/cancel"), 404)
+                                                       "lambda_f": 1, "fusion_ratio": 1}), 422, "body.lambda_f")
+    assert_problem(stack.client.get("/v1/jobs/job_nope/result"), 404, "path.job_id")
+    assert_problem(stack.client.post("/v1/jobs/job_nope/cancel"), 404, "path.job_id")
+    assert_problem(stack.client.post("/v1/models", json={"job_id": "job_nope", "name": "m"}), 404, "body.job_id")
+
+
+def test_a_forest_trained_on_the_validation_rows_is_refused(stack, abalone):
+    dataset, forest_id = abalone  # trained on the training side of the default split (0.2, seed 0)
+    for validation in ({"fraction": 0.25, "seed": 3}, {"fraction": 0.2, "seed": 1}, {"dataset_id": dataset["id"]}):
+        body = assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
+                                                                  "validation": validation}), 422)
+        assert body["errors"][0]["field"] in ("body.forest_id", "body.validation.dataset_id"), body
+    body = assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
+                                                              "validation": {"fraction": 0.3}}), 422, "body.forest_id")
+    assert "validation split" in body["errors"][0]["fix"]
+    everything = train_forest(stack, dataset["id"], validation={"fraction": 0})
+    assert stack.client.get(f"/v1/forests/{everything}").json()["source"]["rows"]["validation_fraction"] == 0
+    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": everything}),
+                   422, "body.forest_id")
 
 
 def slow_job(dataset_id: str, forest_id: str) -> dict:
@@ -230,7 +249,7 @@ def slow_job(dataset_id: str, forest_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def large_forest(stack):
-    dataset = stack.upload_dataset(DATASETS / "elevators.csv.gz", target="Goal")
+    dataset = stack.upload_dataset(ELEVATORS, target="Goal")
     return dataset, train_forest(stack, dataset["id"], n_estimators=200, max_depth=6)
 
 

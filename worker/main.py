@@ -6,28 +6,25 @@ from rq import Worker
 from rq.serializers import JSONSerializer
 
 from app.core.config import Settings
-from app.services.job_records import JobRecords
-from app.services.jobs import TASKS, make_queue
-from app.services.redis_conn import data_redis
+from app.core.connections import data_redis
+from app.core.queues import TASKS, make_queue
+from app.core.records import JobRecords
 from worker import tasks
 
 log = logging.getLogger(__name__)
 
 
 def warm_solver() -> None:
-    """Run a tiny path of every kind so the forked work horses inherit compiled kernels."""
-    from sklearn.ensemble import RandomForestRegressor
-
-    from solver import TreeEnsemble, fit_path, leaf_matrix
+    """Fit a tiny path of every kind so the forked work horses inherit compiled kernels."""
+    from solver.fitting import fit_rules
+    from solver.spec import ForestSpec, PathSpec
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=64)
-    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=3, max_depth=2, random_state=0).fit(X, y))
-    matrix = leaf_matrix(forest, X)
-    for penalty, fusion_ratio in (("l1", None), ("mcp", None), ("mcp", 1.0), ("l1", 1.0)):
-        fit_path(matrix, y, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3, val_matrix=matrix, y_val=y,
-                 leaf_ancestors=forest.leaf_ancestors)
+    forest = ForestSpec(n_estimators=3, max_depth=2, max_features=None)
+    for penalty, fusion_ratio in (("l1", 0.0), ("mcp", 0.0), ("mcp", 1.0), ("l1", 1.0)):
+        fit_rules(X, y, PathSpec(penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest)
 
 
 class FireWorker(Worker):
@@ -51,7 +48,7 @@ class FireWorker(Worker):
 
 def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: bool = False) -> bool:
     warm_solver()
-    tasks.services()  # import the job module and open its stores once, not in every forked horse
+    tasks.core()  # import the job module and open its stores once, not in every forked horse
     redis = data_redis(settings)
     queues = [make_queue(name, redis) for name in (queue_names or [settings.queue_name])]
     worker = FireWorker(queues, connection=redis, serializer=JSONSerializer, records=JobRecords(settings, redis),

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from solver.encoding import CATEGORICAL_POLICIES, DEFAULT_MAX_CATEGORIES
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FIRE_", env_file=".env", extra="ignore")
@@ -23,8 +25,8 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Accepted X-API-Key values (comma separated). Empty: no auth."
     )
-    categorical: Literal["onehot", "reject"] = "onehot"
-    max_categories: int = Field(64, description="A text column with more distinct values is refused.")
+    categorical: Literal[CATEGORICAL_POLICIES] = "onehot"
+    max_categories: int = Field(DEFAULT_MAX_CATEGORIES, description="A text column with more distinct values is refused.")
     cache_ttl_seconds: int = 24 * 3600
     embedded_workers: int = 2
     job_timeout: int = Field(3600, description="Seconds a job may run before the path stops at its deadline.")

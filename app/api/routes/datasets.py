@@ -2,9 +2,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.deps import ServicesDep
-from app.schemas import Resource
-from app.services.uploads import receive_upload
+from app.api.deps import CoreDep
+from app.api.problems import ProblemError
+from app.api.uploads import receive_upload
+from app.core.datasets import DatasetInfo
+from app.core.errors import FieldFault
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -19,25 +21,28 @@ _UPLOAD_BODY = {
     }, "description": "CSV (gzipped too), Parquet or JSON records; raw body or multipart"}}
 
 
-@router.post("", status_code=201, response_model=Resource, openapi_extra=_UPLOAD_BODY,
+@router.post("", status_code=201, response_model=DatasetInfo, openapi_extra=_UPLOAD_BODY,
              summary="Upload a table; its content hash is the id")
-async def upload_dataset(request: Request, response: Response, services: ServicesDep,
+async def upload_dataset(request: Request, response: Response, core: CoreDep,
                          target: Annotated[str | None, Query(description="the target column")] = None,
                          format: Annotated[str | None, Query(description="csv, parquet or json")] = None):
-    upload = await receive_upload(request, services.settings.max_upload_bytes)
-    meta, created = services.datasets.create(
-        upload.data, target=target or upload.fields.get("target"), content_type=upload.content_type,
-        filename=upload.filename, declared_format=format or upload.fields.get("format"))
+    upload = await receive_upload(request, core.settings.max_upload_bytes)
+    target = target or upload.fields.get("target")
+    if not target:
+        raise ProblemError(422, "Name the target column.", [FieldFault(
+            "query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")])
+    info, created = core.datasets.create(upload.data, target=target, content_type=upload.content_type,
+                                         filename=upload.filename, declared_format=format or upload.fields.get("format"))
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"/v1/datasets/{meta['id']}"
-    return meta
+    response.headers["Location"] = f"/v1/datasets/{info.id}"
+    return info
 
 
-@router.get("", summary="Datasets, newest first")
-def list_datasets(services: ServicesDep) -> list[dict]:
-    return services.datasets.list()
+@router.get("", response_model=list[DatasetInfo], summary="Datasets, newest first")
+def list_datasets(core: CoreDep):
+    return core.datasets.list()
 
 
-@router.get("/{dataset_id}", response_model=Resource, summary="Schema, encoding and size of a dataset")
-def get_dataset(dataset_id: str, services: ServicesDep):
-    return services.datasets.get(dataset_id)
+@router.get("/{dataset_id}", response_model=DatasetInfo, summary="Schema, encoding and size of a dataset")
+def get_dataset(dataset_id: str, core: CoreDep):
+    return core.datasets.get(dataset_id)

@@ -2,10 +2,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from app.api.deps import ServicesDep
-from app.api.views import job_view
-from app.schemas import Resource, TrainForestRequest
-from app.services.uploads import receive_upload
+from app.api.deps import CoreDep
+from app.api.schemas import JobView, TrainForestRequest
+from app.api.uploads import receive_upload
+from app.core.forests import ForestInfo
 
 router = APIRouter(prefix="/v1/forests", tags=["forests"])
 
@@ -19,38 +19,41 @@ _UPLOAD_BODY = {"requestBody": {"content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
     "multipart/form-data": {"schema": {"type": "object", "properties": {
         "file": {"type": "string", "format": "binary"}}}},
-}, "description": "fire JSON, XGBoost JSON, LightGBM dump_model() JSON or .skops; pickles are refused (415)"}}
+}, "description": "fire JSON, XGBoost JSON, LightGBM dump_model() JSON or .skops; pickles are refused (415). "
+                  "Which rows an uploaded forest learned from is unknown here: keep its training rows out of the "
+                  "validation rows of the jobs that use it."}}
 
 
-@router.post("", status_code=201, response_model=Resource, openapi_extra=_UPLOAD_BODY,
+@router.post("", status_code=201, response_model=ForestInfo, openapi_extra=_UPLOAD_BODY,
              summary="Upload a forest in a safe format")
-async def upload_forest(request: Request, response: Response, services: ServicesDep,
+async def upload_forest(request: Request, response: Response, core: CoreDep,
                         format: Annotated[str | None, Query(
                             description="fire-json, xgboost-json, lightgbm-json or skops")] = None,
                         dataset_id: Annotated[str | None, Query(
                             description="check the forest's features against this dataset")] = None):
-    upload = await receive_upload(request, services.settings.max_upload_bytes)
-    dataset = services.datasets.get(dataset_id) if dataset_id else None
-    meta, created = services.forests.upload(upload.data, upload.filename, format or upload.fields.get("format"),
-                                            dataset)
+    upload = await receive_upload(request, core.settings.max_upload_bytes)
+    dataset = core.datasets.get(dataset_id) if dataset_id else None
+    info, created = core.forests.upload(upload.data, upload.filename, format or upload.fields.get("format"), dataset)
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"/v1/forests/{meta['id']}"
-    return meta
+    response.headers["Location"] = f"/v1/forests/{info.id}"
+    return info
 
 
-@router.post("/train", status_code=202, summary="Train a forest from a dataset on a worker")
-def train_forest(body: TrainForestRequest, response: Response, services: ServicesDep,
-                 idempotency_key: Annotated[str | None, Header()] = None) -> dict:
-    record = services.jobs.submit_training(body, idempotency_key)
-    response.headers["Location"] = f"/v1/jobs/{record['id']}"
-    return job_view(record)
+@router.post("/train", status_code=202, response_model=JobView,
+             summary="Train a forest on the training rows of a dataset, on a worker")
+def train_forest(body: TrainForestRequest, response: Response, core: CoreDep,
+                 idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
+    record = core.jobs.submit_training(body.dataset_id, body.forest_spec(), body.validation.training_rows(),
+                                       idempotency_key)
+    response.headers["Location"] = f"/v1/jobs/{record.id}"
+    return JobView.of(record)
 
 
-@router.get("", summary="Forests, newest first")
-def list_forests(services: ServicesDep) -> list[dict]:
-    return services.forests.list()
+@router.get("", response_model=list[ForestInfo], summary="Forests, newest first")
+def list_forests(core: CoreDep):
+    return core.forests.list()
 
 
-@router.get("/{forest_id}", response_model=Resource, summary="Size and features of a forest")
-def get_forest(forest_id: str, services: ServicesDep):
-    return services.forests.get(forest_id)
+@router.get("/{forest_id}", response_model=ForestInfo, summary="Size, features and provenance of a forest")
+def get_forest(forest_id: str, core: CoreDep):
+    return core.forests.get(forest_id)

@@ -2,31 +2,34 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rq import Worker
 
-from app.api.deps import ServicesDep
-from app.errors import ProblemError, field_error
+from app.api.deps import CoreDep
+from app.api.problems import ProblemError
+from app.api.schemas import Health, Readiness
+from app.core.errors import FieldFault
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="The process is up")
-def healthz() -> dict:
-    return {"status": "ok"}
+@router.get("/healthz", response_model=Health, summary="The process is up")
+def healthz():
+    return Health()
 
 
-@router.get("/readyz", summary="Redis answers and at least one worker listens to the queue")
-def readyz(services: ServicesDep) -> dict:
+@router.get("/readyz", response_model=Readiness, summary="Redis answers and at least one worker listens to the queue")
+def readyz(core: CoreDep):
     try:
-        services.redis.ping()
+        core.redis.ping()
     except Exception as exc:
         raise ProblemError(503, f"Redis does not answer: {exc}",
-                           [field_error("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")]) from exc
-    workers = Worker.all(queue=services.jobs.queue)
+                           [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")]) from exc
+    workers = Worker.all(queue=core.jobs.queue)
     if not workers:
         raise ProblemError(503, "No worker listens to the queue.",
-                           [field_error("workers", "none alive", "start `fire-rules worker` pointing at this Redis")])
-    return {"status": "ready", "workers": len(workers), "queued": services.jobs.queue.count}
+                           [FieldFault("workers", "none alive", "start `fire-rules worker` pointing at this Redis")])
+    return Readiness(workers=len(workers), queued=core.jobs.queue.count)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, summary="Prometheus metrics (text exposition format)",
+            responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

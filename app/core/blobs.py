@@ -1,17 +1,50 @@
-"""Artifact bytes in Redis: zstd-compressed, split into chunks below the value-size limit.
+"""Artifact bytes in Redis: zstd-compressed, split into chunks below the value-size limit; the stored
+documents' base model and their JSON helpers.
 
 Layout: `{key}` holds a small JSON header (chunk count, sizes), `{key}:{i}` the chunks. A reader
 sees either a complete artifact or none: the header is written last, in the same transaction.
 """
+import hashlib
 import io
 import json
+from functools import lru_cache
 
 import numpy as np
 import zstandard
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis import Redis
 
 _compressor = zstandard.ZstdCompressor(level=3)
 _decompressor = zstandard.ZstdDecompressor()
+
+
+@lru_cache(maxsize=None)
+def _adapter(model) -> TypeAdapter:
+    return TypeAdapter(model)
+
+
+class Document(BaseModel):
+    """A stored document: one model for its writer and its readers; unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def jsonable(value):
+    """JSON-ready copy of a structure holding numpy arrays and scalars."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def canonical_hash(value) -> str:
+    """Hash of a JSON value that does not depend on key order (ids of artifacts, request fingerprints)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
 class BlobStore:
@@ -63,10 +96,21 @@ class BlobStore:
         data = self.get(key)
         return None if data is None else json.loads(data)
 
-    def newest_json(self, index_key: str, key_of, limit: int) -> list:
-        """The JSON documents indexed (by creation time) in a sorted set, newest first."""
+    def put_document(self, key: str, document: BaseModel, ttl: int | None = None) -> None:
+        self.put(key, document.model_dump_json().encode(), ttl)
+
+    def get_document(self, key: str, model):
+        """The document under ``key`` read as ``model`` (a pydantic model or any type pydantic reads), or None."""
+        data = self.get(key)
+        return None if data is None else _adapter(model).validate_json(data)
+
+    def index(self, index_key: str, member: str, created_at: float) -> None:
+        self.redis.zadd(index_key, {member: created_at})
+
+    def newest_documents(self, index_key: str, key_of, model, limit: int) -> list:
+        """The documents indexed (by creation time) in a sorted set, newest first."""
         ids = [member.decode() for member in self.redis.zrevrange(index_key, 0, limit - 1)]
-        return [doc for doc in (self.get_json(key_of(i)) for i in ids) if doc is not None]
+        return [doc for doc in (self.get_document(key_of(i), model) for i in ids) if doc is not None]
 
     def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
         buffer = io.BytesIO()

@@ -2,18 +2,16 @@
 
 A transition applies only while the job is in one of the allowed statuses (and, for a worker,
 still on the attempt it runs), so a canceled job or a retried attempt is never overwritten by a
-worker that learns about it late.
+worker that learns about it late. A record is read and written as :class:`JobRecord`.
 """
 import json
 import time
 
+from pydantic_core import to_jsonable_python
 from redis import Redis
 
 from app.core.config import Settings
-
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = "queued", "running", "succeeded", "failed", "canceled"
-ACTIVE = (QUEUED, RUNNING)
-TERMINAL = (SUCCEEDED, FAILED, CANCELED)
+from app.core.job_documents import JobRecord
 
 _TRANSITION = """
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -34,7 +32,11 @@ return 1
 
 
 def _encode(value) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return json.dumps(to_jsonable_python(value), separators=(",", ":"))
+
+
+def _decode(raw: dict[bytes, bytes]) -> JobRecord | None:
+    return JobRecord.model_validate({k.decode(): json.loads(v) for k, v in raw.items()}) if raw else None
 
 
 class JobRecords:
@@ -54,34 +56,31 @@ class JobRecords:
     def cancel_key(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}:cancel"
 
-    def result_key(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:result"
-
-    def coefs_key(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:coefs"
-
-    def create(self, record: dict) -> None:
+    def create(self, record: JobRecord) -> None:
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key(record["id"]), mapping={k: _encode(v) for k, v in record.items()})
-            pipe.expire(self.key(record["id"]), self.settings.result_ttl_seconds)
-            pipe.zadd(self.index_key, {record["id"]: record["created_at"]})
+            pipe.hset(self.key(record.id), mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
+            pipe.expire(self.key(record.id), self.settings.result_ttl_seconds)
+            pipe.zadd(self.index_key, {record.id: record.created_at})
             pipe.execute()
 
-    def get(self, job_id: str) -> dict | None:
-        raw = self.redis.hgetall(self.key(job_id))
-        return {k.decode(): json.loads(v) for k, v in raw.items()} if raw else None
+    def get(self, job_id: str) -> JobRecord | None:
+        return _decode(self.redis.hgetall(self.key(job_id)))
 
-    def get_many(self, job_ids: list[str]) -> list[dict | None]:
+    def get_many(self, job_ids: list[str]) -> list[JobRecord | None]:
         with self.redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
                 pipe.hgetall(self.key(job_id))
             raws = pipe.execute()
-        return [{k.decode(): json.loads(v) for k, v in raw.items()} if raw else None for raw in raws]
+        return [_decode(raw) for raw in raws]
 
     def recent_ids(self, limit: int = 100) -> list[str]:
         return [i.decode() for i in self.redis.zrevrange(self.index_key, 0, limit - 1)]
 
     def transition(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
+        """Set ``fields`` (JobRecord fields) if the job is in an ``allowed`` status (and on ``on_attempt``)."""
+        unknown = set(fields) - set(JobRecord.model_fields)
+        if unknown:
+            raise TypeError(f"not job record fields: {sorted(unknown)}")
         args = [len(allowed), *(_encode(s) for s in allowed), "" if on_attempt is None else _encode(on_attempt)]
         for name, value in fields.items():
             args += [name, _encode(value)]

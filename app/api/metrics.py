@@ -1,46 +1,41 @@
 """Prometheus figures: HTTP traffic, jobs by status, matrix-cache hits (counted in Redis by the workers)."""
 import time
+from collections import Counter as Tally
+from typing import get_args
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-CACHE_HITS_FIELD, CACHE_MISSES_FIELD = "cache_hits", "cache_misses"
-
-
-def stats_key(key_prefix: str) -> str:
-    return f"{key_prefix}stats"
+from app.core.container import Core
+from app.core.job_documents import Status
 
 
 class ServiceCollector:
     """Read at scrape time from Redis, so the figures cover every API and worker process."""
 
-    def __init__(self, services):
-        self.services = services
+    def __init__(self, core: Core):
+        self.core = core
 
     def collect(self):
         jobs = GaugeMetricFamily("fire_jobs", "Recent jobs (last 1000) by status", labels=["status"])
-        counts: dict[str, int] = {}
-        records = self.services.records
-        for record in records.get_many(records.recent_ids(1000)):
-            if record is not None:
-                counts[record["status"]] = counts.get(record["status"], 0) + 1
-        for status in ("queued", "running", "succeeded", "failed", "canceled"):
-            jobs.add_metric([status], counts.get(status, 0))
+        records = self.core.records
+        counts = Tally(record.status for record in records.get_many(records.recent_ids(1000)) if record is not None)
+        for status in get_args(Status):
+            jobs.add_metric([status], counts[status])
         yield jobs
-        stats = self.services.redis.hgetall(stats_key(self.services.settings.key_prefix))
         cache = CounterMetricFamily("fire_matrix_cache", "Leaf-matrix cache lookups", labels=["result"])
-        cache.add_metric(["hit"], int(stats.get(CACHE_HITS_FIELD.encode(), 0)))
-        cache.add_metric(["miss"], int(stats.get(CACHE_MISSES_FIELD.encode(), 0)))
+        for result, count in self.core.leaf_cache.counts().items():
+            cache.add_metric([result], count)
         yield cache
 
 
-def install_metrics(app: FastAPI, services) -> CollectorRegistry:
+def install_metrics(app: FastAPI, core: Core) -> CollectorRegistry:
     registry = CollectorRegistry()
     requests = Counter("fire_http_requests", "HTTP requests", ["method", "route", "status"], registry=registry)
     latency = Histogram("fire_http_request_seconds", "HTTP request latency", ["method", "route"],
                         registry=registry, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10))
-    registry.register(ServiceCollector(services))
+    registry.register(ServiceCollector(core))
 
     app.add_middleware(HttpMetricsMiddleware, requests=requests, latency=latency)
     return registry

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from python_multipart.multipart import create_form_parser
 from starlette.requests import Request
 
-from app.errors import ProblemError, field_error
+from app.api.problems import ProblemError
+from app.core.errors import FieldFault, Invalid, TooLarge
 
 
 @dataclass
@@ -19,9 +20,9 @@ class Upload:
     fields: dict[str, str] = field(default_factory=dict)
 
 
-def _too_large(limit: int) -> ProblemError:
-    return ProblemError(413, f"The upload is larger than the limit of {limit} bytes.",
-                        [field_error("body", "too large", "send a smaller file or raise FIRE_MAX_UPLOAD_BYTES")])
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge(f"The upload is larger than the limit of {limit} bytes.",
+                    [FieldFault("file", "too large", "send a smaller file or raise FIRE_MAX_UPLOAD_BYTES")])
 
 
 async def receive_upload(request: Request, limit: int) -> Upload:
@@ -57,14 +58,14 @@ async def _receive_multipart(request: Request, content_type: str, limit: int) ->
                 raise _too_large(limit)
             parser.write(chunk)
         parser.finalize()
-    except ProblemError:
+    except TooLarge:
         raise
     except Exception as exc:
         raise ProblemError(400, f"The multipart body could not be parsed: {exc}",
-                           [field_error("body", "malformed multipart", "send one file part named 'file'")]) from exc
+                           [FieldFault("body", "malformed multipart", "send one file part named 'file'")]) from exc
     if len(files) != 1:
-        raise ProblemError(422, f"Expected exactly one file part, got {len(files)}.",
-                           [field_error("file", "one file part required", "attach the file as form field 'file'")])
+        raise Invalid(f"Expected exactly one file part, got {len(files)}.",
+                      [FieldFault("file", "one file part required", "attach the file as form field 'file'")])
     upload = files[0]
     upload.file_object.seek(0)
     filename = upload.file_name.decode(errors="replace") if upload.file_name else None

@@ -1,0 +1,304 @@
+"""Request and response bodies at the edge of the API (pydantic), with OpenAPI examples.
+
+The path and forest settings take their defaults, descriptions and checks from the library's ``PathSpec``
+and ``ForestSpec``: a body is valid exactly when the spec it becomes is (a ``SpecError`` is reported at the
+field it names). Only the service's own limits (sizes a worker should not be asked for) are written here.
+"""
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from app.core.errors import FieldFault, Invalid
+from app.core.forests import TrainingRows
+from app.core.job_documents import Grid, JobState
+from app.core.jobs import PathSubmission
+from solver.path import PathStep
+from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES, ForestSpec,
+                         PathSpec, SpecError)
+
+PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
+FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
+# The API's place for PathSpec's split settings: a body's `validation` holds the fraction and the seed.
+VALIDATION_FIELDS = {"validation_fraction": ("validation", "fraction"), "random_state": ("validation", "seed")}
+MAX_TREES, MAX_DEPTH, MAX_LAMBDAS, MAX_GRID_CELLS = 5000, 20, 1000, 64  # service limits
+EXAMPLE_DATASET_ID, EXAMPLE_FOREST_ID = "ds_0123456789abcdef0123456789abcdef", "fo_0123456789abcdef0123456789abcdef"
+
+
+def path_setting(name: str, **limits):
+    return Field(PATH_DEFAULTS[name], description=PATH_DOCS[name], **limits)
+
+
+def forest_setting(name: str, **limits):
+    return Field(FOREST_DEFAULTS[name], description=FOREST_DOCS[name], **limits)
+
+
+def body_error(model: BaseModel, loc: tuple[str, ...], message: str) -> ValidationError:
+    """A validation error of ``model`` at ``loc`` (reported like any field error)."""
+    value = model
+    for part in loc:
+        value = getattr(value, part, None)
+    return ValidationError.from_exception_data(type(model).__name__, [InitErrorDetails(
+        type=PydanticCustomError("invalid_setting", "{message}", {"message": message}), loc=loc, input=value)])
+
+
+class StrictBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TrainingParams(StrictBody):
+    """A forest's recipe: ForestSpec's settings."""
+
+    kind: Literal[FOREST_KINDS] = forest_setting("kind")
+    n_estimators: int = forest_setting("n_estimators", le=MAX_TREES)
+    max_depth: int = forest_setting("max_depth", le=MAX_DEPTH)
+    max_features: float | int | Literal[MAX_FEATURES_NAMES] | None = forest_setting("max_features")
+    learning_rate: float = forest_setting("learning_rate")
+    random_state: int = forest_setting("random_state")
+
+    def forest_spec(self) -> ForestSpec:
+        return ForestSpec.from_dict({name: getattr(self, name) for name in FOREST_DEFAULTS})
+
+    @model_validator(mode="after")
+    def check_with_forest_spec(self):
+        try:
+            self.forest_spec()
+        except SpecError as error:
+            raise body_error(self, (error.field,), error.detail) from error
+        return self
+
+
+class ValidationSpec(StrictBody):
+    """Where the rows that choose the step come from: another dataset, or a holdout of the training dataset."""
+
+    dataset_id: str | None = Field(None, description="validation rows from this dataset (same columns); the "
+                                                     "forest may then learn from every training row")
+    fraction: float = path_setting("validation_fraction")
+    seed: int = path_setting("random_state")
+
+    def split(self) -> PathSpec:
+        return PathSpec(validation_fraction=self.fraction, random_state=self.seed)
+
+    def training_rows(self) -> TrainingRows:
+        return TrainingRows.for_path(self.split(), self.dataset_id)
+
+    @model_validator(mode="after")
+    def check_with_path_spec(self):
+        try:
+            self.split()
+        except SpecError as error:
+            raise body_error(self, VALIDATION_FIELDS[error.field][1:], error.detail) from error
+        return self
+
+
+class TrainForestRequest(TrainingParams):
+    dataset_id: str
+    validation: ValidationSpec = Field(ValidationSpec(), description=(
+        "the split later path jobs will use: the forest learns from its training rows only"))
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"dataset_id": EXAMPLE_DATASET_ID, "kind": "random_forest", "n_estimators": 100, "max_depth": 3,
+         "max_features": "sqrt", "random_state": 0, "validation": {"fraction": 0.2, "seed": 0}}]})
+
+
+class PathJobRequest(StrictBody):
+    dataset_id: str
+    forest_id: str | None = Field(None, description="an uploaded or trained forest; or give `forest`")
+    forest: TrainingParams | None = Field(None, description="train a forest (on the training rows) for this job; "
+                                                            "or give `forest_id`")
+    validation: ValidationSpec = ValidationSpec()
+    penalty: Literal[PENALTIES] = path_setting("penalty")
+    gamma: float = path_setting("gamma")
+    mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
+    lambda_f: float | None = path_setting("lambda_f")
+    fusion_ratio: float | None = path_setting("fusion_ratio")
+    lambdas: list[float] | None = path_setting("lambdas", max_length=MAX_LAMBDAS)
+    n_lambdas: int = path_setting("n_lambdas", le=MAX_LAMBDAS)
+    lambda_min_ratio: float = path_setting("lambda_min_ratio")
+    max_rules: int | None = path_setting("max_rules")
+    tol: float = path_setting("tol")
+    max_iter: int = path_setting("max_iter")
+    block_selection: Literal[BLOCK_SELECTIONS] = path_setting("block_selection")
+    inner_iters: int = path_setting("inner_iters")
+    grid: Grid | None = Field(None, description=f"one job per gamma x fusion_ratio cell (at most {MAX_GRID_CELLS}); "
+                                                "the best cell's selected step is kept")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"dataset_id": EXAMPLE_DATASET_ID,
+         "forest": {"kind": "random_forest", "n_estimators": 100, "max_depth": 3, "max_features": "sqrt"},
+         "validation": {"fraction": 0.2, "seed": 0}, "penalty": "mcp", "gamma": 1.1, "fusion_ratio": 1.0,
+         "n_lambdas": 50, "max_rules": 15},
+        {"dataset_id": EXAMPLE_DATASET_ID, "forest_id": EXAMPLE_FOREST_ID,
+         "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 0.5, 1.0]}, "max_rules": 15}]})
+
+    def path_spec(self) -> PathSpec:
+        settings = {name: getattr(self, name) for name in PATH_DEFAULTS if name not in VALIDATION_FIELDS}
+        return self.validation.split().replace(**settings)
+
+    def submission(self) -> PathSubmission:
+        return PathSubmission(dataset_id=self.dataset_id, forest_id=self.forest_id,
+                              forest=self.forest.forest_spec() if self.forest else None,
+                              validation_dataset_id=self.validation.dataset_id, path=self.path_spec(), grid=self.grid)
+
+    @model_validator(mode="after")
+    def check_choices(self):
+        if (self.forest_id is None) == (self.forest is None):
+            raise body_error(self, ("forest_id",), "give exactly one of forest_id (an existing forest) and forest "
+                                                   "(training parameters)")
+        try:
+            spec = self.path_spec()
+        except SpecError as error:
+            raise body_error(self, VALIDATION_FIELDS.get(error.field, (error.field,)), error.detail) from error
+        if self.grid is not None:
+            self._check_grid(spec)
+        return self
+
+    def _check_grid(self, spec: PathSpec) -> None:
+        if self.lambda_f is not None:
+            raise body_error(self, ("lambda_f",), "a grid sets fusion_ratio per cell: drop lambda_f")
+        if len(self.grid.gamma) * len(self.grid.fusion_ratio) > MAX_GRID_CELLS:
+            raise body_error(self, ("grid",), f"at most {MAX_GRID_CELLS} grid cells")
+        for name in ("gamma", "fusion_ratio"):
+            for value in getattr(self.grid, name):
+                try:
+                    spec.replace(**{name: value})
+                except SpecError as error:
+                    raise body_error(self, ("grid", name), error.detail) from error
+
+
+class PromoteRequest(StrictBody):
+    job_id: str
+    step: int | None = Field(None, ge=0, description="path step to promote; default: the selected step")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str | None = Field(None, max_length=2000)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"job_id": "job_0123456789abcdef01234567", "name": "abalone-rings"}]})
+
+
+class DataframeSplit(BaseModel):
+    columns: list[str]
+    data: list[list[Any]]
+    index: list[Any] | None = None
+
+
+class ScoringTable(BaseModel):
+    columns: dict[str, list[Any]]
+    n_rows: int
+    location: str = Field(description="the body field holding the rows, for faults")
+
+
+class PredictRequest(StrictBody):
+    """MLflow scoring-server body: exactly one of the four fields, in the dataset's original columns."""
+
+    dataframe_split: DataframeSplit | None = None
+    dataframe_records: list[dict[str, Any]] | None = None
+    instances: list[Any] | None = None
+    inputs: list[Any] | dict[str, list[Any]] | None = None
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"dataframe_split": {"columns": ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight",
+                                         "Viscera_weight", "Shell_weight"],
+                             "data": [["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15]]}},
+        {"dataframe_records": [{"Sex": "F", "Length": 0.53, "Diameter": 0.42, "Height": 0.135,
+                                "Whole_weight": 0.677, "Shucked_weight": 0.2565, "Viscera_weight": 0.1415,
+                                "Shell_weight": 0.21}]}]})
+
+    @model_validator(mode="after")
+    def check_exactly_one(self):
+        given = [name for name in ("dataframe_split", "dataframe_records", "instances", "inputs")
+                 if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of dataframe_split, dataframe_records, instances, inputs "
+                             f"(got {given or 'none'})")
+        return self
+
+    def table(self, column_names: list[str]) -> tuple[dict, int, str]:
+        """(column -> values, n_rows, body field holding the rows) of whichever of the four shapes was sent."""
+        if self.dataframe_split is not None:
+            split = self.dataframe_split
+            return *_columns_from_rows(split.columns, split.data, "dataframe_split.data"), "dataframe_split.columns"
+        if self.dataframe_records is not None:
+            return *_columns_from_records(self.dataframe_records, "dataframe_records"), "dataframe_records"
+        name = "instances" if self.instances is not None else "inputs"
+        payload = self.instances if self.instances is not None else self.inputs
+        if isinstance(payload, dict):
+            lengths = {len(values) for values in payload.values()}
+            if len(lengths) > 1:
+                raise Invalid("Columns of different lengths.",
+                              [FieldFault(name, f"lengths {sorted(lengths)}", "send equally long columns")])
+            return payload, lengths.pop() if lengths else 0, name
+        if payload and all(isinstance(row, dict) for row in payload):
+            return *_columns_from_records(payload, name), name
+        if all(isinstance(row, list) for row in payload):
+            return *_columns_from_rows(column_names, payload, name), name
+        raise Invalid(f"'{name}' must be a list of records, a list of rows or an object of columns.",
+                      [FieldFault(name, "unrecognized shape", f"send rows in the column order {column_names}, "
+                                                              "or records")])
+
+
+def _columns_from_records(records: list[dict], location: str) -> tuple[dict, int]:
+    names = list(records[0]) if records else []
+    faults = [FieldFault(f"{location}[{i}]", f"columns {sorted(set(row) ^ set(names))} differ from row 0's",
+                         "send the same columns in every record")
+              for i, row in enumerate(records) if row.keys() != records[0].keys()][:10]
+    if faults:
+        raise Invalid("The records do not share their columns.", faults)
+    return {name: [row[name] for row in records] for name in names}, len(records)
+
+
+def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tuple[dict, int]:
+    faults = [FieldFault(f"{location}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
+              for i, row in enumerate(rows) if len(row) != len(names)][:10]
+    if faults:
+        raise Invalid("Rows and columns do not match.", faults)
+    values = list(zip(*rows)) if rows else [[] for _ in names]
+    return dict(zip(names, values)), len(rows)
+
+
+# ---- responses ----------------------------------------------------------------------------------------------
+
+class PredictResponse(BaseModel):
+    predictions: list[float]
+    explanations: list[list[int]] | None = Field(None, description="indices into the model's rules, per row")
+
+
+class JobLinks(BaseModel):
+    self: str
+    events: str
+    cancel: str
+    result: str
+
+
+class JobView(JobState):
+    """A job as clients see it, with links to what can be done with it."""
+
+    links: JobLinks
+
+    @classmethod
+    def of(cls, record: JobState) -> "JobView":
+        base = f"/v1/jobs/{record.id}"
+        return cls(**{name: getattr(record, name) for name in JobState.model_fields},
+                   links=JobLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel", result=f"{base}/result"))
+
+
+@pydantic_dataclass
+class StepRules(PathStep):
+    """One path step (its PathStep fields) with its rules."""
+
+    job_id: str
+    step: int
+    selected: bool
+    rules: Annotated[dict[str, Any], Field(description="solver.rules.RuleEnsemble.to_dict()")]
+    text: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"] = "ready"
+    workers: int
+    queued: int

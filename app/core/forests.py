@@ -1,0 +1,194 @@
+"""Forests: uploaded in a safe format or trained by a worker; stored as the fire JSON schema, with the rows
+a trained forest learned from."""
+import time
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field
+
+from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
+from app.core.config import Settings
+from app.core.datasets import DatasetInfo
+from app.core.errors import FieldFault, Invalid, NotFound, Unsupported
+from solver import TreeEnsemble
+from solver.fitting import holdout_split
+from solver.formats import ForestFormatError, load_forest
+from solver.spec import ForestSpec, PathSpec
+
+_EXPORT_FIX = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), LightGBM dump_model() "
+               "or skops")
+
+
+class TrainingRows(Document):
+    """The rows of a dataset a forest learned from: the training side of
+    ``solver.fitting.holdout_split(n_rows, validation_fraction, seed)``, or every row (fraction 0)."""
+
+    validation_fraction: float = Field(ge=0, lt=1)
+    seed: int = Field(ge=0)
+
+    @classmethod
+    def holdout(cls, validation_fraction: float, seed: int) -> "TrainingRows":
+        return cls(validation_fraction=validation_fraction, seed=seed if validation_fraction else 0)
+
+    @classmethod
+    def for_path(cls, path: PathSpec, validation_dataset_id: str | None) -> "TrainingRows":
+        """The rows a path's forest may learn from: all of them where validation rows come from another dataset."""
+        if validation_dataset_id is not None:
+            return cls.holdout(0, 0)
+        return cls.holdout(path.validation_fraction, path.random_state)
+
+    def select(self, n_rows: int) -> np.ndarray:
+        return holdout_split(n_rows, self.validation_fraction, self.seed)[0]
+
+
+class ForestRecipe(Document):
+    """How the service trains a forest. Training is deterministic for a fixed random_state, so the recipe
+    identifies the forest."""
+
+    dataset_id: str
+    params: ForestSpec
+    rows: TrainingRows
+
+    @property
+    def forest_id(self) -> str:
+        return "fo_" + canonical_hash(self.model_dump(mode="json"))
+
+
+class UploadedForest(Document):
+    type: Literal["upload"] = "upload"
+    filename: str | None
+    format: str | None
+
+
+class TrainedForest(ForestRecipe):
+    type: Literal["training"] = "training"
+
+
+class ForestInfo(Document):
+    id: str
+    kind: str
+    n_trees: int
+    n_leaves: int
+    n_features: int
+    feature_names: list[str]
+    source: Annotated[UploadedForest | TrainedForest, Field(discriminator="type")]
+    created_at: float
+
+
+def describe_forest(ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest) -> ForestInfo:
+    return ForestInfo(id=forest_id, kind=ensemble.kind, n_trees=ensemble.n_trees, n_leaves=ensemble.n_leaves,
+                      n_features=ensemble.n_features, feature_names=list(ensemble.feature_names), source=source,
+                      created_at=time.time())
+
+
+def _format_error(error: ForestFormatError) -> Invalid | Unsupported:
+    field = f"file{error.field}" if error.field.startswith("/") else error.field
+    faults = [FieldFault(field, error.detail, _EXPORT_FIX)]
+    return Unsupported(error.detail, faults) if error.reason == "unsupported" else Invalid(error.detail, faults)
+
+
+class ForestStore:
+    def __init__(self, settings: Settings, blobs: BlobStore):
+        self.settings = settings
+        self.blobs = blobs
+        self.index_key = f"{settings.key_prefix}forests"
+
+    def _meta_key(self, forest_id: str) -> str:
+        return f"{self.settings.key_prefix}forest:{forest_id}"
+
+    def _trees_key(self, forest_id: str) -> str:
+        return f"{self.settings.key_prefix}forest:{forest_id}:trees"
+
+    def upload(self, data: bytes, filename: str | None, declared_format: str | None,
+               dataset: DatasetInfo | None = None) -> tuple[ForestInfo, bool]:
+        """(info, created); with a dataset, a forest whose features differ is refused before it is stored."""
+        try:
+            ensemble = load_forest(data, filename=filename, declared_format=declared_format)
+        except ForestFormatError as error:
+            raise _format_error(error) from error
+        document = jsonable(ensemble.to_dict())
+        forest_id = "fo_" + canonical_hash(document)  # the same trees in any format get the same id
+        existing = self.find(forest_id)
+        info = existing or describe_forest(ensemble, forest_id,
+                                           UploadedForest(filename=filename, format=declared_format))
+        if dataset is not None:
+            check_forest_features(info, dataset, "dataset_id")
+        if existing is None:
+            self._store(document, info)
+        return info, existing is None
+
+    def save(self, ensemble: TreeEnsemble, recipe: ForestRecipe) -> ForestInfo:
+        info = describe_forest(ensemble, recipe.forest_id, TrainedForest(**dict(recipe)))
+        self._store(jsonable(ensemble.to_dict()), info)
+        return info
+
+    def _store(self, document: dict, info: ForestInfo) -> None:
+        self.blobs.put_json(self._trees_key(info.id), document)
+        self.blobs.put_document(self._meta_key(info.id), info)
+        self.blobs.index(self.index_key, info.id, info.created_at)
+
+    def find(self, forest_id: str) -> ForestInfo | None:
+        return self.blobs.get_document(self._meta_key(forest_id), ForestInfo)
+
+    def get(self, forest_id: str, field: str = "forest_id") -> ForestInfo:
+        info = self.find(forest_id)
+        if info is None:
+            raise NotFound("forest", forest_id, field)
+        return info
+
+    def list(self, limit: int = 100) -> list[ForestInfo]:
+        return self.blobs.newest_documents(self.index_key, self._meta_key, ForestInfo, limit)
+
+    def load(self, forest_id: str) -> TreeEnsemble:
+        trees = self.blobs.get_json(self._trees_key(forest_id))
+        if trees is None:
+            raise NotFound("forest", forest_id)
+        return TreeEnsemble.from_dict(trees)
+
+
+def check_forest_features(forest: ForestInfo, dataset: DatasetInfo, field: str = "forest_id") -> None:
+    """Invalid unless the forest splits on exactly the dataset's encoded columns, in order."""
+    expected, actual = dataset.feature_names, forest.feature_names
+    if actual == expected:
+        return
+    generic = [f"x{i}" for i in range(forest.n_features)]
+    if actual == generic and forest.n_features == len(expected):
+        return  # a forest saved without names is taken positionally
+    faults = []
+    missing = [name for name in expected if name not in actual]
+    extra = [name for name in actual if name not in expected]
+    if missing:
+        faults.append(FieldFault(field, f"the forest lacks dataset columns {missing[:10]}",
+                                 "train the forest on this dataset's encoded columns"))
+    if extra:
+        faults.append(FieldFault(field, f"the forest uses columns the dataset lacks {extra[:10]}",
+                                 "use a forest trained on this dataset"))
+    if not faults:
+        faults.append(FieldFault(field, "same columns in another order", f"order the forest's features as {expected}"))
+    raise Invalid("The forest's features do not match the dataset's encoded columns.", faults)
+
+
+def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id: str | None,
+                      path: PathSpec) -> None:
+    """Invalid where the service trained this forest on rows the path would select its step on.
+
+    An uploaded forest is the uploader's responsibility: its training rows are unknown here.
+    """
+    source = forest.source
+    if not isinstance(source, TrainedForest):
+        return
+    if validation_dataset_id is not None:
+        leaked = source.dataset_id == validation_dataset_id
+    else:
+        leaked = (source.dataset_id == dataset_id and path.validation_fraction > 0
+                  and source.rows != TrainingRows.for_path(path, None))
+    if leaked:
+        rows = (f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.seed})"
+                if source.rows.validation_fraction else "every row")
+        raise Invalid(
+            "The forest was trained on rows this job would validate on: its selected step would be chosen by a "
+            "leaked validation loss.",
+            [FieldFault("forest_id", f"trained on {rows} of dataset {source.dataset_id}",
+                        "train the forest with this job's validation split, or give training parameters (forest) "
+                        "instead of forest_id")])
+

@@ -1,0 +1,189 @@
+"""The typed documents of a job: what it was asked to do (spec), where it stands (record), what it produced
+(result). One definition each: the API writes specs and reads records and results through these models, the
+workers read specs and write records and results through them, and the API's responses are these models.
+
+Path and forest settings are the library's own ``PathSpec`` and ``ForestSpec`` (pydantic validates them as
+the dataclasses they are, so their checks run on every read).
+"""
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, model_serializer
+
+from app.core.blobs import Document
+from app.core.forests import ForestInfo, ForestRecipe
+from solver.path import PathStep
+from solver.spec import PathSpec
+
+JobKind = Literal["train", "path", "grid"]
+Status = Literal["queued", "running", "succeeded", "failed", "canceled"]
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = get_args(Status)
+ACTIVE = (QUEUED, RUNNING)
+TERMINAL = (SUCCEEDED, FAILED, CANCELED)
+
+
+# ---- specs --------------------------------------------------------------------------------------------------
+
+class TrainJobSpec(Document):
+    forest_id: str
+    recipe: ForestRecipe
+
+
+class PathJobSpec(Document):
+    dataset_id: str
+    forest_id: str
+    recipe: ForestRecipe | None = Field(None, description="how to train the forest when it is not stored yet")
+    validation_dataset_id: str | None = Field(
+        None, description="validation rows from this dataset; otherwise a holdout of the training dataset "
+                          "(path.validation_fraction, path.random_state)")
+    path: PathSpec
+
+
+class Grid(Document):
+    gamma: list[float] = Field(min_length=1)
+    fusion_ratio: list[float] = Field(min_length=1)
+
+
+class GridJobSpec(PathJobSpec):
+    grid: Grid
+
+
+JobSpec = TrainJobSpec | GridJobSpec | PathJobSpec
+
+
+# ---- records ------------------------------------------------------------------------------------------------
+
+class BestStep(Document):
+    """The best step so far (solver.path.best_step: within the rule budget)."""
+
+    step: int
+    n_rules: int
+    val_loss: float | None
+    train_loss: float
+
+
+class Progress(Document):
+    """Where a job stands; only the fields that apply to its phase are set (and sent)."""
+
+    phase: str
+    step: int | None = Field(None, description="steps done so far")
+    n_steps: int | None = Field(None, description="steps planned (the path may stop earlier at the rule budget)")
+    n_rules: int | None = None
+    lambda_s: float | None = None
+    train_loss: float | None = None
+    val_loss: float | None = None
+    best: BestStep | None = None
+    unfinished: int | None = Field(None, description="grid cells still running")
+    retry_of_attempt: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_fields(self, handler):
+        return {name: value for name, value in handler(self).items() if value is not None}
+
+
+class JobError(Document):
+    type: str
+    detail: str
+
+
+class LostAttempt(Document):
+    attempt: int
+    lost_at: float
+    reason: str
+
+
+class TrainSummary(Document):
+    forest_id: str
+    n_trees: int
+    n_leaves: int
+
+
+class PathSummary(Document):
+    n_steps: int
+    selected: int
+    n_rules: int
+    val_loss: float | None
+    train_loss: float
+    stop_reason: str
+
+
+class GridSummary(PathSummary):
+    best_cell_id: str
+    best_gamma: float
+    best_fusion_ratio: float
+
+
+class JobState(Document):
+    """What a client sees of a job."""
+
+    id: str
+    kind: JobKind
+    status: Status
+    attempt: int
+    spec: JobSpec
+    parent_id: str | None = None
+    cells: list[str] | None = None
+    created_at: float
+    queued_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: Progress
+    timings: dict[str, float] = {}
+    error: JobError | None = None
+    cache_hit: bool | None = None
+    summary: GridSummary | PathSummary | TrainSummary | None = None
+    history: list[LostAttempt] = []
+
+
+class JobRecord(JobState):
+    """The stored record: the client's view plus where its current run sits in RQ."""
+
+    queue: str
+    rq_job_id: str
+    continuation: int = Field(0, description="re-queues of a grid parent waiting for retried cells")
+
+
+# ---- results ------------------------------------------------------------------------------------------------
+
+class TrainResult(Document):
+    kind: Literal["train"] = "train"
+    job_id: str
+    forest_id: str
+    forest: ForestInfo
+
+
+class PathJobResult(Document):
+    kind: Literal["path"] = "path"
+    job_id: str
+    source_job_id: str = Field(description="the job whose path weights these are (a grid's best cell)")
+    dataset_id: str
+    forest_id: str
+    parameters: PathJobSpec
+    lambda_max: float
+    stop_reason: str
+    n_train: int
+    n_val: int
+    cache_hit: bool
+    selected: int
+    steps: list[PathStep]
+
+    def summary(self) -> PathSummary:
+        chosen = self.steps[self.selected]
+        return PathSummary(n_steps=len(self.steps), selected=self.selected, n_rules=chosen.n_rules,
+                           val_loss=chosen.val_loss, train_loss=chosen.train_loss, stop_reason=self.stop_reason)
+
+
+class GridCell(Document):
+    job_id: str
+    gamma: float
+    fusion_ratio: float
+    status: Status
+    summary: PathSummary | None
+
+
+class GridJobResult(PathJobResult):
+    kind: Literal["grid"] = "grid"
+    best_cell_id: str
+    grid: list[GridCell]
+
+
+JobResult = Annotated[TrainResult | PathJobResult | GridJobResult, Field(discriminator="kind")]
