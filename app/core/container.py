@@ -29,15 +29,17 @@ class Core:
     leaf_cache: LeafMatrixCache
 
 
-def build_core(settings: Settings) -> Core:
-    redis = data_redis(settings)
+def build_core(settings: Settings, redis: Redis | None = None) -> Core:
+    """The core on the settings' Redis servers, or on ``redis`` alone (for the cache too) where given."""
+    cache = redis or cache_redis(settings)
+    redis = redis or data_redis(settings)
     blobs = BlobStore(redis, settings.chunk_bytes)
     datasets = DatasetStore(settings, blobs)
     forests = ForestStore(settings, blobs)
     records = JobRecords(settings, redis)
     results = ResultStore(settings, blobs)
     jobs = JobService(settings, redis, datasets, forests, records, results)
-    leaf_cache = LeafMatrixCache(BlobStore(cache_redis(settings), settings.chunk_bytes), redis, settings.key_prefix,
+    leaf_cache = LeafMatrixCache(BlobStore(cache, settings.chunk_bytes), redis, settings.key_prefix,
                                  settings.cache_ttl_seconds)
     return Core(settings=settings, redis=redis, blobs=blobs, datasets=datasets, forests=forests, records=records,
                 results=results, jobs=jobs, models=ModelStore(settings, blobs, datasets, jobs), leaf_cache=leaf_cache)

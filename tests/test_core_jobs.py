@@ -1,0 +1,168 @@
+"""The service core without a Redis server or workers (fakeredis): job submission and idempotency, the
+record state machine, lost-worker recovery, cancellation, and which rows a trained forest learned from."""
+import gzip
+import time
+
+import fakeredis
+import numpy as np
+import pytest
+
+from app.core.config import Settings
+from app.core.container import build_core
+from app.core.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
+from app.core.forests import ForestRecipe, TrainingRows
+from app.core.job_documents import Grid, Progress, TrainSummary
+from app.core.jobs import PathSubmission
+from service_fixtures import KIN8NM
+from solver import TreeEnsemble
+from solver.fitting import holdout_split, train_forest
+from solver.spec import ForestSpec, PathSpec
+
+SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
+
+
+@pytest.fixture
+def core():
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="unit:", queue_name="unit",
+                        heartbeat_ttl_seconds=0.5, max_job_attempts=2)
+    return build_core(settings, redis=fakeredis.FakeRedis())
+
+
+def upload(core, data: bytes, target: str = "y"):
+    return core.datasets.create(data, target=target, content_type="text/csv", filename=None, declared_format=None)[0]
+
+
+@pytest.fixture
+def dataset(core):
+    return upload(core, KIN8NM.read_bytes())
+
+
+@pytest.fixture
+def other_dataset(core):
+    """The first 100 rows of kin8nm as a dataset of their own."""
+    return upload(core, b"\n".join(gzip.decompress(KIN8NM.read_bytes()).splitlines()[:101]) + b"\n")
+
+
+def store_trained_forest(core, dataset, rows: TrainingRows) -> str:
+    X, y = core.datasets.load_arrays(dataset.id)
+    recipe = ForestRecipe(dataset_id=dataset.id, params=SMALL_FOREST, rows=rows)
+    _, ensemble = train_forest(SMALL_FOREST, X[rows.select(len(y))], y[rows.select(len(y))],
+                               feature_names=dataset.feature_names)
+    return core.forests.save(ensemble, recipe).id
+
+
+def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, dataset, other_dataset):
+    record = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST,
+                                                  path=PathSpec(validation_fraction=0.25, random_state=7)), None)
+    assert record.status == "queued" and record.kind == "path"
+    assert record.spec.recipe.rows == TrainingRows(validation_fraction=0.25, seed=7)
+    assert record.spec.forest_id == record.spec.recipe.forest_id
+    assert core.jobs.queue.job_ids == [record.rq_job_id]
+    train, validation = holdout_split(dataset.n_rows, 0.25, 7)
+    assert np.array_equal(record.spec.recipe.rows.select(dataset.n_rows), train) and len(validation) == 500
+
+    elsewhere = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+                                                     validation_dataset_id=other_dataset.id), None)
+    assert elsewhere.spec.recipe.rows == TrainingRows(validation_fraction=0, seed=0)  # every row
+
+
+def test_a_forest_trained_on_the_validation_rows_is_refused(core, dataset, other_dataset):
+    same_split = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
+    every_row = store_trained_forest(core, dataset, TrainingRows.holdout(0, 0))
+    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None)
+    for forest_id, path in ((same_split, PathSpec(random_state=1)), (same_split, PathSpec(validation_fraction=0.3)),
+                            (every_row, PathSpec())):
+        with pytest.raises(Invalid) as caught:
+            core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None)
+        assert caught.value.faults[0].field == "forest_id" and "validation split" in caught.value.faults[0].fix
+    # validation rows from another dataset: a forest trained on every row of this one is fine
+    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+                                         validation_dataset_id=other_dataset.id), None)
+    with pytest.raises(Invalid) as caught:
+        core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+                                             validation_dataset_id=dataset.id), None)
+    assert caught.value.faults[0].field == "validation.dataset_id"
+
+
+def test_data_dependent_checks_name_the_domain_field(core, dataset):
+    with pytest.raises(NotFound) as caught:
+        core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+                                             validation_dataset_id="ds_nope"), None)
+    assert caught.value.faults[0].field == "validation.dataset_id"
+    with pytest.raises(Invalid) as caught:
+        core.jobs.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None)
+    assert caught.value.faults[0].field == "max_features"
+    tiny = upload(core, b"x,y\n1,2\n2,3\n3,5\n")
+    with pytest.raises(Invalid) as caught:
+        core.jobs.submit_path(PathSubmission(dataset_id=tiny.id, forest=SMALL_FOREST,
+                                             path=PathSpec(validation_fraction=0.5)), None)
+    assert caught.value.faults[0].field == "validation.fraction"
+    with pytest.raises(NotFound) as caught:
+        core.jobs.get("job_nope")
+    assert caught.value.faults[0].field == "job_id"
+
+
+def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, dataset):
+    submission = PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
+    first = core.jobs.submit_path(submission, "key-1")
+    assert core.jobs.submit_path(submission, "key-1").id == first.id
+    with pytest.raises(IdempotencyKeyReused) as caught:
+        core.jobs.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1")
+    assert caught.value.faults[0].field == "idempotency_key"
+    assert core.jobs.queue.count == 1
+
+
+def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset):
+    parent = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
+                                                  grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None)
+    cells = core.records.get_many(parent.cells)
+    assert parent.kind == "grid" and len(cells) == 6 and core.jobs.queue.count == 1  # the training job
+    assert {(c.spec.path.gamma, c.spec.path.fusion_ratio) for c in cells} == \
+        {(g, r) for g in (1.1, 3.0) for r in (0.0, 0.5, 1.0)}
+    assert all(c.spec.path.max_rules == 5 and c.parent_id == parent.id for c in cells)
+
+
+def test_transitions_apply_only_from_allowed_statuses_and_the_current_attempt(core, dataset):
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    records = core.records
+    assert not records.transition(record.id, ("running",), status="succeeded")
+    assert records.transition(record.id, ("queued",), 1, status="running", progress=Progress(phase="path", step=3))
+    assert not records.transition(record.id, ("running",), 2, status="failed")  # a stale attempt
+    summary = TrainSummary(forest_id="fo_x", n_trees=3, n_leaves=12)
+    assert records.transition(record.id, ("running",), 1, status="succeeded", summary=summary)
+    stored = records.get(record.id)
+    assert stored.status == "succeeded" and stored.summary == summary and stored.progress.step == 3
+    assert not records.transition(record.id, ("queued", "running"), status="canceled")
+    with pytest.raises(TypeError):
+        records.transition(record.id, ("succeeded",), colour="blue")
+
+
+def test_a_job_whose_worker_stopped_beating_is_retried_then_failed(core, dataset):
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    for attempt in (1, 2):
+        assert core.records.transition(record.id, ("queued",), attempt, status="running", started_at=time.time() - 5)
+        after = core.jobs.get(record.id)
+        if attempt == 1:
+            assert after.status == "queued" and after.attempt == 2 and after.progress.retry_of_attempt == 1
+            assert after.rq_job_id in core.jobs.queue.job_ids
+    assert after.status == "failed" and after.error.type == "worker_lost"
+    assert [lost.attempt for lost in after.history] == [1, 2]
+
+
+def test_cancel_and_results_of_unfinished_jobs(core, dataset):
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    with pytest.raises(Conflict) as caught:
+        core.jobs.result(record.id)
+    assert caught.value.retry_after == 1
+    assert core.jobs.cancel(record.id).status == "canceled" and core.jobs.queue.count == 0
+    with pytest.raises(Conflict) as caught:
+        core.jobs.cancel(record.id)
+    assert caught.value.faults[0].field == "job_id" and caught.value.retry_after is None
+
+
+def test_a_stored_forest_records_its_training_rows(core, dataset):
+    forest_id = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
+    info = core.forests.get(forest_id)
+    assert info.source.type == "training" and info.source.rows == TrainingRows(validation_fraction=0.2, seed=0)
+    assert isinstance(core.forests.load(forest_id), TreeEnsemble)
+    assert [forest.id for forest in core.forests.list()] == [forest_id]
