@@ -3,7 +3,7 @@ failure names the offending entry by its path in the document."""
 
 import math
 from numbers import Integral, Real
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ def is_integer(value) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def require_finite(value, field: str, error: type[SchemaError]) -> float:
+def require_finite(value, field: str, error: Callable[[str, str], SchemaError]) -> float:
     if not isinstance(value, Real) or isinstance(value, bool):
         raise error(field, f"must be a number, got {type(value).__name__}")
     try:
@@ -34,7 +34,7 @@ def require_finite(value, field: str, error: type[SchemaError]) -> float:
 
 
 def check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str],
-               error: type[SchemaError]) -> None:
+               error: Callable[[str, str], SchemaError]) -> None:
     where = f"{prefix}/" if prefix else ""
     for key in required:
         if key not in mapping:
@@ -47,7 +47,7 @@ def check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Seque
 _ARRAY_KINDS = {"int": ("iu", "integers"), "float": ("iuf", "numbers"), "bool": ("b", "booleans")}
 
 
-def node_array(values, field: str, kind: str, error: type[SchemaError]) -> np.ndarray:
+def node_array(values, field: str, kind: str, error: Callable[[str, str], SchemaError]) -> np.ndarray:
     """A per-node list/array as a 1-D numpy array of int64 (``kind="int"``), finite float64
     (``"float"``) or bool (``"bool"``); the range of integers is the caller's to check."""
     accepted_kinds, noun = _ARRAY_KINDS[kind]

@@ -1,0 +1,162 @@
+"""LightGBM models as the dict of ``Booster.dump_model()`` serialized as JSON: numerical splits, one
+output, an identity-link objective (:data:`IDENTITY_OBJECTIVES`).
+
+Exactness: LightGBM compares the double value with a double threshold; we compare ``float32(x)``.
+The routing is identical whenever the inputs are float32-representable (e.g. the model was trained
+and is used on float32 data); for a double input that is not, a value within one float32 ulp of a
+threshold may be routed differently than by LightGBM. LightGBM's ``missing_type``: ``"None"`` maps
+NaN to 0.0 (so NaN goes left iff ``0.0 <= threshold``), ``"NaN"`` sends NaN to the default child,
+``"Zero"`` (``zero_as_missing``) sends NaN and |x| <= 1e-35 to the default child, which is accepted
+only where that agrees with the threshold comparison. Leaf values in the dump already include the
+shrinkage (and the initial score, in the first tree), so ``base_score`` is 0; ``average_output``
+(``boosting="rf"``) gives ``tree_weight = 1/T``, matching ``Booster.predict`` (note
+``raw_score=True`` returns the unaveraged sum in that mode). ``internal_count``/``leaf_count``
+become the trees' ``n_samples``.
+"""
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .._validation import is_integer, require_finite
+from ..forest import LEAF, LEAF_FEATURE, Tree, TreeEnsemble
+from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
+from .fields import get, given_names, integer, type_name
+
+# first token of the dumped objective string
+IDENTITY_OBJECTIVES = frozenset({
+    "regression", "regression_l2", "l2", "mean_squared_error", "mse", "l2_root",
+    "root_mean_squared_error", "rmse", "regression_l1", "l1", "mean_absolute_error", "mae", "huber",
+    "fair", "quantile", "mape", "mean_absolute_percentage_error"})
+_ZERO_THRESHOLD = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (1e-35f as double)
+# the key of a dumped node each of TreeEnsemble's per-node arrays comes from
+_SOURCE_KEYS = {"feature": "split_feature", "threshold": "threshold", "value": "leaf_value",
+                "missing_go_left": "missing_type"}
+
+
+def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
+    """The TreeEnsemble of a parsed ``dump_model()``; ``limits`` are TreeEnsemble's size limits."""
+    for key, what in (("num_class", "classes"), ("num_tree_per_iteration", "trees per iteration")):
+        count = integer(document.get(key, 1), f"/{key}")
+        if count != 1:
+            raise ForestFormatError(f"/{key}", f"the model has {count} {what}; only single-output "
+                                    "regression is supported.")
+    _check_objective(document.get("objective"))
+    info = get(document, "tree_info", "", list)
+    trees, node_paths = [], []
+    for t, entry in enumerate(info):
+        path = pointer("/tree_info", t)
+        if integer(get(entry, "num_cat", path, required=False, default=0), f"{path}/num_cat") > 0:
+            raise ForestFormatError(f"{path}/num_cat", "the tree has categorical splits: only "
+                                    "numerical splits are supported.")
+        tree, paths = _tree(get(entry, "tree_structure", path), f"{path}/tree_structure")
+        trees.append(tree)
+        node_paths.append(paths)
+
+    def tree_field(parts: list[str]) -> str:
+        if not parts:
+            return "/tree_info"
+        if len(parts) < 3:
+            return pointer("/tree_info", parts[0]) + "/tree_structure"
+        node = node_paths[int(parts[0])][int(parts[2])]
+        return f"{node}/{_SOURCE_KEYS[parts[1]]}" if parts[1] in _SOURCE_KEYS else node
+
+    average = get(document, "average_output", "", bool, required=False, default=False)
+    return checked_ensemble(
+        trees, {"n_features": "/max_feature_idx", "feature_names": "/feature_names"}, tree_field, limits,
+        n_features=integer(get(document, "max_feature_idx", ""), "/max_feature_idx") + 1,
+        feature_names=given_names(document.get("feature_names")),
+        base_score=0.0, tree_weight=1.0 / len(trees) if average and trees else 1.0, kind="lightgbm")
+
+
+def _check_objective(objective: Any) -> None:
+    if not isinstance(objective, str) or not objective.strip():
+        raise ForestFormatError("/objective", "the dump has no objective (custom objective?): only the "
+                                f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... are supported.")
+    name, *options = objective.split()
+    if name not in IDENTITY_OBJECTIVES:
+        kind = ("classification" if name in ("binary", "multiclass", "multiclassova", "cross_entropy",
+                                             "xentropy", "cross_entropy_lambda", "xentlambda") else
+                "ranking" if name in ("lambdarank", "rank_xendcg", "xendcg") else
+                "log-link regression" if name in ("poisson", "gamma", "tweedie") else "unsupported")
+        raise ForestFormatError(
+            "/objective", f"objective '{objective:.60}' is {kind}: only regression objectives whose "
+            "prediction is the raw score are supported (regression, regression_l1, huber, fair, quantile, "
+            "mape).")
+    if "sqrt" in options:
+        raise ForestFormatError("/objective", "objective with reg_sqrt=True: predictions are squared raw "
+                                "scores, which is not a sum of trees. Retrain with reg_sqrt=False.")
+
+
+def _tree(root: Any, path: str) -> tuple[Tree, list[str]]:
+    """One dumped tree (nested node objects) as our Tree in depth-first order, and the JSON pointer
+    of each node. Parsing only: TreeEnsemble checks depth and feature range."""
+    left: list[int] = []
+    right: list[int] = []
+    feature: list[int] = []
+    threshold: list[float] = []
+    value: list[float] = []
+    missing_go_left: list[bool] = []
+    counts: list[Any] = []
+    paths: list[str] = []
+    stack = [(root, path, -1, False)]  # (node, its pointer, parent id, is the parent's left child)
+    while stack:
+        node, node_path, parent, is_left = stack.pop()
+        if not isinstance(node, dict):
+            raise ForestFormatError(node_path, f"expected a tree node object, got {type_name(node)}.")
+        node_id = len(left)
+        if parent >= 0:
+            (left if is_left else right)[parent] = node_id
+        paths.append(node_path)
+        left.append(LEAF)
+        right.append(LEAF)
+        if "leaf_value" in node and "split_feature" not in node:
+            for key in ("leaf_coeff", "leaf_const", "leaf_features"):
+                if key in node:
+                    raise ForestFormatError(pointer(node_path, key), "linear trees (linear_tree=True) are "
+                                            "not supported.")
+            feature.append(LEAF_FEATURE)
+            threshold.append(0.0)
+            value.append(require_finite(get(node, "leaf_value", node_path), pointer(node_path, "leaf_value"),
+                                        entry_error))
+            missing_go_left.append(False)
+            counts.append(node.get("leaf_count"))
+            continue
+        decision_type = get(node, "decision_type", node_path, str)
+        if decision_type != "<=":
+            raise ForestFormatError(
+                pointer(node_path, "decision_type"),
+                "categorical split: only numerical splits are supported. Retrain with the categorical "
+                "features encoded as numbers (categorical_feature=[])." if decision_type == "==" else
+                f"unsupported decision_type '{decision_type:.20}'.")
+        feature.append(integer(get(node, "split_feature", node_path), pointer(node_path, "split_feature")))
+        threshold.append(require_finite(get(node, "threshold", node_path), pointer(node_path, "threshold"),
+                                        entry_error))
+        value.append(0.0)
+        missing_go_left.append(_nan_goes_left(node, node_path, threshold[-1]))
+        counts.append(node.get("internal_count"))
+        stack.append((get(node, "right_child", node_path), f"{node_path}/right_child", node_id, False))
+        stack.append((get(node, "left_child", node_path), f"{node_path}/left_child", node_id, True))
+    known_counts = all(is_integer(c) and 0 <= c < 2**62 for c in counts)  # optional in the dump
+    return Tree(children_left=left, children_right=right, feature=feature, threshold=threshold,
+                value=value, missing_go_left=missing_go_left,
+                n_samples=counts if known_counts else None), paths
+
+
+def _nan_goes_left(node: dict, path: str, threshold: float) -> bool:
+    default_left = get(node, "default_left", path, bool)
+    missing_type = get(node, "missing_type", path, str)
+    if missing_type == "None":  # NaN is read as 0.0
+        return 0.0 <= threshold
+    if missing_type == "NaN":
+        return default_left
+    if missing_type == "Zero":
+        if default_left and threshold >= _ZERO_THRESHOLD:
+            return True
+        if not default_left and threshold < -_ZERO_THRESHOLD:
+            return False
+        raise ForestFormatError(pointer(path, "missing_type"), "missing_type 'Zero' (zero_as_missing=True) "
+                                "with a split whose threshold separates zero from its default direction "
+                                "cannot be expressed as one threshold. Retrain with zero_as_missing=False.")
+    raise ForestFormatError(pointer(path, "missing_type"), f"unknown missing_type '{missing_type:.20}' "
+                            "(expected None, NaN or Zero).")
