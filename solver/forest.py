@@ -316,14 +316,13 @@ class TreeEnsemble:
         self.kind = kind
         if len(trees) == 0:
             raise ForestSchemaError("trees", "is empty: an ensemble needs at least one tree")
-        checked = []
-        total_nodes = 0
-        for t, tree in enumerate(trees):
-            checked.append(_canonical_tree(t, tree, self.n_features, max_depth))
-            total_nodes += checked[-1][0].n_nodes
-            if max_nodes is not None and total_nodes > max_nodes:
-                raise ForestSchemaError("trees", f"have more than {max_nodes} nodes in total, "
-                                        "the limit; use fewer or smaller trees")
+        # counted before any array is converted
+        total_nodes = sum(len(tree.children_left) for tree in trees
+                          if isinstance(tree.children_left, (list, tuple, np.ndarray)))
+        if max_nodes is not None and total_nodes > max_nodes:
+            raise ForestSchemaError("trees", f"have {total_nodes} nodes in total, more than the limit "
+                                    f"of {max_nodes}; use fewer or smaller trees")
+        checked = [_canonical_tree(t, tree, self.n_features, max_depth) for t, tree in enumerate(trees)]
         self.trees: tuple[Tree, ...] = tuple(tree for tree, _ in checked)
         self._parents = [layout.parent for _, layout in checked]
         self.leaf_nodes: list[np.ndarray] = [layout.leaf_nodes for _, layout in checked]
@@ -503,17 +502,11 @@ class TreeEnsemble:
         trees = document["trees"]
         if not isinstance(trees, list):
             raise ForestSchemaError("trees", "must be a list of tree objects")
-        total_nodes = 0
         for t, tree in enumerate(trees):
             if not isinstance(tree, Mapping):
                 raise ForestSchemaError(f"trees/{t}", "must be an object with the node arrays")
             check_keys(f"trees/{t}", tree, set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
                         _REQUIRED_TREE_KEYS, ForestSchemaError)
-            if isinstance(tree["children_left"], (list, tuple, np.ndarray)):
-                total_nodes += len(tree["children_left"])
-            if total_nodes > max_nodes:
-                raise ForestSchemaError("trees", f"have more than {max_nodes} nodes in total, "
-                                        "the limit; use fewer or smaller trees")
         return cls(
             [Tree(**{key: tree.get(key) for key in _REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS})
              for tree in trees],
