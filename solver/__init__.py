@@ -1,29 +1,46 @@
 """FIRE: fast interpretable rule extraction from tree ensembles (Liu & Mazumder, KDD 2023).
 
-A pure numpy/numba library: trees become candidate rules (``forest``), the mapping matrix stays implicit
-(``LeafMatrix``), penalties and their proxes live in ``penalties``, the greedy block coordinate descent in
-``gbcd``, warm-started lambda paths in ``path``, the scikit-learn style estimator in ``estimator``.
+A pure numpy/numba library: trees become candidate rules (``forest``; scikit-learn models convert in
+``sklearn_adapters``, uploaded files load in ``formats``), the mapping matrix stays implicit
+(``leaf_matrix``), penalties and their proxes live in ``penalties``, the greedy block coordinate descent in
+``gbcd``, warm-started lambda paths in ``path``. Every setting of a fit, with its one default and check, is in
+``spec``; ``encoding`` turns tables with text columns into the matrix a forest splits on; ``fitting`` is the
+one orchestration (split, forest, path, selected step, rules) that the estimator in ``estimator`` and the
+service's workers both run.
 """
 
+from .encoding import TableEncoding, TableError
 from .estimator import FireRegressor
+from .fitting import RuleFit, fit_rules, holdout_split, train_forest
 from .forest import Tree, TreeEnsemble
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
-from .path import PathResult, PathStep, fit_path, lambda_grid
+from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
 from .rules import RuleEnsemble
 from .sklearn_adapters import as_tree_ensemble
+from .spec import ForestSpec, PathSpec, SpecError
 
 __all__ = [
     "FireRegressor",
+    "ForestSpec",
     "LeafMatrix",
     "PathResult",
+    "PathSpec",
     "PathStep",
     "RuleEnsemble",
+    "RuleFit",
+    "SpecError",
+    "TableEncoding",
+    "TableError",
     "Tree",
     "TreeEnsemble",
     "as_tree_ensemble",
+    "best_step",
     "count_antecedents",
     "fit_path",
+    "fit_rules",
+    "holdout_split",
     "lambda_grid",
     "leaf_matrix",
     "mapping_matrix",
+    "train_forest",
 ]
