@@ -239,6 +239,11 @@ def test_a_forest_trained_on_the_validation_rows_is_refused(stack, abalone):
     assert stack.client.get(f"/v1/forests/{everything}").json()["source"]["rows"]["validation_fraction"] == 0
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": everything}),
                    422, "body.forest_id")
+    no_holdout = submit(stack, {"dataset_id": dataset["id"], "forest_id": everything, "n_lambdas": 5, "max_rules": 5,
+                                "validation": {"fraction": 0}})  # nothing to leak: the step is chosen on train loss
+    stack.wait_for(no_holdout["id"], ("succeeded",))
+    result = stack.client.get(f"/v1/jobs/{no_holdout['id']}/result").json()
+    assert result["n_val"] == 0 and all(step["val_loss"] is None for step in result["steps"])
 
 
 def slow_job(dataset_id: str, forest_id: str) -> dict:

@@ -76,11 +76,9 @@ class DatasetStore:
     def _arrays_key(self, dataset_id: str) -> str:
         return f"{self.settings.key_prefix}dataset:{dataset_id}:arrays"
 
-    def create(self, data: bytes, *, target: str | None, content_type: str, filename: str | None,
+    def create(self, data: bytes, *, target: str, content_type: str, filename: str | None,
                declared_format: str | None) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target again is a no-op."""
-        if not target:
-            raise Invalid("Name the target column.", [FieldFault("target", "missing", "name the target column")])
         dataset_id = "ds_" + hashlib.sha256(
             b"fire-dataset-v1\0" + target.encode() + b"\0" + self.settings.categorical.encode() + b"\0" + data
         ).hexdigest()[:32]

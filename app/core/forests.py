@@ -51,7 +51,7 @@ class ForestRecipe(Document):
 
     @property
     def forest_id(self) -> str:
-        return "fo_" + canonical_hash(self.model_dump(mode="json"))
+        return "fo_" + canonical_hash(self.model_dump(mode="json", include=set(ForestRecipe.model_fields)))
 
 
 class UploadedForest(Document):
