@@ -1,7 +1,6 @@
 """Dataset uploads through HTTP: formats, encoding, and a problem+json 4xx for every bad input."""
 import gzip
 import io
-import json
 import pickle
 
 import numpy as np
