@@ -36,8 +36,9 @@ def get_job(job_id: str, response: Response, core: CoreDep):
 
 
 @router.get("/{job_id}/events", response_class=EventSourceResponse,
-            summary="Progress as server-sent events (each a job); ends with the final status")
-async def job_events(job_id: str, request: Request, core: CoreDep) -> AsyncIterable[ServerSentEvent]:
+            summary="Progress as server-sent events (`progress`, then one `status`), each carrying the job")
+async def job_events(job_id: str, request: Request, core: CoreDep) -> AsyncIterable[JobView]:
+    # yields ServerSentEvents (to name each event) whose data is a JobView: the annotation documents the data
     last_sent = None
     job = core.jobs.get(job_id)  # not found: an error before the stream starts
     while not await request.is_disconnected():
