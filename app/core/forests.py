@@ -23,8 +23,8 @@ class TrainingRows(Document):
     """The rows of a dataset a forest learned from: the training side of
     ``solver.fitting.holdout_split(n_rows, validation_fraction, seed)``, or every row (fraction 0)."""
 
-    validation_fraction: float = Field(ge=0, lt=1)
-    seed: int = Field(ge=0)
+    validation_fraction: float
+    seed: int
 
     @classmethod
     def holdout(cls, validation_fraction: float, seed: int) -> "TrainingRows":
