@@ -62,3 +62,18 @@ def test_pickles_and_garbage_are_refused(api):
     assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": "ds_missing"}), 404)
     assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "max_features": 99}),
                    422, "max_features")
+
+
+def test_trees_of_a_forest_are_fire_json_of_those_trees_only(api):
+    dataset = api.upload_dataset()
+    document = TreeEnsemble.from_sklearn(fitted_forest(dataset)).to_dict()
+    forest_id = api.client.post("/v1/forests", json=document).json()["id"]
+    response = api.client.get(f"/v1/forests/{forest_id}/trees?tree=3&tree=1&tree=3")
+    assert response.status_code == 200, response.text
+    trees = response.json()
+    assert trees["n_trees"] == 5 and trees["tree_indices"] == [3, 1]
+    assert trees["forest"]["trees"] == [document["trees"][3], document["trees"][1]]
+    assert TreeEnsemble.from_dict(trees["forest"]).n_trees == 2
+    assert_problem(api.client.get(f"/v1/forests/{forest_id}/trees?tree=5"), 422, "query.tree")
+    assert_problem(api.client.get(f"/v1/forests/{forest_id}/trees"), 422, "query.tree")
+    assert_problem(api.client.get("/v1/forests/fo_missing/trees?tree=0"), 404, "path.forest_id")

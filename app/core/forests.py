@@ -1,6 +1,7 @@
 """Forests: uploaded in a safe format or trained by a worker; stored as the fire JSON schema, with the rows
 a trained forest learned from."""
 import time
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
@@ -75,6 +76,40 @@ class ForestInfo(Document):
     created_at: float
 
 
+class FireTree(Document):
+    """One tree of a fire-forest document (docs/forest-schema.md): node arrays indexed by node id."""
+
+    children_left: list[int]
+    children_right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+    missing_go_left: list[bool]
+    n_samples: list[int] | None = None
+
+
+class FireForest(Document):
+    """A fire-forest document (``TreeEnsemble.to_dict()``); loadable with ``TreeEnsemble.from_dict``."""
+
+    format: Literal["fire-forest"]
+    version: Literal[1]
+    kind: str
+    n_features: int
+    feature_names: list[str]
+    base_score: float
+    tree_weight: float
+    trees: list[FireTree]
+
+
+class ForestTrees(Document):
+    """Some trees of a stored forest, as a fire-forest document holding those trees only."""
+
+    forest_id: str
+    n_trees: int = Field(description="trees in the whole forest")
+    tree_indices: list[int] = Field(description="position in the whole forest of each tree of `forest.trees`")
+    forest: FireForest
+
+
 def describe_forest(ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest) -> ForestInfo:
     return ForestInfo(id=forest_id, kind=ensemble.kind, n_trees=ensemble.n_trees, n_leaves=ensemble.n_leaves,
                       n_features=ensemble.n_features, feature_names=list(ensemble.feature_names), source=source,
@@ -144,6 +179,20 @@ class ForestStore:
         if trees is None:
             raise NotFound("forest", forest_id)
         return TreeEnsemble.from_dict(trees)
+
+    def trees(self, forest_id: str, indices: Sequence[int]) -> ForestTrees:
+        """The trees at ``indices`` (in that order, repeats dropped) of a stored forest."""
+        document = self.blobs.get_json(self._trees_key(forest_id))
+        if document is None:
+            raise NotFound("forest", forest_id)
+        n_trees = len(document["trees"])
+        indices = list(dict.fromkeys(indices))
+        outside = [index for index in indices if not 0 <= index < n_trees]
+        if outside:
+            raise Invalid(f"The forest has {n_trees} trees, numbered from 0.",
+                          [FieldFault("tree", f"no tree {outside[:10]}", f"ask for trees 0 to {n_trees - 1}")])
+        return ForestTrees(forest_id=forest_id, n_trees=n_trees, tree_indices=indices,
+                           forest={**document, "trees": [document["trees"][index] for index in indices]})
 
 
 def check_forest_features(forest: ForestInfo, dataset: DatasetInfo, field: str = "forest_id") -> None:

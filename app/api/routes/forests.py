@@ -5,9 +5,10 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from app.api.deps import CoreDep
 from app.api.schemas import JobView, TrainForestRequest
 from app.api.uploads import receive_upload
-from app.core.forests import ForestInfo
+from app.core.forests import ForestInfo, ForestTrees
 
 router = APIRouter(prefix="/v1/forests", tags=["forests"])
+MAX_TREES_PER_READ = 100
 
 _UPLOAD_BODY = {"requestBody": {"content": {
     "application/json": {"schema": {"type": "object"},
@@ -57,3 +58,15 @@ def list_forests(core: CoreDep):
 @router.get("/{forest_id}", response_model=ForestInfo, summary="Size, features and provenance of a forest")
 def get_forest(forest_id: str, core: CoreDep):
     return core.forests.get(forest_id)
+
+
+@router.get("/{forest_id}/trees", response_model=ForestTrees, response_model_exclude_none=True,
+            summary="Some trees of a forest, as a fire-forest document holding those trees only")
+def get_forest_trees(forest_id: str, core: CoreDep,
+                     tree: Annotated[list[int], Query(
+                         min_length=1, max_length=MAX_TREES_PER_READ,
+                         description=f"tree positions from 0, repeated (`?tree=0&tree=7`); at most "
+                                     f"{MAX_TREES_PER_READ}")]):
+    """Node arrays of the requested trees: leaves are numbered per tree in left-to-right depth-first order,
+    the order of a rule's `tree`/`leaf` in `/v1/jobs/{id}/steps/{k}/rules`."""
+    return core.forests.trees(forest_id, tree)
