@@ -5,7 +5,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import require_api_key
@@ -16,6 +16,7 @@ from app.core.config import Settings, get_settings
 from app.core.container import Core, build_core
 
 log = logging.getLogger(__name__)
+DASHBOARD = Path(__file__).parent / "static"
 
 
 def _watchdog(core: Core, stop: threading.Event) -> None:
@@ -55,7 +56,11 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     for router in (datasets.router, forests.router, jobs.router, models.router):
         app.include_router(router, dependencies=protected)
     app.include_router(health.router)
-    app.mount("/dashboard", StaticFiles(directory=Path(__file__).parent / "static", html=True), name="dashboard")
+    app.mount("/dashboard/assets", StaticFiles(directory=DASHBOARD), name="dashboard-assets")
+
+    @app.get("/dashboard/{view:path}", include_in_schema=False)
+    def dashboard(view: str) -> FileResponse:
+        return FileResponse(DASHBOARD / "index.html")  # one page for every view's URL: it routes itself
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
