@@ -1,32 +1,83 @@
-"""The FastAPI application: routers, problem+json errors, metrics, dashboard, lost-worker watchdog."""
+"""The FastAPI application: routers, problem+json errors, body limits, metrics, dashboard, and a maintenance
+thread (lost-worker watchdog; while Redis is down, a probe for its return)."""
 import logging
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic.json_schema import models_json_schema
 
-from app.api.deps import require_api_key
+from app.api.deps import CpuLane, require_redis, require_tenant
+from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
-from app.api.problems import install_problem_handlers
+from app.api.problems import Problem, install_problem_handlers, problem_responses
 from app.api.routes import datasets, forests, health, jobs, models
+from app.api.schemas import PredictRequest
 from app.core.config import Settings, get_settings
+from app.core.connections import REDIS_FAILURES
 from app.core.container import Core, build_core
 
 log = logging.getLogger(__name__)
 DASHBOARD = Path(__file__).parent / "static"
+PROBE_SECONDS = 0.5
+UPLOAD_ROUTES = {("POST", "/v1/datasets"), ("POST", "/v1/forests")}  # they count their bodies themselves
+SCHEMAS_OUTSIDE_ROUTES = (Problem, PredictRequest)  # referenced by hand in responses and request bodies
 
 
-def _watchdog(core: Core, stop: threading.Event) -> None:
-    while not stop.wait(core.settings.watchdog_seconds):
+def _maintain(core: Core, stop: threading.Event) -> None:
+    """While Redis is down: probe it every PROBE_SECONDS. Otherwise: the lost-worker watchdog."""
+    since_watch = 0.0
+    while not stop.wait(PROBE_SECONDS):
+        if core.redis_health.down:
+            if core.redis_health.probe():
+                log.warning("Redis answers again")
+            continue
+        since_watch += PROBE_SECONDS
+        if since_watch < core.settings.watchdog_seconds:
+            continue
+        since_watch = 0.0
         try:
             recovered = core.jobs.watch_running()
             if recovered:
                 log.warning("watchdog recovered %d jobs whose worker was lost", recovered)
+        except REDIS_FAILURES as error:
+            core.redis_health.mark_down()
+            log.warning("Redis unreachable (%s): requests get 503 until it answers", error)
         except Exception:
             log.exception("watchdog pass failed")
+
+
+def body_limit(settings: Settings):
+    def limit_for(method: str, path: str) -> int | None:
+        if (method, path.rstrip("/")) in UPLOAD_ROUTES:
+            return None
+        return settings.max_scoring_bytes if path.endswith("/predict") else settings.max_json_bytes
+    return limit_for
+
+
+def _openapi(app: FastAPI):
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, description=app.description,
+                                   routes=app.routes)
+            _, extra = models_json_schema([(model, "validation") for model in SCHEMAS_OUTSIDE_ROUTES],
+                                          ref_template="#/components/schemas/{model}")
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(extra["$defs"])
+            # FastAPI documents request-validation errors as its HTTPValidationError; they are answered as Problems
+            for operations in document["paths"].values():
+                for operation in operations.values():
+                    if "422" in operation.get("responses", {}):
+                        operation["responses"]["422"] = problem_responses(422)[422]
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+            app.openapi_schema = document
+        return app.openapi_schema
+    return openapi
 
 
 def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
@@ -36,26 +87,30 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         stop = threading.Event()
-        watchdog = threading.Thread(target=_watchdog, args=(core, stop), daemon=True, name="fire-watchdog")
-        watchdog.start()
+        maintenance = threading.Thread(target=_maintain, args=(core, stop), daemon=True, name="fire-maintenance")
+        maintenance.start()
         yield
         stop.set()
-        watchdog.join(timeout=5)
+        maintenance.join(timeout=5)
 
     app = FastAPI(
         title="FIRE rule extraction",
         version="0.1.0",
         description="Upload a table, train or upload a tree ensemble, extract a sparse fused rule ensemble "
-                    "along a regularization path, promote a step to a model and score with it.",
+                    "along a regularization path, promote a step to a model and score with it. Every error is "
+                    "application/problem+json (RFC 9457).",
         lifespan=lifespan,
     )
     app.state.core = core
+    app.state.cpu = CpuLane(core.settings.cpu_threads)
     app.state.metrics_registry = install_metrics(app, core)
+    app.add_middleware(BodyLimitMiddleware, limit_for=body_limit(core.settings))
     install_problem_handlers(app)
-    protected = [Depends(require_api_key)]
+    protected = [Depends(require_tenant), Depends(require_redis)]
     for router in (datasets.router, forests.router, jobs.router, models.router):
-        app.include_router(router, dependencies=protected)
+        app.include_router(router, dependencies=protected, responses=problem_responses(401, 503))
     app.include_router(health.router)
+    app.openapi = _openapi(app)
     app.mount("/dashboard/assets", StaticFiles(directory=DASHBOARD), name="dashboard-assets")
 
     @app.get("/dashboard/{view:path}", include_in_schema=False)

@@ -55,12 +55,32 @@ def test_every_route_declares_what_it_returns(openapi):
     for path, operations in openapi["paths"].items():
         for method, operation in operations.items():
             success = [code for code in operation["responses"] if code.startswith("2")]
-            assert len(success) == 1, (method, path)
-            [(media_type, content)] = operation["responses"][success[0]]["content"].items()
-            if media_type == "application/json":  # a named model (or a list or union of them)
-                assert "#/components/schemas/" in json.dumps(content["schema"]), (method, path)
-            else:
-                assert content.get("schema") or content.get("itemSchema"), (method, path)
+            assert success, (method, path)
+            for code in success:
+                if code == "204":
+                    assert not operation["responses"][code].get("content"), (method, path)
+                    continue
+                [(media_type, content)] = operation["responses"][code]["content"].items()
+                if media_type == "application/json":  # a named model (or a list or union of them)
+                    assert "#/components/schemas/" in json.dumps(content["schema"]), (method, path)
+                else:
+                    assert content.get("schema") or content.get("itemSchema"), (method, path)
+
+
+def test_every_error_is_documented_as_the_problem_it_is_answered_with(openapi):
+    assert "HTTPValidationError" not in openapi["components"]["schemas"]
+    for path, operations in openapi["paths"].items():
+        for method, operation in operations.items():
+            for code, response in operation["responses"].items():
+                if code[0] in "45":
+                    assert response["content"] == {"application/problem+json": {
+                        "schema": {"$ref": "#/components/schemas/Problem"}}}, (method, path, code)
+            if path.startswith("/v1/"):
+                assert {"401", "503"} <= set(operation["responses"]), (method, path)
+            if "{" in path:
+                assert "404" in operation["responses"], (method, path)
+            if method == "post" and path.startswith("/v1/") and not path.endswith("/cancel"):
+                assert {"413", "422"} <= set(operation["responses"]), (method, path)
 
 
 @pytest.mark.parametrize("body, field", [

@@ -13,6 +13,7 @@ from app.core.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from app.core.forests import ForestRecipe, TrainingRows
 from app.core.job_documents import Grid, Progress, TrainSummary
 from app.core.jobs import PathSubmission
+from app.core.tenants import DEFAULT_TENANT as TENANT
 from service_fixtures import KIN8NM
 from solver import TreeEnsemble
 from solver.fitting import holdout_split, train_forest
@@ -29,7 +30,7 @@ def core():
 
 
 def upload(core, data: bytes, target: str = "y"):
-    return core.datasets.create(data, target=target, content_type="text/csv", filename=None, declared_format=None)[0]
+    return core.datasets.create(data, tenant=TENANT, target=target, content_type="text/csv", filename=None, declared_format=None)[0]
 
 
 @pytest.fixture
@@ -48,12 +49,12 @@ def store_trained_forest(core, dataset, rows: TrainingRows) -> str:
     recipe = ForestRecipe(dataset_id=dataset.id, params=SMALL_FOREST, rows=rows)
     _, ensemble = train_forest(SMALL_FOREST, X[rows.select(len(y))], y[rows.select(len(y))],
                                feature_names=dataset.feature_names)
-    return core.forests.save(ensemble, recipe).id
+    return core.forests.save(ensemble, recipe, TENANT).id
 
 
 def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, dataset, other_dataset):
     record = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST,
-                                                  path=PathSpec(validation_fraction=0.25, random_state=7)), None)
+                                                  path=PathSpec(validation_fraction=0.25, random_state=7)), None, tenant=TENANT)
     assert record.status == "queued" and record.kind == "path"
     assert record.spec.recipe.rows == TrainingRows(validation_fraction=0.25, seed=7)
     assert record.spec.forest_id == record.spec.recipe.forest_id
@@ -62,59 +63,59 @@ def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, d
     assert np.array_equal(record.spec.recipe.rows.select(dataset.n_rows), train) and len(validation) == 500
 
     elsewhere = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
-                                                     validation_dataset_id=other_dataset.id), None)
+                                                     validation_dataset_id=other_dataset.id), None, tenant=TENANT)
     assert elsewhere.spec.recipe.rows == TrainingRows(validation_fraction=0, seed=0)  # every row
 
 
 def test_a_forest_trained_on_the_validation_rows_is_refused(core, dataset, other_dataset):
     same_split = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
     every_row = store_trained_forest(core, dataset, TrainingRows.holdout(0, 0))
-    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None)
+    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
     for forest_id, path in ((same_split, PathSpec(random_state=1)), (same_split, PathSpec(validation_fraction=0.3)),
                             (every_row, PathSpec())):
         with pytest.raises(Invalid) as caught:
-            core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None)
+            core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
         assert caught.value.faults[0].field == "forest_id" and "validation split" in caught.value.faults[0].fix
     # validation rows from another dataset: a forest trained on every row of this one is fine
     core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
-                                         validation_dataset_id=other_dataset.id), None)
+                                         validation_dataset_id=other_dataset.id), None, tenant=TENANT)
     with pytest.raises(Invalid) as caught:
         core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
-                                             validation_dataset_id=dataset.id), None)
+                                             validation_dataset_id=dataset.id), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
 
 
 def test_data_dependent_checks_name_the_domain_field(core, dataset):
     with pytest.raises(NotFound) as caught:
         core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
-                                             validation_dataset_id="ds_nope"), None)
+                                             validation_dataset_id="ds_nope"), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
     with pytest.raises(Invalid) as caught:
-        core.jobs.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None)
+        core.jobs.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "max_features"
     tiny = upload(core, b"x,y\n1,2\n2,3\n3,5\n")
     with pytest.raises(Invalid) as caught:
         core.jobs.submit_path(PathSubmission(dataset_id=tiny.id, forest=SMALL_FOREST,
-                                             path=PathSpec(validation_fraction=0.5)), None)
+                                             path=PathSpec(validation_fraction=0.5)), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.fraction"
     with pytest.raises(NotFound) as caught:
-        core.jobs.get("job_nope")
+        core.jobs.get("job_nope", tenant=TENANT)
     assert caught.value.faults[0].field == "job_id"
 
 
 def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, dataset):
     submission = PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
-    first = core.jobs.submit_path(submission, "key-1")
-    assert core.jobs.submit_path(submission, "key-1").id == first.id
+    first = core.jobs.submit_path(submission, "key-1", tenant=TENANT)
+    assert core.jobs.submit_path(submission, "key-1", tenant=TENANT).id == first.id
     with pytest.raises(IdempotencyKeyReused) as caught:
-        core.jobs.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1")
+        core.jobs.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1", tenant=TENANT)
     assert caught.value.faults[0].field == "idempotency_key"
     assert core.jobs.queue.count == 1
 
 
 def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset):
     parent = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
-                                                  grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None)
+                                                  grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None, tenant=TENANT)
     cells = core.records.get_many(parent.cells)
     assert parent.kind == "grid" and len(cells) == 6 and core.jobs.queue.count == 1  # the training job
     assert {(c.spec.path.gamma, c.spec.path.fusion_ratio) for c in cells} == \
@@ -123,7 +124,7 @@ def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset
 
 
 def test_transitions_apply_only_from_allowed_statuses_and_the_current_attempt(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     records = core.records
     assert not records.transition(record.id, ("running",), status="succeeded")
     assert records.transition(record.id, ("queued",), 1, status="running", progress=Progress(phase="path", step=3))
@@ -138,10 +139,10 @@ def test_transitions_apply_only_from_allowed_statuses_and_the_current_attempt(co
 
 
 def test_a_job_whose_worker_stopped_beating_is_retried_then_failed(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     for attempt in (1, 2):
         assert core.records.transition(record.id, ("queued",), attempt, status="running", started_at=time.time() - 5)
-        after = core.jobs.get(record.id)
+        after = core.jobs.get(record.id, tenant=TENANT)
         if attempt == 1:
             assert after.status == "queued" and after.attempt == 2 and after.progress.retry_of_attempt == 1
             assert after.rq_job_id in core.jobs.queue.job_ids
@@ -150,19 +151,19 @@ def test_a_job_whose_worker_stopped_beating_is_retried_then_failed(core, dataset
 
 
 def test_cancel_and_results_of_unfinished_jobs(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None)
+    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     with pytest.raises(Conflict) as caught:
-        core.jobs.result(record.id)
+        core.jobs.result(record.id, tenant=TENANT)
     assert caught.value.retry_after == 1
-    assert core.jobs.cancel(record.id).status == "canceled" and core.jobs.queue.count == 0
+    assert core.jobs.cancel(record.id, tenant=TENANT).status == "canceled" and core.jobs.queue.count == 0
     with pytest.raises(Conflict) as caught:
-        core.jobs.cancel(record.id)
+        core.jobs.cancel(record.id, tenant=TENANT)
     assert caught.value.faults[0].field == "job_id" and caught.value.retry_after is None
 
 
 def test_a_stored_forest_records_its_training_rows(core, dataset):
     forest_id = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
-    info = core.forests.get(forest_id)
+    info = core.forests.get(forest_id, tenant=TENANT)
     assert info.source.type == "training" and info.source.rows == TrainingRows(validation_fraction=0.2, seed=0)
     assert isinstance(core.forests.load(forest_id), TreeEnsemble)
-    assert [forest.id for forest in core.forests.list()] == [forest_id]
+    assert [forest.id for forest in core.forests.list(tenant=TENANT)] == [forest_id]

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
+from rq.timeouts import JobTimeoutException
 
 from app.core.config import get_settings
 from app.core.container import Core, build_core
@@ -28,11 +29,16 @@ PROGRESS_INTERVAL_SECONDS = 0.1
 
 @lru_cache(maxsize=1)
 def core() -> Core:
-    return build_core(get_settings())
+    settings = get_settings()
+    return build_core(settings, redis_patience=settings.redis_outage_seconds)  # ride out a Redis restart
 
 
 class JobCanceled(Exception):
     pass
+
+
+class DeadlinePassed(Exception):
+    """The job ran past FIRE_JOB_TIMEOUT (checked at every step and phase; RQ's alarm covers long phases)."""
 
 
 class JobRun:
@@ -46,6 +52,7 @@ class JobRun:
         self.timings: dict[str, float] = {}
         self.claimed = False
         self.steps: list[PathStep] = []
+        self.current_phase = "starting"
         self._last_progress = 0.0
         self.parent_pid = os.getppid()
 
@@ -74,12 +81,19 @@ class JobRun:
                                     timings=self.timings, progress=Progress(phase="canceled"))
             return True
         if exc is not None:
+            error = JobError(type=exc_type.__name__, detail=str(exc))
+            if isinstance(exc, (DeadlinePassed, JobTimeoutException)):
+                error = JobError(type="deadline_exceeded", detail=(
+                    f"the job ran past FIRE_JOB_TIMEOUT={self.core.settings.job_timeout}s "
+                    f"(in phase {self.current_phase!r}); it was stopped"))
             self.records.transition(self.job_id, (RUNNING,), self.attempt, status=FAILED, finished_at=now(),
-                                    timings=self.timings, error=JobError(type=exc_type.__name__, detail=str(exc)))
+                                    timings=self.timings, error=error)
         return False  # re-raise: RQ records the traceback too
 
     def phase(self, name: str, **progress) -> None:
         self.check_cancel()
+        self.check_deadline()
+        self.current_phase = name
         self.records.transition(self.job_id, (RUNNING,), self.attempt, progress=Progress(phase=name, **progress),
                                 timings=self.timings)
 
@@ -94,6 +108,10 @@ class JobRun:
     def check_cancel(self) -> None:
         if self.records.cancel_requested(self.job_id):
             raise JobCanceled()
+
+    def check_deadline(self) -> None:
+        if time.time() > self.deadline:
+            raise DeadlinePassed()
 
     def on_step(self, step: PathStep) -> bool:
         """Path callback: progress at most every PROGRESS_INTERVAL_SECONDS; truthy stops the path
@@ -136,11 +154,12 @@ def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe 
     run.phase("training")
     with run.timed("load_data"):
         X, y = run.core.datasets.load_arrays(recipe.dataset_id)
-        feature_names = run.core.datasets.get(recipe.dataset_id).feature_names
+        feature_names = run.core.datasets.read(recipe.dataset_id).feature_names
     with run.timed("train"):
         rows = recipe.rows.select(len(y))
         _, ensemble = train_ensemble(recipe.params, X[rows], y[rows], feature_names=feature_names)
-        forests.save(ensemble, recipe)
+    run.check_deadline()
+    forests.save(ensemble, recipe, run.record.tenant)
     return ensemble
 
 
@@ -149,7 +168,7 @@ def train_forest(job_id: str, attempt: int) -> None:
         if not run.claimed:
             return
         _stored_or_trained_forest(run, run.spec.forest_id, run.spec.recipe)
-        forest = run.core.forests.get(run.spec.forest_id)
+        forest = run.core.forests.find(run.spec.forest_id)
         run.core.results.put(TrainResult(job_id=job_id, forest_id=forest.id, forest=forest))
         run.succeed(TrainSummary(forest_id=forest.id, n_trees=forest.n_trees, n_leaves=forest.n_leaves))
 
@@ -169,7 +188,7 @@ def run_path(job_id: str, attempt: int) -> None:
         run.phase("loading")
         with run.timed("load_data"):
             X, y = run.core.datasets.load_arrays(spec.dataset_id)
-            feature_names = run.core.datasets.get(spec.dataset_id).feature_names
+            feature_names = run.core.datasets.read(spec.dataset_id).feature_names
             X_val = y_val = val_leaves = None
             if spec.validation_dataset_id is not None:
                 X_val, y_val = run.core.datasets.load_arrays(spec.validation_dataset_id)
@@ -188,9 +207,7 @@ def run_path(job_id: str, attempt: int) -> None:
         if run.orphaned:
             run.claimed = False  # leave the record alone: the lost heartbeat gets the job run again
             return
-        if time.time() > run.deadline:
-            raise TimeoutError(f"the path passed FIRE_JOB_TIMEOUT={run.core.settings.job_timeout}s after "
-                               f"{len(fit.path.steps)} steps")
+        run.check_deadline()
         with run.timed("store"):
             run.core.results.put_weights(job_id, fit.path.coef_path, fit.path.intercepts)
             result = PathJobResult(
@@ -209,7 +226,7 @@ def collect_grid(job_id: str, attempt: int) -> None:
         if not run.claimed:
             return
         jobs = run.core.jobs
-        cells = [jobs.get(cell_id) for cell_id in run.record.cells]
+        cells = [jobs.read(cell_id) for cell_id in run.record.cells]
         unfinished = [cell for cell in cells if cell.status not in TERMINAL]
         if unfinished:
             continuation = run.record.continuation + 1
@@ -224,7 +241,7 @@ def collect_grid(job_id: str, attempt: int) -> None:
         if not done:
             raise RuntimeError("no grid cell succeeded: " + "; ".join(
                 f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells))
-        results = [jobs.result(cell.id) for cell in done]
+        results = [jobs.stored_result(cell.id) for cell in done]
         best = results[best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules)]
         table = [GridCell(job_id=c.id, gamma=c.spec.path.gamma, fusion_ratio=c.spec.path.fusion_ratio,
                           status=c.status, summary=c.summary) for c in cells]

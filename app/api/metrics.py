@@ -1,4 +1,7 @@
-"""Prometheus figures: HTTP traffic, jobs by status, matrix-cache hits (counted in Redis by the workers)."""
+"""Prometheus figures: HTTP traffic, jobs by status, matrix-cache hits (counted in Redis by the workers), whether
+Redis answers. Label values come from fixed sets (methods, route templates, statuses), so no request can grow
+the number of series."""
+import logging
 import time
 from collections import Counter as Tally
 from typing import get_args
@@ -7,8 +10,13 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from app.core.connections import REDIS_FAILURES
 from app.core.container import Core
+from app.core.errors import Unavailable
 from app.core.job_documents import Status
+
+log = logging.getLogger(__name__)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class ServiceCollector:
@@ -18,14 +26,25 @@ class ServiceCollector:
         self.core = core
 
     def collect(self):
+        up = GaugeMetricFamily("fire_redis_up", "Whether the durable Redis answered this scrape")
+        try:
+            self.core.redis_health.check()
+            records = self.core.records
+            counts = Tally(record.status for record in records.get_many(records.recent_ids(1000)) if record is not None)
+            cache_counts = self.core.leaf_cache.counts()
+        except (*REDIS_FAILURES, Unavailable) as error:
+            log.warning("metrics without Redis figures: %s", error)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
         jobs = GaugeMetricFamily("fire_jobs", "Recent jobs (last 1000) by status", labels=["status"])
-        records = self.core.records
-        counts = Tally(record.status for record in records.get_many(records.recent_ids(1000)) if record is not None)
         for status in get_args(Status):
             jobs.add_metric([status], counts[status])
         yield jobs
         cache = CounterMetricFamily("fire_matrix_cache", "Leaf-matrix cache lookups", labels=["result"])
-        for result, count in self.core.leaf_cache.counts().items():
+        for result, count in cache_counts.items():
             cache.add_metric([result], count)
         yield cache
 
@@ -65,5 +84,6 @@ class HttpMetricsMiddleware:
             await self.app(scope, receive, send_with_status)
         finally:
             template = getattr(scope.get("route"), "path", "unmatched")
-            self.latency.labels(scope["method"], template).observe(time.perf_counter() - started)
-            self.requests.labels(scope["method"], template, str(status[0])).inc()
+            method = scope["method"] if scope["method"] in METHODS else "OTHER"
+            self.latency.labels(method, template).observe(time.perf_counter() - started)
+            self.requests.labels(method, template, str(status[0])).inc()

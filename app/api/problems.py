@@ -1,30 +1,56 @@
-"""RFC 9457 problem details (application/problem+json) for every error the API answers.
+"""RFC 9457 problem details (application/problem+json) for every error the API answers, and their OpenAPI
+description (the :class:`Problem` schema under that media type).
 
 Domain errors from the core are translated here: a status per error class, and each fault's domain field
 placed where this request carried it (``path.job_id``, ``query.dataset_id``, ``header.Idempotency-Key``,
-``body.validation.dataset_id``).
+``body.validation.dataset_id``). A Redis that cannot be reached is a 503 with ``Retry-After``.
 """
 import logging
 import re
-from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.core.errors import (Conflict, DomainError, Expired, FieldFault, Invalid, NotFound, TooLarge,
-                             Unsupported)
+from app.core.connections import REDIS_FAILURES, unavailable
+from app.core.errors import (Conflict, DomainError, Expired, FieldFault, Invalid, NotFound, TooLarge, TooMany,
+                             Unavailable, Unsupported)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://fire-rules.dev/problems/"
 log = logging.getLogger(__name__)
 
-DOMAIN_STATUS = {Invalid: 422, NotFound: 404, Conflict: 409, Expired: 410, TooLarge: 413, Unsupported: 415}
+# RFC 9110's reason phrases (Python's http.HTTPStatus still says "Request Entity Too Large" and
+# "Unprocessable Entity")
+TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+          410: "Gone", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+          429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+DOMAIN_STATUS = {Invalid: 422, NotFound: 404, Conflict: 409, Expired: 410, TooLarge: 413, Unsupported: 415,
+                 TooMany: 429, Unavailable: 503}
+
+
+class ProblemFault(BaseModel):
+    field: str = Field(description="where the request carried the thing at fault: path.X, query.X, header.X, "
+                                   "body.X (body.file for an upload as a whole)")
+    message: str
+    fix: str
+
+
+class Problem(BaseModel):
+    """An error, as every error of this API is answered (RFC 9457, application/problem+json)."""
+
+    type: str = Field(examples=[PROBLEM_TYPE_BASE + "not-found"])
+    title: str = Field(examples=["Not Found"])
+    status: int = Field(examples=[404])
+    detail: str = Field(examples=["No dataset with id 'ds_0123'."])
+    instance: str = Field(examples=["/v1/datasets/ds_0123"])
+    errors: list[ProblemFault] = Field(default=[], description="one entry per thing at fault")
 
 
 class ProblemError(Exception):
-    """An error of the HTTP edge itself (authentication, readiness, a malformed multipart body)."""
+    """An error of the HTTP edge itself (authentication, a malformed multipart body)."""
 
     def __init__(self, status: int, detail: str, faults: list[FieldFault], headers: dict[str, str] | None = None):
         super().__init__(detail)
@@ -40,17 +66,12 @@ def _kebab(class_name: str) -> str:
 
 def problem_response(request: Request, status: int, detail: str, faults: list[FieldFault] = (),
                      problem_type: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    title = HTTPStatus(status).phrase
-    body = {
-        "type": PROBLEM_TYPE_BASE + (problem_type or title.lower().replace(" ", "-")),
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    if faults:
-        body["errors"] = [{"field": fault.field, "message": fault.message, "fix": fault.fix} for fault in faults]
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+    title = TITLES[status]
+    body = Problem(type=PROBLEM_TYPE_BASE + (problem_type or title.lower().replace(" ", "-")), title=title,
+                   status=status, detail=detail, instance=request.url.path,
+                   errors=[ProblemFault(field=f.field, message=f.message, fix=f.fix) for f in faults])
+    return JSONResponse(body.model_dump(exclude_defaults=True), status_code=status, media_type=PROBLEM_MEDIA_TYPE,
+                        headers=headers)
 
 
 def http_location(field: str, request: Request) -> str:
@@ -69,8 +90,9 @@ def http_location(field: str, request: Request) -> str:
 
 def domain_problem(request: Request, error: DomainError) -> JSONResponse:
     status = next(code for kind, code in DOMAIN_STATUS.items() if isinstance(error, kind))
-    faults = [FieldFault(http_location(f.field, request), f.message, f.fix) for f in error.faults]
-    retry_after = getattr(error, "retry_after", None)
+    faults = [FieldFault(http_location(f.field, request) if f.field not in ("tenant", "redis") else f.field,
+                         f.message, f.fix) for f in error.faults]
+    retry_after = error.retry_after
     return problem_response(request, status, error.detail, faults, _kebab(type(error).__name__),
                             {"Retry-After": f"{retry_after:g}"} if retry_after else None)
 
@@ -84,12 +106,18 @@ _VALIDATION_FIXES = {
 }
 
 
-def _validation_faults(exc: RequestValidationError) -> list[FieldFault]:
+def validation_faults(errors: list[dict]) -> list[FieldFault]:
     faults = []
-    for error in exc.errors():
+    for error in errors:
+        kind = error.get("type", "")
         location = [str(part) for part in error.get("loc", ())]
-        fix = _VALIDATION_FIXES.get(error.get("type", ""), "send a value of the documented type and range")
-        faults.append(FieldFault(".".join(location) or "body", error.get("msg", "invalid"), fix))
+        if kind == "json_invalid":
+            location = location[:1]  # its second part is a character offset, not a field
+        message = error.get("msg", "invalid")
+        if kind == "json_invalid" and error.get("ctx", {}).get("error"):
+            message = f"{message}: {error['ctx']['error']}"
+        fix = _VALIDATION_FIXES.get(kind, "send a value of the documented type and range")
+        faults.append(FieldFault(".".join(location) or "body", message, fix))
     return faults
 
 
@@ -104,21 +132,34 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def handle_validation(request: Request, exc: RequestValidationError):
-        return problem_response(request, 422, "The request does not validate.", _validation_faults(exc))
+        return problem_response(request, 422, "The request does not validate.", validation_faults(exc.errors()))
+
+    async def handle_redis_failure(request: Request, exc: Exception):
+        request.app.state.core.redis_health.mark_down()
+        return domain_problem(request, unavailable(type(exc).__name__))
+
+    for failure in REDIS_FAILURES:
+        app.add_exception_handler(failure, handle_redis_failure)
 
     @app.exception_handler(StarletteHTTPException)
     async def handle_http(request: Request, exc: StarletteHTTPException):
         status = exc.status_code
-        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(status, "Error")
         faults = []
         if status == 404:
             faults = [FieldFault("path", f"no route {request.url.path}", "see the API at /docs")]
         elif status == 405:
             faults = [FieldFault("method", f"{request.method} is not allowed here",
                                  f"use one of: {exc.headers.get('Allow', '') if exc.headers else ''}")]
-        return problem_response(request, status, detail, faults, headers=exc.headers)
+        return problem_response(request, status if status in TITLES else 400, detail, faults, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def handle_unexpected(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(request, 500, "An unexpected error occurred; it was logged.")
+
+
+def problem_responses(*statuses: int) -> dict:
+    """OpenAPI responses for these error statuses: each a :class:`Problem` as application/problem+json."""
+    return {status: {"description": TITLES[status], "content": {PROBLEM_MEDIA_TYPE: {
+        "schema": {"$ref": "#/components/schemas/Problem"}}}} for status in statuses}

@@ -2,7 +2,8 @@
 
 The path and forest settings take their defaults, descriptions and checks from the library's ``PathSpec``
 and ``ForestSpec``: a body is valid exactly when the spec it becomes is (a ``SpecError`` is reported at the
-field it names). Only the service's own limits (sizes a worker should not be asked for) are written here.
+field it names). The service's own limits (sizes a worker should not be asked for) are settings, checked by the
+core. Bodies are strict: ``true`` is no number and ``"3"`` is no integer.
 """
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,6 @@ PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
 # The API's place for PathSpec's split settings: a body's `validation` holds the fraction and the seed.
 VALIDATION_FIELDS = {"validation_fraction": ("validation", "fraction"), "random_state": ("validation", "seed")}
-MAX_TREES, MAX_DEPTH, MAX_LAMBDAS, MAX_GRID_CELLS = 5000, 20, 1000, 64  # service limits
 EXAMPLE_DATASET_ID, EXAMPLE_FOREST_ID = "ds_0123456789abcdef0123456789abcdef", "fo_0123456789abcdef0123456789abcdef"
 
 
@@ -44,15 +44,15 @@ def body_error(model: BaseModel, loc: tuple[str, ...], message: str) -> Validati
 
 
 class StrictBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TrainingParams(StrictBody):
     """A forest's recipe: ForestSpec's settings."""
 
     kind: Literal[FOREST_KINDS] = forest_setting("kind")
-    n_estimators: int = forest_setting("n_estimators", le=MAX_TREES)
-    max_depth: int = forest_setting("max_depth", le=MAX_DEPTH)
+    n_estimators: int = forest_setting("n_estimators")
+    max_depth: int = forest_setting("max_depth")
     max_features: float | int | Literal[MAX_FEATURES_NAMES] | None = forest_setting("max_features")
     learning_rate: float = forest_setting("learning_rate")
     random_state: int = forest_setting("random_state")
@@ -97,7 +97,7 @@ class TrainForestRequest(TrainingParams):
     validation: ValidationSpec = Field(ValidationSpec(), description=(
         "the split later path jobs will use: the forest learns from its training rows only"))
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"dataset_id": EXAMPLE_DATASET_ID, "kind": "random_forest", "n_estimators": 100, "max_depth": 3,
          "max_features": "sqrt", "random_state": 0, "validation": {"fraction": 0.2, "seed": 0}}]})
 
@@ -113,18 +113,18 @@ class PathJobRequest(StrictBody):
     mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
     lambda_f: float | None = path_setting("lambda_f")
     fusion_ratio: float | None = path_setting("fusion_ratio")
-    lambdas: list[float] | None = path_setting("lambdas", max_length=MAX_LAMBDAS)
-    n_lambdas: int = path_setting("n_lambdas", le=MAX_LAMBDAS)
+    lambdas: list[float] | None = path_setting("lambdas")
+    n_lambdas: int = path_setting("n_lambdas")
     lambda_min_ratio: float = path_setting("lambda_min_ratio")
     max_rules: int | None = path_setting("max_rules")
     tol: float = path_setting("tol")
     max_iter: int = path_setting("max_iter")
     block_selection: Literal[BLOCK_SELECTIONS] = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
-    grid: Grid | None = Field(None, description=f"one job per gamma x fusion_ratio cell (at most {MAX_GRID_CELLS}); "
-                                                "the best cell's selected step is kept")
+    grid: Grid | None = Field(None, description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
+                                                "64 by default); the best cell's selected step is kept")
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"dataset_id": EXAMPLE_DATASET_ID,
          "forest": {"kind": "random_forest", "n_estimators": 100, "max_depth": 3, "max_features": "sqrt"},
          "validation": {"fraction": 0.2, "seed": 0}, "penalty": "mcp", "gamma": 1.1, "fusion_ratio": 1.0,
@@ -157,8 +157,6 @@ class PathJobRequest(StrictBody):
     def _check_grid(self, spec: PathSpec) -> None:
         if self.lambda_f is not None:
             raise body_error(self, ("lambda_f",), "a grid sets fusion_ratio per cell: drop lambda_f")
-        if len(self.grid.gamma) * len(self.grid.fusion_ratio) > MAX_GRID_CELLS:
-            raise body_error(self, ("grid",), f"at most {MAX_GRID_CELLS} grid cells")
         for name in ("gamma", "fusion_ratio"):
             for value in getattr(self.grid, name):
                 try:
@@ -173,7 +171,7 @@ class PromoteRequest(StrictBody):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str | None = Field(None, max_length=2000)
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"job_id": "job_0123456789abcdef01234567", "name": "abalone-rings"}]})
 
 
@@ -197,7 +195,7 @@ class PredictRequest(StrictBody):
     instances: list[Any] | None = None
     inputs: list[Any] | dict[str, list[Any]] | None = None
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"dataframe_split": {"columns": ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight",
                                          "Viscera_weight", "Shell_weight"],
                              "data": [["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15]]}},
@@ -299,6 +297,9 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    status: Literal["ready"] = "ready"
-    workers: int
+    status: Literal["ready", "warming"] = Field(description="warming: no worker has finished compiling the "
+                                                            "solver yet; jobs wait in the queue meanwhile")
+    detail: str
+    workers: int = Field(description="workers ready to run jobs (a fresh heartbeat)")
+    warming: int = Field(description="workers still compiling the solver")
     queued: int

@@ -44,14 +44,15 @@ async def receive_upload(request: Request, limit: int) -> Upload:
 async def _receive_multipart(request: Request, content_type: str, limit: int) -> Upload:
     fields: dict[str, str] = {}
     files = []
-    parser = create_form_parser(
-        {"Content-Type": content_type.encode("latin-1")},
-        on_field=lambda part: fields.__setitem__(part.field_name.decode(), (part.value or b"").decode()),
-        on_file=files.append,
-        config={"MAX_MEMORY_FILE_SIZE": limit + 1},
-    )
     received = 0
     try:
+        parser = create_form_parser(
+            {"Content-Type": content_type.encode("latin-1")},
+            on_field=lambda part: fields.__setitem__(part.field_name.decode(errors="replace"),
+                                                     (part.value or b"").decode(errors="replace")),
+            on_file=files.append,
+            config={"MAX_MEMORY_FILE_SIZE": limit + 1},
+        )
         async for chunk in request.stream():
             received += len(chunk)
             if received > limit:
@@ -62,7 +63,8 @@ async def _receive_multipart(request: Request, content_type: str, limit: int) ->
         raise
     except Exception as exc:
         raise ProblemError(400, f"The multipart body could not be parsed: {exc}",
-                           [FieldFault("body", "malformed multipart", "send one file part named 'file'")]) from exc
+                           [FieldFault("body", "malformed multipart", "send multipart/form-data with its boundary "
+                                                                      "and one file part named 'file'")]) from exc
     if len(files) != 1:
         raise Invalid(f"Expected exactly one file part, got {len(files)}.",
                       [FieldFault("file", "one file part required", "attach the file as form field 'file'")])

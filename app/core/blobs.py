@@ -52,7 +52,7 @@ class BlobStore:
         self.redis = redis
         self.chunk_bytes = chunk_bytes
 
-    def put(self, key: str, data: bytes, ttl: int | None = None) -> None:
+    def put(self, key: str, data: bytes | memoryview, ttl: int | None = None) -> None:
         compressed = _compressor.compress(data)
         chunks = [compressed[i:i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
         header = json.dumps({"chunks": len(chunks), "size": len(data), "compressed": len(compressed)})
@@ -107,6 +107,9 @@ class BlobStore:
     def index(self, index_key: str, member: str, created_at: float) -> None:
         self.redis.zadd(index_key, {member: created_at})
 
+    def unindex(self, index_key: str, member: str) -> None:
+        self.redis.zrem(index_key, member)
+
     def newest_documents(self, index_key: str, key_of, model, limit: int) -> list:
         """The documents indexed (by creation time) in a sorted set, newest first."""
         ids = [member.decode() for member in self.redis.zrevrange(index_key, 0, limit - 1)]
@@ -115,7 +118,7 @@ class BlobStore:
     def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
-        self.put(key, buffer.getvalue(), ttl)
+        self.put(key, buffer.getbuffer(), ttl)  # a view: no second copy of the arrays
 
     def get_arrays(self, key: str) -> dict[str, np.ndarray] | None:
         data = self.get(key)

@@ -1,4 +1,5 @@
-"""Service settings, read from the environment (prefix FIRE_) by pydantic-settings."""
+"""Service settings, read from the environment (prefix FIRE_) by pydantic-settings. Every default is written
+here once; docs/service.md lists them."""
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -8,10 +9,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from solver.encoding import CATEGORICAL_POLICIES, DEFAULT_MAX_CATEGORIES
 
+MiB = 1024 * 1024
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FIRE_", env_file=".env", extra="ignore")
 
+    # ---- where things live ----
     redis_url: str | None = Field(
         None, description="Durable Redis (artifacts, queue). None: start an embedded redis-server child."
     )
@@ -21,22 +25,65 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".fire-data"), description="Embedded Redis data (AOF) and logs.")
     key_prefix: str = Field("fire:", description="Prefix of every key the service writes (besides RQ's own).")
     queue_name: str = "fire"
-    max_upload_bytes: int = 256 * 1024 * 1024
+    chunk_bytes: int = Field(16 * MiB, description="Largest Redis value written; larger ones are chunked.")
+
+    # ---- Redis client behaviour ----
+    redis_socket_timeout: float = Field(3.0, gt=0, description="Seconds one Redis call may take before it fails.")
+    redis_connect_timeout: float = Field(1.0, gt=0, description="Seconds to open a Redis connection.")
+    redis_outage_seconds: float = Field(
+        30.0, gt=0, description="Workers keep retrying a failed Redis call this long (with backoff) before the "
+                                "call fails; the API answers 503 at once instead.")
+    cache_timeout_seconds: float = Field(1.0, gt=0, description="Timeout of a leaf-matrix cache call.")
+    cache_backoff_seconds: float = Field(
+        30.0, ge=0, description="After a cache failure, jobs skip the cache this long (they build the matrix).")
+
+    # ---- tenants ----
     api_keys: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Accepted X-API-Key values (comma separated). Empty: no auth."
-    )
-    categorical: Literal[CATEGORICAL_POLICIES] = "onehot"
+        default_factory=list, description="Comma-separated `TENANT=KEY`, `TENANT=sha256:HEX` or bare `KEY` "
+                                          "(its own tenant). Empty with no keys file: no authentication, one "
+                                          "tenant, and `serve` binds to loopback only.")
+    api_keys_file: Path | None = Field(None, description="A file of the same entries, one per line (# comments).")
+
+    # ---- limits (each a clear 4xx) ----
+    max_upload_bytes: int = Field(256 * MiB, description="Upload body bytes (413).")
+    max_inflated_bytes: int = Field(512 * MiB, description="Bytes a gzipped upload may inflate to (413).")
+    max_rows: int = Field(5_000_000, description="Rows of an uploaded table (413).")
+    max_columns: int = Field(5_000, description="Columns of an uploaded table (413).")
     max_categories: int = Field(DEFAULT_MAX_CATEGORIES, description="A text column with more distinct values is refused.")
+    max_trees: int = Field(5_000, description="Trees of a trained or uploaded forest (422).")
+    max_tree_depth: int = Field(32, description="Depth of a trained or uploaded tree (422).")
+    max_leaves: int = Field(1_000_000, description="Leaves (candidate rules) of a forest (422).")
+    max_forest_nodes: int = Field(2_000_000, description="Nodes of an uploaded forest (422).")
+    max_lambdas: int = Field(1_000, description="Steps of one path (422).")
+    max_grid_cells: int = Field(64, description="Cells of one grid (422).")
+    max_active_jobs: int = Field(32, description="Queued or running submissions per tenant (429 past it).")
+    max_json_bytes: int = Field(1 * MiB, description="A JSON request body other than scoring (413).")
+    max_scoring_bytes: int = Field(32 * MiB, description="A scoring request body (413).")
+    max_scoring_rows: int = Field(100_000, description="Rows of one scoring request (413).")
+
+    # ---- the API process ----
+    categorical: Literal[CATEGORICAL_POLICIES] = "onehot"
+    cpu_threads: int = Field(2, ge=1, description="Uploads and large scoring bodies parsed at once, off the event "
+                                                  "loop; more wait their turn.")
+    inline_scoring_bytes: int = Field(64 * 1024, description="Scoring bodies up to this size are scored on the "
+                                                             "event loop (faster than a thread hop).")
+    model_cache_size: int = 64
+    watchdog_seconds: float = Field(10.0, description="The API checks running jobs for lost workers this often.")
+    api_workers: int = Field(1, ge=1, description="API processes `serve` runs on its port.")
+    embedded: bool = Field(False, description="Set by `serve` when it runs Redis and the workers itself.")
+
+    # ---- jobs and workers ----
     cache_ttl_seconds: int = 24 * 3600
     embedded_workers: int = 2
-    job_timeout: int = Field(3600, description="Seconds a job may run before the path stops at its deadline.")
+    job_timeout: int = Field(3600, description="Seconds a job may run; it stops within one step or phase past it.")
     result_ttl_seconds: int = Field(30 * 24 * 3600, description="How long job records and results are kept.")
-    heartbeat_seconds: int = Field(5, ge=1, description="Workers refresh a running job's heartbeat this often.")
-    heartbeat_ttl_seconds: float = Field(20.0, description="A running job without heartbeat this long is lost.")
-    watchdog_seconds: float = Field(10.0, description="The API checks running jobs for lost workers this often.")
+    heartbeat_seconds: int = Field(5, ge=1, description="Workers refresh their own and their job's heartbeat this "
+                                                        "often.")
+    heartbeat_ttl_seconds: float = Field(20.0, description="A worker or a running job without heartbeat this long "
+                                                           "is lost.")
     max_job_attempts: int = Field(2, description="A job whose worker died is run again until this many tries.")
-    model_cache_size: int = 64
-    chunk_bytes: int = Field(16 * 1024 * 1024, description="Largest Redis value written; larger ones are chunked.")
+    worker_nice: int = Field(10, ge=0, le=19, description="Workers lower their CPU priority by this much so that "
+                                                          "the API stays responsive on a shared machine.")
 
     @field_validator("api_keys", mode="before")
     @classmethod

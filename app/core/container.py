@@ -5,20 +5,25 @@ from redis import Redis
 
 from app.core.blobs import BlobStore
 from app.core.config import Settings
-from app.core.connections import cache_redis, data_redis
+from app.core.connections import RedisHealth, cache_redis, data_redis
 from app.core.datasets import DatasetStore
+from app.core.deletion import Deletion
 from app.core.forests import ForestStore
 from app.core.jobs import JobService
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.models import ModelStore
 from app.core.records import JobRecords
 from app.core.results import ResultStore
+from app.core.tenants import TenantKeys
+from app.core.workers import WorkerRegistry
 
 
 @dataclass
 class Core:
     settings: Settings
     redis: Redis
+    redis_health: RedisHealth
+    tenant_keys: TenantKeys
     blobs: BlobStore
     datasets: DatasetStore
     forests: ForestStore
@@ -27,19 +32,26 @@ class Core:
     jobs: JobService
     models: ModelStore
     leaf_cache: LeafMatrixCache
+    deletion: Deletion
+    workers: WorkerRegistry
 
 
-def build_core(settings: Settings, redis: Redis | None = None) -> Core:
-    """The core on the settings' Redis servers, or on ``redis`` alone (for the cache too) where given."""
+def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience: float = 0.0) -> Core:
+    """The core on the settings' Redis servers, or on ``redis`` alone (for the cache too) where given.
+    ``redis_patience``: seconds a failed Redis call is retried (workers) instead of failing at once (the API)."""
     cache = redis or cache_redis(settings)
-    redis = redis or data_redis(settings)
+    redis = redis or data_redis(settings, redis_patience)
     blobs = BlobStore(redis, settings.chunk_bytes)
     datasets = DatasetStore(settings, blobs)
     forests = ForestStore(settings, blobs)
     records = JobRecords(settings, redis)
     results = ResultStore(settings, blobs)
     jobs = JobService(settings, redis, datasets, forests, records, results)
+    models = ModelStore(settings, blobs, datasets, jobs)
     leaf_cache = LeafMatrixCache(BlobStore(cache, settings.chunk_bytes), redis, settings.key_prefix,
-                                 settings.cache_ttl_seconds)
-    return Core(settings=settings, redis=redis, blobs=blobs, datasets=datasets, forests=forests, records=records,
-                results=results, jobs=jobs, models=ModelStore(settings, blobs, datasets, jobs), leaf_cache=leaf_cache)
+                                 settings.cache_ttl_seconds, settings.cache_backoff_seconds)
+    return Core(settings=settings, redis=redis, redis_health=RedisHealth(redis),
+                tenant_keys=TenantKeys.from_settings(settings), blobs=blobs, datasets=datasets, forests=forests,
+                records=records, results=results, jobs=jobs, models=models, leaf_cache=leaf_cache,
+                deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
+                workers=WorkerRegistry(settings, redis))

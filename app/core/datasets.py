@@ -1,9 +1,16 @@
-"""Datasets: parse an uploaded table, validate it, encode it, store it under its content hash."""
+"""Datasets: parse an uploaded table, validate it, encode it, store it under its content hash.
+
+Parsing is bounded before it is costly: a gzipped upload inflates up to ``max_inflated_bytes`` (checked as it
+inflates), a CSV's or Parquet file's header is checked (column count, repeated names) before its rows are
+read, and no more than ``max_rows + 1`` rows are parsed.
+"""
+import csv
 import hashlib
 import io
 import json
 import time
 import zlib
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -13,6 +20,7 @@ from pydantic import Field
 from app.core.blobs import BlobStore, Document
 from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
+from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver.encoding import TableEncoding, TableError
 
 FORMATS = ("csv", "parquet", "json")
@@ -24,6 +32,10 @@ _CONTENT_TYPE_FORMATS = {
 _EXTENSION_FORMATS = {".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 _PICKLE_PROTOCOL_MARKERS = {b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"}
 MAX_ROWS_NAMED = 10
+# The tree learners compare features in float32: a value beyond its range would become infinite there.
+MAX_ABS_VALUE = float(np.finfo(np.float32).max)
+# A text cell starting with one of these is a formula to a spreadsheet that opens an export (CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def is_pickle(data: bytes) -> bool:
@@ -49,6 +61,7 @@ class DatasetSource(Document):
 
 class DatasetInfo(Document):
     id: str
+    tenant: str = DEFAULT_TENANT
     target: str
     n_rows: int
     n_features: int
@@ -68,7 +81,9 @@ class DatasetStore:
     def __init__(self, settings: Settings, blobs: BlobStore):
         self.settings = settings
         self.blobs = blobs
-        self.index_key = f"{settings.key_prefix}datasets"
+
+    def _index_key(self, tenant: str) -> str:
+        return f"{tenant_scope(self.settings.key_prefix, tenant)}datasets"
 
     def _meta_key(self, dataset_id: str) -> str:
         return f"{self.settings.key_prefix}dataset:{dataset_id}"
@@ -76,47 +91,64 @@ class DatasetStore:
     def _arrays_key(self, dataset_id: str) -> str:
         return f"{self.settings.key_prefix}dataset:{dataset_id}:arrays"
 
-    def create(self, data: bytes, *, target: str, content_type: str, filename: str | None,
+    def dataset_id(self, data: bytes, target: str, tenant: str) -> str:
+        """The content hash: the same bytes, target and categorical setting give the same id (per tenant)."""
+        owner = b"" if tenant == DEFAULT_TENANT else tenant.encode() + b"\0"  # ids kept from before tenants
+        return "ds_" + hashlib.sha256(b"fire-dataset-v1\0" + owner + target.encode() + b"\0"
+                                      + self.settings.categorical.encode() + b"\0" + data).hexdigest()[:32]
+
+    def create(self, data: bytes, *, tenant: str, target: str, content_type: str, filename: str | None,
                declared_format: str | None) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target again is a no-op."""
-        dataset_id = "ds_" + hashlib.sha256(
-            b"fire-dataset-v1\0" + target.encode() + b"\0" + self.settings.categorical.encode() + b"\0" + data
-        ).hexdigest()[:32]
+        dataset_id = self.dataset_id(data, target, tenant)
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
-        table_format, frame = parse_table(data, content_type, filename, declared_format,
-                                          self.settings.max_upload_bytes)
+        table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
         encoding, features, y = validate_table(frame, target, self.settings)
+        del frame  # the encoded arrays are all that is kept
         missing = {name: int(count) for name, count in
                    zip(encoding.feature_names, np.isnan(features).sum(axis=0)) if count}
         info = DatasetInfo(
-            id=dataset_id, target=target, n_rows=features.shape[0], n_features=features.shape[1],
+            id=dataset_id, tenant=tenant, target=target, n_rows=features.shape[0], n_features=features.shape[1],
             columns=encoding.to_dict(), feature_names=encoding.feature_names, missing_values=missing,
             target_summary=TargetSummary(mean=y.mean(), std=y.std(), min=y.min(), max=y.max()),
             source=DatasetSource(filename=filename, format=table_format, bytes=len(data)), created_at=time.time())
         self.blobs.put_arrays(self._arrays_key(dataset_id), X=features, y=y)
         self.blobs.put_document(self._meta_key(dataset_id), info)
-        self.blobs.index(self.index_key, dataset_id, info.created_at)
+        self.blobs.index(self._index_key(tenant), dataset_id, info.created_at)
         return info, True
 
     def find(self, dataset_id: str) -> DatasetInfo | None:
         return self.blobs.get_document(self._meta_key(dataset_id), DatasetInfo)
 
-    def get(self, dataset_id: str, field: str = "dataset_id") -> DatasetInfo:
+    def read(self, dataset_id: str) -> DatasetInfo:
+        """A stored dataset whoever owns it (for the workers, which run jobs already checked)."""
         info = self.find(dataset_id)
         if info is None:
+            raise NotFound("dataset", dataset_id)
+        return info
+
+    def get(self, dataset_id: str, *, tenant: str, field: str = "dataset_id") -> DatasetInfo:
+        """The tenant's dataset; another tenant's is not found."""
+        info = self.find(dataset_id)
+        if info is None or info.tenant != tenant:
             raise NotFound("dataset", dataset_id, field)
         return info
 
-    def list(self, limit: int = 100) -> list[DatasetInfo]:
-        return self.blobs.newest_documents(self.index_key, self._meta_key, DatasetInfo, limit)
+    def list(self, *, tenant: str, limit: int = 100) -> list[DatasetInfo]:
+        return self.blobs.newest_documents(self._index_key(tenant), self._meta_key, DatasetInfo, limit)
 
     def load_arrays(self, dataset_id: str) -> tuple[np.ndarray, np.ndarray]:
         arrays = self.blobs.get_arrays(self._arrays_key(dataset_id))
         if arrays is None:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
+
+    def delete(self, info: DatasetInfo) -> None:
+        self.blobs.delete(self._arrays_key(info.id))
+        self.blobs.delete(self._meta_key(info.id))
+        self.blobs.unindex(self._index_key(info.tenant), info.id)
 
 
 def detect_format(data: bytes, content_type: str, filename: str | None, declared: str | None) -> str:
@@ -145,6 +177,7 @@ def detect_format(data: bytes, content_type: str, filename: str | None, declared
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
+    """The inflated bytes, refused as soon as they pass ``limit`` (a gzip bomb never inflates further)."""
     decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = decompressor.decompress(data, limit + 1)
@@ -152,16 +185,45 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         raise Invalid(f"The gzip stream is corrupt: {exc}",
                       [FieldFault("file", "corrupt gzip", "re-compress the file")]) from exc
     if len(out) > limit:
-        raise TooLarge(f"The file decompresses to more than {limit} bytes.",
+        raise TooLarge(f"The file inflates to more than {limit} bytes.",
                        [FieldFault("file", "too large once decompressed",
-                                   "send a smaller file or raise FIRE_MAX_UPLOAD_BYTES")])
+                                   "send a smaller file or raise FIRE_MAX_INFLATED_BYTES")])
     return out
 
 
+def _too_many(what: str, count: str, limit: int, setting: str) -> TooLarge:
+    return TooLarge(f"The table has {count} {what}, more than the limit of {limit}.",
+                    [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise {setting}")])
+
+
+def check_header(names: list[str], settings: Settings) -> None:
+    """Column count, repeated names (linear time) and formula-like names, before any row is parsed."""
+    if len(names) > settings.max_columns:
+        raise _too_many("columns", str(len(names)), settings.max_columns, "FIRE_MAX_COLUMNS")
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise Invalid("Column names repeat.",
+                      [FieldFault(f"columns.{name}", "duplicate column name", "rename it") for name in repeated[:20]])
+    formulas = [name for name in names if name.startswith(FORMULA_PREFIXES)]
+    if formulas:
+        raise Invalid("Column names start like spreadsheet formulas.", [formula_fault(f"columns.{name}", name)
+                                                                         for name in formulas[:20]])
+
+
+def formula_fault(field: str, text: str) -> FieldFault:
+    return FieldFault(field, f"{text[:40]!r} starts like a spreadsheet formula (=, +, -, @, tab, return)",
+                      "remove the leading character: such text would run as a formula where rules are exported")
+
+
+def _csv_header(data: bytes) -> list[str]:
+    first_line = data[:data.find(b"\n") + 1 if b"\n" in data else len(data)]
+    return next(csv.reader(io.StringIO(first_line.decode("utf-8", errors="replace"))), [])
+
+
 def parse_table(data: bytes, content_type: str, filename: str | None, declared_format: str | None,
-                limit: int) -> tuple[str, pd.DataFrame]:
+                settings: Settings) -> tuple[str, pd.DataFrame]:
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data, 8 * limit)
+        data = _gunzip(data, settings.max_inflated_bytes)
     if is_pickle(data):
         raise Unsupported("Pickled data is never loaded (it can run code).",
                           [FieldFault("file", "pickle", "send CSV, Parquet or JSON records")])
@@ -170,23 +232,34 @@ def parse_table(data: bytes, content_type: str, filename: str | None, declared_f
     table_format = detect_format(data, content_type, filename, declared_format)
     try:
         if table_format == "csv":
-            frame = pd.read_csv(io.BytesIO(data))
+            # pandas would rename a repeated header (a, a -> a, a.1): the header is checked as sent
+            check_header(_csv_header(data), settings)
+            frame = pd.read_csv(io.BytesIO(data), nrows=settings.max_rows + 1)
         elif table_format == "parquet":
+            import pyarrow.parquet as pq
+
+            metadata = pq.read_metadata(io.BytesIO(data))
+            check_header(list(metadata.schema.names), settings)
+            if metadata.num_rows > settings.max_rows:
+                raise _too_many("rows", str(metadata.num_rows), settings.max_rows, "FIRE_MAX_ROWS")
             frame = pd.read_parquet(io.BytesIO(data))
         else:
             records = json.loads(data)
             if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
                 raise ValueError("expected a JSON array of objects (records)")
+            if len(records) > settings.max_rows:
+                raise _too_many("rows", str(len(records)), settings.max_rows, "FIRE_MAX_ROWS")
             frame = pd.DataFrame.from_records(records)
+            check_header([str(c) for c in frame.columns], settings)
+    except (Invalid, TooLarge):
+        raise
     except Exception as exc:
         raise Invalid(f"The {table_format} file could not be parsed: {exc}",
                       [FieldFault("file", f"unparsable {table_format}",
                                   "check the file, or name its format if it was guessed wrong")]) from exc
+    if len(frame) > settings.max_rows:
+        raise _too_many("rows", f"more than {settings.max_rows}", settings.max_rows, "FIRE_MAX_ROWS")
     frame.columns = [str(c) for c in frame.columns]
-    duplicated = sorted({c for c in frame.columns if list(frame.columns).count(c) > 1})
-    if duplicated:
-        raise Invalid("Column names repeat.",
-                      [FieldFault(f"columns.{c}", "duplicate column name", "rename it") for c in duplicated])
     return table_format, frame
 
 
@@ -196,38 +269,47 @@ def _rows(mask: np.ndarray) -> str:
     return f"{len(rows)} rows ({shown}{', ...' if len(rows) > MAX_ROWS_NAMED else ''}; 0-based data rows)"
 
 
+def _out_of_range(values: np.ndarray) -> np.ndarray:
+    """Infinite values and finite ones beyond ±MAX_ABS_VALUE (NaN is a missing value, not out of range)."""
+    return np.abs(values) > MAX_ABS_VALUE
+
+
 def validate_table(frame: pd.DataFrame, target: str, settings: Settings):
-    """(encoding, features float64 (n, p), y float64 (n,)), or Invalid naming every fault."""
+    """(encoding, features float64 (n, p), y float64 (n,)), or Invalid naming every fault. Takes the target
+    column out of ``frame`` (no copy of the table)."""
     if target not in frame.columns:
         raise Invalid(f"No column named '{target}'.",
-                      [FieldFault("target", "not a column", f"use one of {list(frame.columns)}")])
+                      [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")])
     if len(frame) < 2 or frame.shape[1] < 2:
         raise Invalid("A dataset needs at least 2 rows and one feature column besides the target.",
                       [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")])
-    y = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
+    target_column = frame.pop(target)
+    y = pd.to_numeric(target_column, errors="coerce").to_numpy(dtype=np.float64)
     faults = []
-    non_numeric = np.isnan(y) & frame[target].notna().to_numpy()
+    non_numeric = np.isnan(y) & target_column.notna().to_numpy()
     if non_numeric.any():
         faults.append(FieldFault(f"columns.{target}", f"non-numeric target in {_rows(non_numeric)}",
                                  "the target must be a number"))
-    missing_target = frame[target].isna().to_numpy()
+    missing_target = target_column.isna().to_numpy()
     if missing_target.any():
         faults.append(FieldFault(f"columns.{target}", f"missing target in {_rows(missing_target)}",
                                  "drop these rows or fill the target"))
-    if np.isinf(y).any():
-        faults.append(FieldFault(f"columns.{target}", f"infinite target in {_rows(np.isinf(y))}",
-                                 "drop these rows"))
-    feature_frame = frame.drop(columns=[target])
+    if _out_of_range(y).any():
+        faults.append(FieldFault(f"columns.{target}", f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in "
+                                                      f"{_rows(_out_of_range(y))}", "drop these rows"))
     try:
-        encoding = TableEncoding.infer(feature_frame, settings.categorical, settings.max_categories)
-        features = encoding.encode_frame(feature_frame)
+        encoding = TableEncoding.infer(frame, settings.categorical, settings.max_categories)
+        faults += [formula_fault(f"columns.{column['name']}", category) for column in encoding.to_dict()
+                   for category in column.get("categories", ()) if category.startswith(FORMULA_PREFIXES)][:20]
+        features = encoding.encode_frame(frame)
     except TableError as error:
         raise table_invalid(error) from error
     for name, column in zip(encoding.feature_names, features.T):
-        infinite = np.isinf(column)
-        if infinite.any():
-            faults.append(FieldFault(f"columns.{name}", f"infinite values in {_rows(infinite)}",
-                                     "replace them with finite numbers or leave them empty (missing)"))
+        outside = _out_of_range(column)
+        if outside.any():
+            faults.append(FieldFault(f"columns.{name}", f"infinite values or beyond ±{MAX_ABS_VALUE:.3g} in "
+                                                        f"{_rows(outside)}",
+                                     "replace them with finite numbers in range or leave them empty (missing)"))
     if faults:
         raise Invalid("The table does not validate.", faults)
     return encoding, features, y

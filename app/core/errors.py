@@ -16,10 +16,14 @@ class FieldFault:
 
 
 class DomainError(Exception):
-    def __init__(self, detail: str, faults: list[FieldFault] | tuple[FieldFault, ...] = ()):
+    """``retry_after`` (seconds) where trying the same thing again later can succeed."""
+
+    def __init__(self, detail: str, faults: list[FieldFault] | tuple[FieldFault, ...] = (),
+                 retry_after: float | None = None):
         super().__init__(detail)
         self.detail = detail
         self.faults = list(faults)
+        self.retry_after = retry_after
 
 
 class Invalid(DomainError):
@@ -46,11 +50,7 @@ class NotFound(DomainError):
 
 
 class Conflict(DomainError):
-    """The thing exists but is not in a state that allows this; ``retry_after`` (seconds) when waiting helps."""
-
-    def __init__(self, detail: str, faults=(), retry_after: float | None = None):
-        super().__init__(detail, faults)
-        self.retry_after = retry_after
+    """The thing exists but is not in a state that allows this (``retry_after`` when waiting helps)."""
 
 
 class Expired(DomainError):
@@ -63,3 +63,11 @@ class TooLarge(DomainError):
 
 class Unsupported(DomainError):
     """The input is in a format the service never reads (pickles included)."""
+
+
+class TooMany(DomainError):
+    """A tenant has as many jobs queued or running as it may."""
+
+
+class Unavailable(DomainError):
+    """A service the core depends on (Redis) cannot be reached."""

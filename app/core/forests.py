@@ -11,6 +11,7 @@ from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault, Invalid, NotFound, Unsupported
+from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver import TreeEnsemble
 from solver.fitting import holdout_split
 from solver.formats import ForestFormatError, load_forest
@@ -67,6 +68,7 @@ class TrainedForest(ForestRecipe):
 
 class ForestInfo(Document):
     id: str
+    tenant: str = DEFAULT_TENANT
     kind: str
     n_trees: int
     n_leaves: int
@@ -110,8 +112,9 @@ class ForestTrees(Document):
     forest: FireForest
 
 
-def describe_forest(ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest) -> ForestInfo:
-    return ForestInfo(id=forest_id, kind=ensemble.kind, n_trees=ensemble.n_trees, n_leaves=ensemble.n_leaves,
+def describe_forest(ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest,
+                    tenant: str) -> ForestInfo:
+    return ForestInfo(id=forest_id, tenant=tenant, kind=ensemble.kind, n_trees=ensemble.n_trees, n_leaves=ensemble.n_leaves,
                       n_features=ensemble.n_features, feature_names=list(ensemble.feature_names), source=source,
                       created_at=time.time())
 
@@ -126,7 +129,9 @@ class ForestStore:
     def __init__(self, settings: Settings, blobs: BlobStore):
         self.settings = settings
         self.blobs = blobs
-        self.index_key = f"{settings.key_prefix}forests"
+
+    def _index_key(self, tenant: str) -> str:
+        return f"{tenant_scope(self.settings.key_prefix, tenant)}forests"
 
     def _meta_key(self, forest_id: str) -> str:
         return f"{self.settings.key_prefix}forest:{forest_id}"
@@ -134,45 +139,56 @@ class ForestStore:
     def _trees_key(self, forest_id: str) -> str:
         return f"{self.settings.key_prefix}forest:{forest_id}:trees"
 
-    def upload(self, data: bytes, filename: str | None, declared_format: str | None,
+    def upload(self, data: bytes, *, tenant: str, filename: str | None, declared_format: str | None,
                dataset: DatasetInfo | None = None) -> tuple[ForestInfo, bool]:
         """(info, created); with a dataset, a forest whose features differ is refused before it is stored."""
+        settings = self.settings
         try:
-            ensemble = load_forest(data, filename=filename, declared_format=declared_format)
+            ensemble = load_forest(data, filename=filename, declared_format=declared_format,
+                                   max_nodes=settings.max_forest_nodes, max_depth=settings.max_tree_depth,
+                                   max_bytes=settings.max_inflated_bytes)
         except ForestFormatError as error:
             raise _format_error(error) from error
+        for count, limit, what, setting in ((ensemble.n_trees, settings.max_trees, "trees", "FIRE_MAX_TREES"),
+                                            (ensemble.n_leaves, settings.max_leaves, "leaves", "FIRE_MAX_LEAVES")):
+            if count > limit:
+                raise Invalid(f"The forest has {count} {what}, more than the limit of {limit}.",
+                              [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise "
+                                                                     f"{setting}")])
         document = jsonable(ensemble.to_dict())
-        forest_id = "fo_" + canonical_hash(document)  # the same trees in any format get the same id
+        # the same trees in any format get the same id (per tenant; the default tenant's ids are kept from before)
+        forest_id = "fo_" + canonical_hash(document if tenant == DEFAULT_TENANT else [tenant, document])
         existing = self.find(forest_id)
         info = existing or describe_forest(ensemble, forest_id,
-                                           UploadedForest(filename=filename, format=declared_format))
+                                           UploadedForest(filename=filename, format=declared_format), tenant)
         if dataset is not None:
             check_forest_features(info, dataset, "dataset_id")
         if existing is None:
             self._store(document, info)
         return info, existing is None
 
-    def save(self, ensemble: TreeEnsemble, recipe: ForestRecipe) -> ForestInfo:
-        info = describe_forest(ensemble, recipe.forest_id, TrainedForest(**dict(recipe)))
+    def save(self, ensemble: TreeEnsemble, recipe: ForestRecipe, tenant: str) -> ForestInfo:
+        info = describe_forest(ensemble, recipe.forest_id, TrainedForest(**dict(recipe)), tenant)
         self._store(jsonable(ensemble.to_dict()), info)
         return info
 
     def _store(self, document: dict, info: ForestInfo) -> None:
         self.blobs.put_json(self._trees_key(info.id), document)
         self.blobs.put_document(self._meta_key(info.id), info)
-        self.blobs.index(self.index_key, info.id, info.created_at)
+        self.blobs.index(self._index_key(info.tenant), info.id, info.created_at)
 
     def find(self, forest_id: str) -> ForestInfo | None:
         return self.blobs.get_document(self._meta_key(forest_id), ForestInfo)
 
-    def get(self, forest_id: str, field: str = "forest_id") -> ForestInfo:
+    def get(self, forest_id: str, *, tenant: str, field: str = "forest_id") -> ForestInfo:
+        """The tenant's forest; another tenant's is not found."""
         info = self.find(forest_id)
-        if info is None:
+        if info is None or info.tenant != tenant:
             raise NotFound("forest", forest_id, field)
         return info
 
-    def list(self, limit: int = 100) -> list[ForestInfo]:
-        return self.blobs.newest_documents(self.index_key, self._meta_key, ForestInfo, limit)
+    def list(self, *, tenant: str, limit: int = 100) -> list[ForestInfo]:
+        return self.blobs.newest_documents(self._index_key(tenant), self._meta_key, ForestInfo, limit)
 
     def load(self, forest_id: str) -> TreeEnsemble:
         trees = self.blobs.get_json(self._trees_key(forest_id))
@@ -180,8 +196,14 @@ class ForestStore:
             raise NotFound("forest", forest_id)
         return TreeEnsemble.from_dict(trees)
 
-    def trees(self, forest_id: str, indices: Sequence[int]) -> ForestTrees:
-        """The trees at ``indices`` (in that order, repeats dropped) of a stored forest."""
+    def delete(self, info: ForestInfo) -> None:
+        self.blobs.delete(self._trees_key(info.id))
+        self.blobs.delete(self._meta_key(info.id))
+        self.blobs.unindex(self._index_key(info.tenant), info.id)
+
+    def trees(self, forest_id: str, indices: Sequence[int], *, tenant: str) -> ForestTrees:
+        """The trees at ``indices`` (in that order, repeats dropped) of one of the tenant's forests."""
+        self.get(forest_id, tenant=tenant)
         document = self.blobs.get_json(self._trees_key(forest_id))
         if document is None:
             raise NotFound("forest", forest_id)

@@ -11,6 +11,7 @@ from pydantic import Field, model_serializer
 
 from app.core.blobs import Document
 from app.core.forests import ForestInfo, ForestRecipe
+from app.core.tenants import DEFAULT_TENANT
 from solver.path import PathStep
 from solver.spec import PathSpec
 
@@ -116,6 +117,7 @@ class JobState(Document):
     """What a client sees of a job."""
 
     id: str
+    tenant: str = DEFAULT_TENANT
     kind: JobKind
     status: Status
     attempt: int

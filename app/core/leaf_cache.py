@@ -1,18 +1,24 @@
 """The leaf-index matrix of (forest, dataset), cached in Redis: delta + zstd compressed, chunked, with a TTL;
 hits and misses counted in the durable Redis for the metrics.
 
+The cache is optional: when its Redis fails (down, frozen, evicting), a job builds the matrix itself, and the
+cache is left alone for ``backoff_seconds`` so that later jobs do not each wait for its timeout.
+
 The matrix is stored tree-major (T, n) with each tree's row delta-encoded, which turns runs of equal
 leaf indices into zeros that zstd compresses to almost nothing.
 """
+import logging
 import time
 
 import numpy as np
 from redis import Redis
 
 from app.core.blobs import BlobStore
+from app.core.connections import REDIS_FAILURES
 from solver import TreeEnsemble, leaf_matrix
 
-HIT, MISS = "cache_hits", "cache_misses"
+HIT, MISS, FAILED = "cache_hits", "cache_misses", "cache_failures"
+log = logging.getLogger(__name__)
 
 
 def encode_leaves(leaves: np.ndarray) -> np.ndarray:
@@ -28,12 +34,14 @@ def decode_leaves(deltas: np.ndarray) -> np.ndarray:
 
 
 class LeafMatrixCache:
-    def __init__(self, blobs: BlobStore, stats: Redis, key_prefix: str, ttl_seconds: int):
+    def __init__(self, blobs: BlobStore, stats: Redis, key_prefix: str, ttl_seconds: int, backoff_seconds: float):
         self.blobs = blobs
         self.stats = stats
         self.key_prefix = key_prefix
         self.ttl_seconds = ttl_seconds
+        self.backoff_seconds = backoff_seconds
         self.stats_key = f"{key_prefix}stats"
+        self._skip_until = 0.0
 
     def key(self, forest_id: str, dataset_id: str) -> str:
         return f"{self.key_prefix}leafcache:{forest_id}:{dataset_id}"
@@ -43,17 +51,52 @@ class LeafMatrixCache:
         """(leaf indices (n, T) of every row of X, cache hit, seconds spent)."""
         started = time.perf_counter()
         key = self.key(forest_id, dataset_id)
-        cached = self.blobs.get_arrays(key)
+        cached = self._cached(key)
         hit = cached is not None and cached["deltas"].shape == (forest.n_trees, X.shape[0])
         self.stats.hincrby(self.stats_key, HIT if hit else MISS)
         if hit:
-            self.blobs.touch(key, self.ttl_seconds)
             return decode_leaves(cached["deltas"]), True, time.perf_counter() - started
         leaves = leaf_matrix(forest, X).leaves
-        self.blobs.put_arrays(key, ttl=self.ttl_seconds, deltas=encode_leaves(leaves))
+        self._store(key, leaves)
         return leaves, False, time.perf_counter() - started
+
+    def _cached(self, key: str) -> dict[str, np.ndarray] | None:
+        if time.monotonic() < self._skip_until:
+            return None
+        try:
+            cached = self.blobs.get_arrays(key)
+            if cached is not None:
+                self.blobs.touch(key, self.ttl_seconds)
+            return cached
+        except REDIS_FAILURES as error:
+            self._failed(error)
+            return None
+
+    def _store(self, key: str, leaves: np.ndarray) -> None:
+        if time.monotonic() < self._skip_until:
+            return
+        try:
+            self.blobs.put_arrays(key, ttl=self.ttl_seconds, deltas=encode_leaves(leaves))
+        except REDIS_FAILURES as error:
+            self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        log.warning("leaf-matrix cache unreachable (%s): jobs build their matrix for the next %.0f s",
+                    error, self.backoff_seconds)
+        self._skip_until = time.monotonic() + self.backoff_seconds
+        self.stats.hincrby(self.stats_key, FAILED)
+
+    def forget(self, *, forest_id: str | None = None, dataset_id: str | None = None) -> None:
+        """Drop the cached matrices of a deleted forest or dataset (best effort: the cache may be down)."""
+        pattern = self.key(forest_id or "*", dataset_id or "*") + "*"  # the header and its chunks
+        try:
+            for key in self.blobs.redis.scan_iter(match=pattern, count=1000):
+                self.blobs.redis.unlink(key)
+        except REDIS_FAILURES as error:
+            log.warning("leaf-matrix cache unreachable (%s): matrices of %s expire with their TTL", error, pattern)
 
     def counts(self) -> dict[str, int]:
         """Lookups so far by every process: {"hit": n, "miss": m}."""
         stats = self.stats.hgetall(self.stats_key)
-        return {"hit": int(stats.get(HIT.encode(), 0)), "miss": int(stats.get(MISS.encode(), 0))}
+        return {"hit": int(stats.get(HIT.encode(), 0)), "miss": int(stats.get(MISS.encode(), 0)),
+                "failure": int(stats.get(FAILED.encode(), 0))}

@@ -12,10 +12,11 @@ from pydantic import Field
 
 from app.core.blobs import BlobStore, Document, jsonable
 from app.core.config import Settings
-from app.core.datasets import DatasetStore, table_invalid
-from app.core.errors import NotFound
+from app.core.datasets import MAX_ABS_VALUE, DatasetStore, table_invalid
+from app.core.errors import Expired, FieldFault, Invalid, NotFound, TooLarge
 from app.core.job_documents import PathJobSpec
 from app.core.jobs import JobService
+from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver import RuleEnsemble
 from solver.encoding import TableEncoding, TableError
 
@@ -42,6 +43,7 @@ class ModelProvenance(Document):
 
 class ModelSummary(Document):
     id: str
+    tenant: str = DEFAULT_TENANT
     name: str
     version: int
     created_at: float
@@ -59,13 +61,16 @@ class ModelInfo(ModelSummary):
     text: str
 
 # column names in the model's order -> (column -> values, n_rows, the field holding the rows)
+MODEL_RECHECK_SECONDS = 1.0
 TableReader = Callable[[list[str]], tuple[Mapping[str, Sequence], int, str]]
 
 
 @dataclass
 class ScoringModel:
+    tenant: str
     ensemble: RuleEnsemble
     encoding: TableEncoding
+    checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
 
 
 @dataclass
@@ -80,23 +85,42 @@ class ModelStore:
         self.blobs = blobs
         self.datasets = datasets
         self.jobs = jobs
-        self.index_key = f"{settings.key_prefix}models"
         self._scoring_cache: OrderedDict[str, ScoringModel] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     def _key(self, model_id: str) -> str:
         return f"{self.settings.key_prefix}model:{model_id}"
 
-    def promote(self, job_id: str, step: int | None, name: str, description: str | None) -> ModelInfo:
-        """A path step (the selected one by default) of a succeeded path or grid job as a new model version."""
-        result = self.jobs.path_result(job_id)
+    def _index_key(self, tenant: str) -> str:
+        return f"{tenant_scope(self.settings.key_prefix, tenant)}models"
+
+    def _version_key(self, tenant: str, name: str) -> str:
+        return f"{tenant_scope(self.settings.key_prefix, tenant)}model-version:{name}"
+
+    def promote(self, job_id: str, step: int | None, name: str, description: str | None, *, tenant: str,
+                idempotency_key: str | None = None) -> ModelInfo:
+        """A path step (the selected one by default) of a succeeded path or grid job as a new version of the
+        tenant's model ``name``; the same idempotency key gives the same model."""
+        request = {"job_id": job_id, "step": step, "name": name, "description": description}
+        return self.jobs.idempotency.once(
+            tenant=tenant, kind="model", key=idempotency_key, request=request, new_id="mdl_" + uuid.uuid4().hex[:24],
+            create=lambda model_id: self._promote(model_id, job_id, step, name, description, tenant),
+            find=lambda model_id: self._find(model_id, tenant))
+
+    def _promote(self, model_id: str, job_id: str, step: int | None, name: str, description: str | None,
+                 tenant: str) -> ModelInfo:
+        result = self.jobs.path_result(job_id, tenant=tenant)
         step = result.selected if step is None else step
-        result, ensemble = self.jobs.step_rules(job_id, step)
+        result, ensemble = self.jobs.step_rules(job_id, step, tenant=tenant)
         chosen = result.steps[step]
-        dataset = self.datasets.get(result.dataset_id)
+        dataset = self.datasets.find(result.dataset_id)
+        if dataset is None:
+            raise Expired(f"The dataset of job {job_id} was deleted: its columns are unknown.",
+                          [FieldFault("job_id", f"dataset {result.dataset_id} deleted",
+                                      "upload the dataset again and rerun the job")])
         model = ModelInfo(
-            id="mdl_" + uuid.uuid4().hex[:24], name=name,
-            version=int(self.blobs.redis.incr(f"{self.settings.key_prefix}model-version:{name}")),
+            id=model_id, tenant=tenant, name=name,
+            version=int(self.blobs.redis.incr(self._version_key(tenant, name))),
             description=description, created_at=time.time(), target=dataset.target, columns=dataset.columns,
             n_rules=len(ensemble.rules), intercept=ensemble.intercept, ensemble=jsonable(ensemble.to_dict()),
             text=ensemble.to_text(),
@@ -105,40 +129,82 @@ class ModelStore:
                                        dataset_id=result.dataset_id, forest_id=result.forest_id,
                                        parameters=result.parameters, grid_cell=getattr(result, "best_cell_id", None)))
         self.blobs.put_document(self._key(model.id), model)
-        self.blobs.index(self.index_key, model.id, model.created_at)
+        self.blobs.index(self._index_key(tenant), model.id, model.created_at)
         return model
 
-    def get(self, model_id: str) -> ModelInfo:
+    def _find(self, model_id: str, tenant: str) -> ModelInfo | None:
         model = self.blobs.get_document(self._key(model_id), ModelInfo)
+        return model if model is not None and model.tenant == tenant else None
+
+    def get(self, model_id: str, *, tenant: str) -> ModelInfo:
+        model = self._find(model_id, tenant)
         if model is None:
             raise NotFound("model", model_id)
         return model
 
-    def list(self, limit: int = 100) -> list[ModelInfo]:
-        return self.blobs.newest_documents(self.index_key, self._key, ModelInfo, limit)
+    def list(self, *, tenant: str, limit: int = 100) -> list[ModelInfo]:
+        return self.blobs.newest_documents(self._index_key(tenant), self._key, ModelInfo, limit)
 
-    def scoring_model(self, model_id: str) -> ScoringModel:
+    def delete(self, model_id: str, *, tenant: str) -> None:
+        """Remove the model; its name's version numbers are never reused."""
+        model = self.get(model_id, tenant=tenant)
+        self.blobs.delete(self._key(model.id))
+        self.blobs.unindex(self._index_key(tenant), model.id)
+        with self._cache_lock:
+            self._scoring_cache.pop(model.id, None)
+
+    def recently_checked(self, model_id: str, tenant: str) -> ScoringModel | None:
+        """The cached scoring model if it was seen in Redis within MODEL_RECHECK_SECONDS: usable without a
+        Redis call (another API process may delete a model; this one notices within that time)."""
         with self._cache_lock:
             cached = self._scoring_cache.get(model_id)
             if cached is not None:
                 self._scoring_cache.move_to_end(model_id)
-                return cached
-        model = self.get(model_id)
-        scoring = ScoringModel(RuleEnsemble.from_dict(model.ensemble), TableEncoding.from_dict(model.columns))
+        fresh = cached is not None and time.monotonic() - cached.checked_at < MODEL_RECHECK_SECONDS
+        return cached if fresh and cached.tenant == tenant else None
+
+    def scoring_model(self, model_id: str, tenant: str) -> ScoringModel:
         with self._cache_lock:
-            self._scoring_cache[model_id] = scoring  # models never change, so entries never go stale
+            cached = self._scoring_cache.get(model_id)
+        if cached is not None and cached.tenant == tenant and self.blobs.exists(self._key(model_id)):
+            cached.checked_at = time.monotonic()
+            return cached
+        model = self.get(model_id, tenant=tenant)
+        scoring = ScoringModel(tenant, RuleEnsemble.from_dict(model.ensemble), TableEncoding.from_dict(model.columns),
+                               time.monotonic())
+        with self._cache_lock:
+            self._scoring_cache[model_id] = scoring  # a model never changes: an entry is stale only once deleted
             while len(self._scoring_cache) > self.settings.model_cache_size:
                 self._scoring_cache.popitem(last=False)
         return scoring
 
-    def score(self, model_id: str, read_table: TableReader, explain: bool) -> Scores:
+    def score(self, scoring: ScoringModel, read_table: TableReader, explain: bool) -> Scores:
         """Predictions for rows in the training table's original columns. ``read_table(column_names)`` gives
         (column -> values, n_rows, the field holding the rows, which faults name as ``{field}.{column}``)."""
-        scoring = self.scoring_model(model_id)
         table, n_rows, location = read_table(scoring.encoding.column_names)
+        if n_rows > self.settings.max_scoring_rows:
+            raise TooLarge(f"{n_rows} rows in one request, more than the limit of {self.settings.max_scoring_rows}.",
+                           [FieldFault(location, f"{n_rows} rows", "split the rows over several requests or raise "
+                                                                   "FIRE_MAX_SCORING_ROWS")])
+        check_numeric_values(scoring.encoding, table, location)
         try:
             X = scoring.encoding.encode(table, n_rows, location)
         except TableError as error:
             raise table_invalid(error) from error
+        outside = np.abs(X) > MAX_ABS_VALUE
+        if outside.any():
+            names = sorted({scoring.encoding.feature_names[j] for j in np.flatnonzero(outside.any(axis=0))})
+            raise Invalid("Some values are infinite or out of range.",
+                          [FieldFault(f"{location}.{name.split('=')[0]}", f"infinite or beyond ±{MAX_ABS_VALUE:.3g}",
+                                      "send finite numbers in range, or null for a missing value") for name in names])
         explanations = [list(map(int, fired)) for fired in scoring.ensemble.explain(X)] if explain else None
         return Scores(scoring.ensemble.predict(X), explanations)
+
+
+def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence], location: str) -> None:
+    """Refuse booleans in numeric columns (JSON ``true`` is no number, though Python would read it as 1)."""
+    faults = [FieldFault(f"{location}.{column.name}", "true/false in a numeric column", "send numbers (or null)")
+              for column in encoding.columns if column.kind == "numeric" and column.name in table
+              and any(isinstance(value, bool) for value in table[column.name])]
+    if faults:
+        raise Invalid("Some values are not numbers.", faults)

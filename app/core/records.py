@@ -11,8 +11,10 @@ from pydantic_core import to_jsonable_python
 from redis import Redis
 
 from app.core.config import Settings
-from app.core.job_documents import JobRecord
+from app.core.job_documents import TERMINAL, JobRecord
+from app.core.tenants import DEFAULT_TENANT, tenant_scope
 
+ADMISSION_GRACE_SECONDS = 60  # an admitted job's record is written right after; until then it is not pruned
 _TRANSITION = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 0 end
@@ -44,8 +46,15 @@ class JobRecords:
         self.settings = settings
         self.redis = redis
         self.prefix = settings.key_prefix
-        self.index_key = f"{self.prefix}jobs"
+        self.index_key = f"{self.prefix}jobs"  # every tenant's jobs: the watchdog's and the metrics' view
         self._transition = redis.register_script(_TRANSITION)
+
+    def tenant_index_key(self, tenant: str) -> str:
+        """The tenant's jobs (the default tenant's are read from the index of every job, filtered)."""
+        return f"{tenant_scope(self.prefix, tenant)}jobs"
+
+    def active_key(self, tenant: str) -> str:
+        return f"{tenant_scope(self.prefix, tenant)}active-jobs"
 
     def key(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"
@@ -61,6 +70,8 @@ class JobRecords:
             pipe.hset(self.key(record.id), mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
             pipe.expire(self.key(record.id), self.settings.result_ttl_seconds)
             pipe.zadd(self.index_key, {record.id: record.created_at})
+            if record.tenant != DEFAULT_TENANT:
+                pipe.zadd(self.tenant_index_key(record.tenant), {record.id: record.created_at})
             pipe.execute()
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -75,6 +86,47 @@ class JobRecords:
 
     def recent_ids(self, limit: int = 100) -> list[str]:
         return [i.decode() for i in self.redis.zrevrange(self.index_key, 0, limit - 1)]
+
+    def recent(self, tenant: str, limit: int = 100, scanned: int = 1000) -> list[JobRecord]:
+        """The tenant's newest jobs (among the ``scanned`` newest of its index)."""
+        ids = [i.decode() for i in self.redis.zrevrange(self.tenant_index_key(tenant), 0, scanned - 1)]
+        return [record for record in self.get_many(ids) if record is not None and record.tenant == tenant][:limit]
+
+    def admit(self, tenant: str, job_id: str, limit: int) -> bool:
+        """Count ``job_id`` among the tenant's active submissions unless that makes more than ``limit``.
+        Submissions that finished (or vanished) are pruned first; two admissions racing for the last place
+        may both be refused, never both admitted."""
+        key = self.active_key(tenant)
+        members = self.redis.zrange(key, 0, -1, withscores=True)
+        with self.redis.pipeline(transaction=False) as pipe:
+            for member, _ in members:
+                pipe.hget(self.key(member.decode()), "status")
+            statuses = pipe.execute()
+        young = now() - ADMISSION_GRACE_SECONDS
+        finished = [member for (member, admitted), status in zip(members, statuses)
+                    if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)]
+        with self.redis.pipeline(transaction=True) as pipe:
+            if finished:
+                pipe.zrem(key, *finished)
+            pipe.zadd(key, {job_id: now()})
+            pipe.zcard(key)
+            count = pipe.execute()[-1]
+        if count > limit:
+            self.redis.zrem(key, job_id)
+            return False
+        return True
+
+    def active(self, tenant: str) -> list[JobRecord]:
+        """The tenant's admitted submissions (a grid stands for its cells), as far as they still exist."""
+        ids = [member.decode() for member in self.redis.zrange(self.active_key(tenant), 0, -1)]
+        return [record for record in self.get_many(ids) if record is not None]
+
+    def delete(self, record: JobRecord) -> None:
+        self.redis.unlink(self.key(record.id), self.heartbeat_key(record.id), self.cancel_key(record.id))
+        with self.redis.pipeline(transaction=False) as pipe:
+            for index in {self.index_key, self.tenant_index_key(record.tenant), self.active_key(record.tenant)}:
+                pipe.zrem(index, record.id)
+            pipe.execute()
 
     def transition(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
         """Set ``fields`` (JobRecord fields) if the job is in an ``allowed`` status (and on ``on_attempt``)."""

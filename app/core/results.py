@@ -28,6 +28,10 @@ class ResultStore:
     def get(self, job_id: str) -> JobResult | None:
         return self.blobs.get_document(self._result_key(job_id), JobResult)
 
+    def delete(self, job_id: str) -> None:
+        self.blobs.delete(self._result_key(job_id))
+        self.blobs.delete(self._weights_key(job_id))
+
     def put_weights(self, job_id: str, coef_path: sp.spmatrix, intercepts: np.ndarray) -> None:
         """Every step's weights (coef_path: steps x leaves) and intercepts of a path job."""
         weights = sp.csr_matrix(coef_path)

@@ -2,8 +2,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.deps import CoreDep
-from app.api.problems import ProblemError
+from app.api.deps import CoreDep, CpuDep, TenantDep
+from app.api.problems import ProblemError, problem_responses
 from app.api.uploads import receive_upload
 from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault
@@ -11,7 +11,7 @@ from app.core.errors import FieldFault
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
 _UPLOAD_BODY = {
-    "requestBody": {"content": {
+    "requestBody": {"required": True, "content": {
         "text/csv": {"schema": {"type": "string"}, "example": "Sex,Length,rings\nM,0.455,15\nF,0.53,9\n"},
         "application/json": {"schema": {"type": "array", "items": {"type": "object"}},
                              "example": [{"x": 1.0, "y": 2.0}, {"x": 2.0, "y": 3.5}]},
@@ -22,8 +22,10 @@ _UPLOAD_BODY = {
 
 
 @router.post("", status_code=201, response_model=DatasetInfo, openapi_extra=_UPLOAD_BODY,
-             summary="Upload a table; its content hash is the id")
-async def upload_dataset(request: Request, response: Response, core: CoreDep,
+             summary="Upload a table; its content hash is the id",
+             responses={200: {"model": DatasetInfo, "description": "already stored (the same content and target)"},
+                        **problem_responses(400, 413, 415, 422)})
+async def upload_dataset(request: Request, response: Response, core: CoreDep, cpu: CpuDep, tenant: TenantDep,
                          target: Annotated[str | None, Query(description="the target column")] = None,
                          format: Annotated[str | None, Query(description="csv, parquet or json")] = None):
     upload = await receive_upload(request, core.settings.max_upload_bytes)
@@ -31,18 +33,28 @@ async def upload_dataset(request: Request, response: Response, core: CoreDep,
     if not target:
         raise ProblemError(422, "Name the target column.", [FieldFault(
             "query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")])
-    info, created = core.datasets.create(upload.data, target=target, content_type=upload.content_type,
-                                         filename=upload.filename, declared_format=format or upload.fields.get("format"))
+    info, created = await cpu.run(lambda: core.datasets.create(
+        upload.data, tenant=tenant, target=target, content_type=upload.content_type, filename=upload.filename,
+        declared_format=format or upload.fields.get("format")))
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{info.id}"
     return info
 
 
 @router.get("", response_model=list[DatasetInfo], summary="Datasets, newest first")
-def list_datasets(core: CoreDep):
-    return core.datasets.list()
+def list_datasets(core: CoreDep, tenant: TenantDep):
+    return core.datasets.list(tenant=tenant)
 
 
-@router.get("/{dataset_id}", response_model=DatasetInfo, summary="Schema, encoding and size of a dataset")
-def get_dataset(dataset_id: str, core: CoreDep):
-    return core.datasets.get(dataset_id)
+@router.get("/{dataset_id}", response_model=DatasetInfo, summary="Schema, encoding and size of a dataset",
+            responses=problem_responses(404))
+def get_dataset(dataset_id: str, core: CoreDep, tenant: TenantDep):
+    return core.datasets.get(dataset_id, tenant=tenant)
+
+
+@router.delete("/{dataset_id}", status_code=204, response_class=Response,
+               summary="Delete a dataset no queued or running job reads (its cached matrices too)",
+               responses=problem_responses(404, 409))
+def delete_dataset(dataset_id: str, core: CoreDep, tenant: TenantDep) -> Response:
+    core.deletion.dataset(dataset_id, tenant=tenant)
+    return Response(status_code=204)

@@ -1,11 +1,12 @@
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from rq import Worker
 
 from app.api.deps import CoreDep
-from app.api.problems import ProblemError
+from app.api.problems import ProblemError, problem_responses
 from app.api.schemas import Health, Readiness
+from app.core.connections import REDIS_FAILURES
 from app.core.errors import FieldFault
+from app.core.workers import READY, WARMING
 
 router = APIRouter(tags=["operations"])
 
@@ -15,18 +16,34 @@ def healthz():
     return Health()
 
 
-@router.get("/readyz", response_model=Readiness, summary="Redis answers and at least one worker listens to the queue")
+@router.get("/readyz", response_model=Readiness, responses=problem_responses(503),
+            summary="Redis answers and at least one worker beats (ready, or still compiling the solver)")
 def readyz(core: CoreDep):
+    if not core.redis_health.probe():
+        raise ProblemError(503, "Redis does not answer.",
+                           [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
+                           headers={"Retry-After": "1"})
     try:
-        core.redis.ping()
-    except Exception as exc:
-        raise ProblemError(503, f"Redis does not answer: {exc}",
-                           [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")]) from exc
-    workers = Worker.all(queue=core.jobs.queue)
+        workers = core.workers.alive(core.settings.queue_name)
+        queued = core.jobs.queue.count
+    except REDIS_FAILURES as error:
+        core.redis_health.mark_down()
+        raise ProblemError(503, f"Redis does not answer: {type(error).__name__}.",
+                           [FieldFault("redis", "unreachable", "retry shortly")], headers={"Retry-After": "1"}) from error
+    ready = sum(worker.state == READY for worker in workers)
+    warming = sum(worker.state == WARMING for worker in workers)
     if not workers:
-        raise ProblemError(503, "No worker listens to the queue.",
-                           [FieldFault("workers", "none alive", "start `fire-rules worker` pointing at this Redis")])
-    return Readiness(workers=len(workers), queued=core.jobs.queue.count)
+        fix = ("the embedded workers are being restarted: see this process's log" if core.settings.embedded
+               else "start `fire-rules worker` pointing at this Redis")
+        raise ProblemError(503, "No worker has sent a heartbeat recently.",
+                           [FieldFault("workers", "none alive", fix)], headers={"Retry-After": "5"})
+    if ready:
+        detail = f"{ready} workers ready" + (f", {warming} compiling the solver" if warming else "")
+    else:
+        detail = (f"{warming} workers are compiling the solver (once per machine and version, about a minute on "
+                  f"2 cores); the API serves and jobs wait in the queue until it is done")
+    return Readiness(status="ready" if ready else "warming", detail=detail, workers=ready, warming=warming,
+                     queued=queued)
 
 
 @router.get("/metrics", response_class=Response, summary="Prometheus metrics (text exposition format)",

@@ -1,41 +1,74 @@
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
-from app.api.deps import CoreDep
+from app.api.deps import CoreDep, CpuDep, TenantDep
+from app.api.problems import problem_responses
 from app.api.schemas import PredictRequest, PredictResponse, PromoteRequest
-from app.core.models import ModelInfo, ModelSummary
+from app.core.container import Core
+from app.core.models import ModelInfo, ModelSummary, ScoringModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-@router.post("", status_code=201, response_model=ModelInfo, summary="Promote a job step to a versioned model")
-def promote(body: PromoteRequest, response: Response, core: CoreDep):
-    model = core.models.promote(body.job_id, body.step, body.name, body.description)
+@router.post("", status_code=201, response_model=ModelInfo, summary="Promote a job step to a versioned model",
+             responses=problem_responses(404, 409, 410, 413, 422))
+def promote(body: PromoteRequest, response: Response, core: CoreDep, tenant: TenantDep,
+            idempotency_key: Annotated[str | None, Header(description="same key, same model")] = None):
+    model = core.models.promote(body.job_id, body.step, body.name, body.description, tenant=tenant,
+                                idempotency_key=idempotency_key)
     response.headers["Location"] = f"/v1/models/{model.id}"
     return model
 
 
 @router.get("", response_model=list[ModelSummary], summary="Models, newest first")
-def list_models(core: CoreDep):
-    return core.models.list()
+def list_models(core: CoreDep, tenant: TenantDep):
+    return core.models.list(tenant=tenant)
 
 
-@router.get("/{model_id}", response_model=ModelInfo, summary="Rules, intercept, metrics and provenance")
-def get_model(model_id: str, core: CoreDep):
-    return core.models.get(model_id)
+@router.get("/{model_id}", response_model=ModelInfo, summary="Rules, intercept, metrics and provenance",
+            responses=problem_responses(404))
+def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
+    return core.models.get(model_id, tenant=tenant)
 
 
-@router.post("/{model_id}/predict", response_class=Response, responses={200: {
-                 "model": PredictResponse, "content": {"application/json": {}}}},
-             summary="Score rows given in the dataset's original columns (MLflow body shapes)")
-async def predict(model_id: str, body: PredictRequest, core: CoreDep,
-                  explain: Annotated[bool, Query(description="add the indices of the rules that fired")] = False):
-    # async and serialized here: scoring is short CPU work, and a thread hop plus response-model
-    # validation of 10,000 floats would cost more than the scoring itself
-    scores = core.models.score(model_id, body.table, explain)
+@router.delete("/{model_id}", status_code=204, response_class=Response, summary="Delete a model",
+               responses=problem_responses(404))
+def delete_model(model_id: str, core: CoreDep, tenant: TenantDep) -> Response:
+    core.deletion.model(model_id, tenant=tenant)
+    return Response(status_code=204)
+
+
+def scoring_answer(core: Core, model_id: str, body: bytes, explain: bool, tenant: str,
+                   model: ScoringModel | None = None) -> Response:
+    """Parse (the request schema), score and serialize one scoring request (reading the model where not given)."""
+    try:
+        request = PredictRequest.model_validate_json(body)
+    except ValidationError as error:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from error
+    scores = core.models.score(model or core.models.scoring_model(model_id, tenant), request.table, explain)
     answer = {"predictions": scores.predictions.tolist()}
     if scores.explanations is not None:
         answer["explanations"] = scores.explanations
     return Response(json.dumps(answer), media_type="application/json")
+
+
+@router.post("/{model_id}/predict", response_class=Response,
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}},
+             responses={200: {"model": PredictResponse, "content": {"application/json": {}}},
+                        **problem_responses(404, 413, 422)},
+             summary="Score rows given in the dataset's original columns (MLflow body shapes)")
+async def predict(model_id: str, request: Request, core: CoreDep, cpu: CpuDep, tenant: TenantDep,
+                  explain: Annotated[bool, Query(description="add the indices of the rules that fired")] = False):
+    # the body is read raw (its size bounded by FIRE_MAX_SCORING_BYTES): a small one for a model in this
+    # process's cache is parsed and scored right here, faster than a thread hop and with no Redis call; anything
+    # else in a worker thread, never holding the event loop
+    body = await request.body()
+    model = core.models.recently_checked(model_id, tenant)
+    if model is not None and len(body) <= core.settings.inline_scoring_bytes:
+        return scoring_answer(core, model_id, body, explain, tenant, model)
+    return await cpu.run(scoring_answer, core, model_id, body, explain, tenant)
