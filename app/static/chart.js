@@ -1,0 +1,271 @@
+// Charts of a regularization path in hand-written SVG, drawn at the width of their container (so text
+// keeps its size on a narrow screen) and drawn again when that width changes.
+
+import { fieldLabel, formatCount, formatNumber, h, svg } from "./dom.js";
+
+const MARGIN = { left: 60, right: 16, top: 14, bottom: 44 };
+const CELL_COLORS = ["#1f56b3", "#c2410c", "#17803d", "#7c3aed", "#b42318", "#0e7490", "#a16207", "#be185d"];
+
+/** The metrics the step records carry, as train/validation pairs: [{name: "loss", train: "train_loss",
+ * val: "val_loss"}, …], whatever the loss (a classification path's `val_auc` gives an "auc" pair). */
+export function metricPairs(steps) {
+  const pairs = new Map();
+  for (const key of Object.keys(steps[0] ?? {})) {
+    const found = /^(train|val)_(.+)$/.exec(key);
+    if (!found || !steps.some(step => Number.isFinite(step[key]))) continue;
+    const pair = pairs.get(found[2]) ?? { name: found[2] };
+    pair[found[1]] = key;
+    pairs.set(found[2], pair);
+  }
+  return [...pairs.values()];
+}
+
+/** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
+export function stepFacts(step) {
+  const facts = [`λs ${formatNumber(step.lambda_s)}` + (step.lambda_f ? ` · λf ${formatNumber(step.lambda_f)}` : ""),
+                 `${formatCount(step.n_rules)} rules` + (step.n_trees !== undefined ? ` · ${formatCount(step.n_trees)} trees` : "")
+                 + (Number.isFinite(step.n_antecedents) ? ` · ${formatCount(step.n_antecedents)} antecedents` : "")];
+  for (const pair of metricPairs([step])) {
+    for (const [side, key] of [["train", pair.train], ["validation", pair.val]]) {
+      if (key && Number.isFinite(step[key])) facts.push(`${side} ${fieldLabel(pair.name)} ${formatNumber(step[key], 5)}`);
+    }
+  }
+  return facts;
+}
+
+function niceTicks(low, high, count) {
+  const span = high - low || 1;
+  const power = 10 ** Math.floor(Math.log10(span / count));
+  const step = [1, 2, 2.5, 5, 10].map(multiple => multiple * power).find(size => span / size <= count);
+  const ticks = [];
+  for (let tick = Math.ceil(low / step) * step; tick <= high + step * 1e-9; tick += step) ticks.push(Number(tick.toPrecision(12)));
+  return ticks;
+}
+
+const linear = ([d0, d1], [r0, r1]) => value => r0 + (value - d0) * ((r1 - r0) / (d1 - d0 || 1));
+
+function extent(values, { zero = false } = {}) {
+  const finite = values.filter(Number.isFinite);
+  let low = Math.min(...finite, ...(zero ? [0] : [])), high = Math.max(...finite);
+  if (!finite.length) return [0, 1];
+  if (low === high) { low -= Math.abs(low) * 0.1 || 1; high += Math.abs(high) * 0.1 || 1; }
+  const pad = zero ? 0 : (high - low) * 0.06;
+  return [low - pad, high + (high - low) * 0.04 + (zero ? 0 : pad)];
+}
+
+/** Scales, axes and grid of a plot `width` × `height` px over the two domains. */
+function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle) {
+  const x = linear(xDomain, [MARGIN.left, width - MARGIN.right]);
+  const y = linear(yDomain, [height - MARGIN.bottom, MARGIN.top]);
+  const xTicks = niceTicks(...xDomain, Math.max(2, Math.floor(width / 90))).filter(Number.isInteger);
+  const yTicks = niceTicks(...yDomain, Math.max(2, Math.floor(height / 55)));
+  const bottom = height - MARGIN.bottom;
+  const group = svg("g", null,
+    svg("g", { class: "grid" }, yTicks.map(tick => svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: y(tick), y2: y(tick) }))),
+    svg("g", { class: "axis" },
+      svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: bottom, y2: bottom }),
+      svg("line", { x1: MARGIN.left, x2: MARGIN.left, y1: MARGIN.top, y2: bottom }),
+      xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" }, formatCount(tick))),
+      yTicks.map(tick => svg("text", { x: MARGIN.left - 6, y: y(tick) + 4, "text-anchor": "end" }, formatNumber(tick, 3))),
+      svg("text", { x: (MARGIN.left + width - MARGIN.right) / 2, y: height - 6, "text-anchor": "middle" }, xTitle),
+      svg("text", { transform: `translate(13 ${(MARGIN.top + bottom) / 2}) rotate(-90)`, "text-anchor": "middle" }, yTitle)),
+    svg("rect", { class: "plot-frame", x: MARGIN.left, y: MARGIN.top, width: width - MARGIN.left - MARGIN.right,
+                  height: bottom - MARGIN.top, fill: "none", stroke: "none" }));
+  return { x, y, group, top: MARGIN.top, bottom };
+}
+
+function polyline(points, className, style) {
+  const defined = points.filter(([px, py]) => Number.isFinite(px) && Number.isFinite(py));
+  return svg("polyline", { class: className, style, points: defined.map(point => point.join(",")).join(" ") });
+}
+
+function plotSize(container) {
+  const width = Math.max(260, Math.floor(container.clientWidth || container.parentElement?.clientWidth || 600));
+  return { width, height: Math.round(Math.min(340, Math.max(220, width * 0.48))) };
+}
+
+/** Call `draw()` now and whenever the width of `container` changes. */
+export function drawAtWidth(container, draw) {
+  let width = null;
+  new ResizeObserver(() => {
+    if (container.clientWidth && container.clientWidth !== width) { width = container.clientWidth; draw(); }
+  }).observe(container);
+  draw();
+}
+
+function selectControl(id, label, options, value, onChange) {
+  const select = h("select", { id, onchange: event => onChange(event.target.value) },
+                   options.map(([optionValue, text]) => h("option", { value: optionValue, selected: optionValue === value }, text)));
+  return h("span", { class: "field-inline" }, h("label", { for: id }, `${label} `), select);
+}
+
+function legend(entries) {
+  return h("ul", { class: "legend" }, entries.map(([text, color, dashed]) =>
+    h("li", null, h("span", { class: `swatch${dashed ? " dashed" : ""}`, style: `border-color:${color}` }), text)));
+}
+
+let chartCount = 0;
+
+/**
+ * Train and validation metric against the rules (or antecedents) of each step of a path: the selected
+ * step and the rule budget drawn, the facts of a step in a tooltip. With `onShow`, a click on a step or
+ * the arrow keys (the plot is a slider over the steps) call `onShow(index)`.
+ * Returns {element, show(index), setSteps(steps)}.
+ */
+export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path" }) {
+  const id = `chart-${chartCount += 1}`;
+  const state = { steps, shown, metric: 0, xField: "n_rules" };
+  const plot = h("div", { class: "chart" });
+  const tooltip = h("div", { class: "tooltip", hidden: true });
+  const controls = h("div", { class: "toolbar" });
+  const legendSlot = h("div");
+  const element = h("div", null, controls, plot, legendSlot);
+
+  const metrics = () => metricPairs(state.steps);
+  const xValue = step => step[state.xField];
+
+  function drawControls() {
+    const choices = [];
+    if (metrics().length > 1) {
+      choices.push(selectControl(`${id}-metric`, "Metric", metrics().map((pair, i) => [String(i), fieldLabel(pair.name)]),
+                                 String(state.metric), value => { state.metric = Number(value); draw(); }));
+    }
+    if (state.steps.some(step => Number.isFinite(step.n_antecedents))) {
+      choices.push(selectControl(`${id}-x`, "Against", [["n_rules", "rules"], ["n_antecedents", "antecedents"]],
+                                 state.xField, value => { state.xField = value; draw(); }));
+    }
+    controls.replaceChildren(...choices);
+  }
+
+  function nearestStep(px, py, scales) {
+    const pair = metrics()[state.metric] ?? {};
+    let best = null, bestDistance = Infinity;
+    state.steps.forEach((step, index) => {
+      for (const key of [pair.train, pair.val]) {
+        if (!key || !Number.isFinite(step[key]) || !Number.isFinite(xValue(step))) continue;
+        const distance = Math.hypot(scales.x(xValue(step)) - px, scales.y(step[key]) - py);
+        if (distance < bestDistance) { best = index; bestDistance = distance; }
+      }
+    });
+    return best;
+  }
+
+  function showTooltip(index, scales, width) {
+    const step = state.steps[index];
+    if (!step) { tooltip.hidden = true; return; }
+    tooltip.replaceChildren(h("strong", null, `Step ${step.index}`, index === selected ? " (selected)" : ""),
+                            ...stepFacts(step).map(fact => h("div", null, fact)));
+    tooltip.hidden = false;
+    const left = scales.x(xValue(step)) + 12;
+    tooltip.style.left = `${Math.max(0, Math.min(left, width - tooltip.offsetWidth - 4))}px`;
+    tooltip.style.top = `${MARGIN.top}px`;
+  }
+
+  function draw() {
+    drawControls();
+    const pair = metrics()[state.metric] ?? {};
+    const { width, height } = plotSize(plot);
+    const points = state.steps.filter(step => Number.isFinite(xValue(step)));
+    const ys = points.flatMap(step => [step[pair.train], step[pair.val]]);
+    const xs = points.map(xValue);
+    const showBudget = budget !== null && state.xField === "n_rules";
+    const scales = plotFrame(width, height, extent(showBudget ? [...xs, budget] : xs, { zero: true }), extent(ys),
+                             state.xField === "n_rules" ? "rules" : "antecedents", fieldLabel(pair.name ?? "loss"));
+    const { x, y } = scales;
+    const marker = (index, className, text) => {
+      const step = state.steps[index];
+      if (!step || !Number.isFinite(xValue(step))) return null;
+      return svg("g", null, svg("line", { class: className, x1: x(xValue(step)), x2: x(xValue(step)), y1: scales.top, y2: scales.bottom }),
+                 text ? svg("text", { class: "label", x: x(xValue(step)) + 4, y: scales.top + 10 }, text) : null);
+    };
+    const series = [[pair.train, "train"], [pair.val, "validation"]].filter(([key]) => key);
+    const chart = svg("svg", {
+      width, height, viewBox: `0 0 ${width} ${height}`, "aria-labelledby": `${id}-title`,
+      ...(onShow ? { tabindex: 0, role: "slider", "aria-valuemin": 0, "aria-valuemax": state.steps.length - 1,
+                     "aria-valuenow": state.shown ?? selected ?? 0,
+                     "aria-valuetext": stepValueText(state.steps[state.shown ?? selected ?? 0]) } : { role: "img" }),
+    },
+      svg("title", { id: `${id}-title` }, `${label}: ${fieldLabel(pair.name ?? "loss")} against ${state.xField === "n_rules" ? "rules" : "antecedents"}`
+          + (onShow ? "; arrow keys choose a step" : "")),
+      scales.group,
+      showBudget ? svg("g", null, svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }),
+                       svg("text", { class: "label", y: scales.top + 24, ...(x(budget) + 70 < width
+                         ? { x: x(budget) + 4 } : { x: x(budget) - 4, "text-anchor": "end" }) }, `budget ${budget}`)) : null,
+      marker(selected, "selected-step", "selected"),
+      state.shown !== selected ? marker(state.shown, "focused-step", null) : null,
+      series.map(([key, name]) => svg("g", null,
+        polyline(points.map(step => [x(xValue(step)), y(step[key])]), `series-${name}`),
+        points.filter(step => Number.isFinite(step[key])).map(step => svg("circle", {
+          class: `dot-${name}`, cx: x(xValue(step)), cy: y(step[key]),
+          r: step === state.steps[state.shown ?? selected] ? 5.5 : 3 })))));
+    if (onShow) listen(chart, scales, width);
+    plot.replaceChildren(chart, tooltip);
+    legendSlot.replaceChildren(legend([
+      ...series.map(([, name]) => [`${name} ${fieldLabel(pair.name)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
+      ...(selected !== null ? [["selected step", "var(--selected)"]] : []),
+      ...(showBudget ? [["rule budget", "#6b7280", true]] : [])]));
+  }
+
+  function listen(chart, scales, width) {
+    const pointAt = event => {
+      const box = chart.getBoundingClientRect();
+      return nearestStep(event.clientX - box.left, event.clientY - box.top, scales);
+    };
+    chart.addEventListener("pointermove", event => showTooltip(pointAt(event), scales, width));
+    chart.addEventListener("pointerleave", () => { tooltip.hidden = true; });
+    chart.addEventListener("click", event => { const index = pointAt(event); if (index !== null) onShow(index); });
+    chart.addEventListener("keydown", event => {
+      const moves = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1, PageDown: -5, PageUp: 5 };
+      const from = state.shown ?? selected ?? 0;
+      let to = null;
+      if (event.key in moves) to = Math.max(0, Math.min(state.steps.length - 1, from + moves[event.key]));
+      else if (event.key === "Home") to = 0;
+      else if (event.key === "End") to = state.steps.length - 1;
+      if (to === null) return;
+      event.preventDefault();
+      onShow(to);
+      plot.querySelector("svg")?.focus();
+      showTooltip(to, scales, width);
+    });
+  }
+
+  drawAtWidth(plot, draw);
+  return {
+    element,
+    show(index) { state.shown = index; draw(); },
+    setSteps(newSteps) { state.steps = newSteps; draw(); },
+  };
+}
+
+function stepValueText(step) {
+  return step ? `step ${step.index}: ${stepFacts(step).join(", ")}` : "";
+}
+
+/**
+ * A grid's cells on one plot: each cell's validation metric (the training one where it has none) against
+ * its rules, the best cell drawn heavier and each cell's selected step dotted.
+ * `cells`: [{label, steps, selected, best}].
+ */
+export function gridChart({ cells, budget = null }) {
+  const plot = h("div", { class: "chart" });
+  const pair = metricPairs(cells.find(cell => cell.steps.length)?.steps ?? [])[0] ?? { name: "loss" };
+  const key = cells.every(cell => cell.steps.every(step => Number.isFinite(step[pair.val]))) ? pair.val : pair.train;
+  const color = index => CELL_COLORS[index % CELL_COLORS.length];
+  drawAtWidth(plot, () => {
+    const { width, height } = plotSize(plot);
+    const all = cells.flatMap(cell => cell.steps);
+    const scales = plotFrame(width, height, extent([...all.map(step => step.n_rules), ...(budget !== null ? [budget] : [])], { zero: true }),
+                             extent(all.map(step => step[key])), "rules",
+                             `${key === pair.val ? "validation" : "train"} ${fieldLabel(pair.name)}`);
+    const { x, y } = scales;
+    plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+                                      "aria-label": `Every cell's path: ${fieldLabel(key)} against rules` },
+      scales.group,
+      budget !== null ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
+      cells.map((cell, index) => svg("g", null,
+        polyline(cell.steps.map(step => [x(step.n_rules), y(step[key])]), `cell${cell.best ? " best" : ""}`, `stroke:${color(index)}`),
+        cell.steps[cell.selected] ? svg("circle", { cx: x(cell.steps[cell.selected].n_rules), cy: y(cell.steps[cell.selected][key]),
+                                                    r: cell.best ? 6 : 4, fill: color(index) }) : null))));
+  });
+  return h("div", null, plot, legend(cells.map((cell, index) => [cell.best ? `${cell.label} (chosen)` : cell.label, color(index)])));
+}

@@ -1,0 +1,114 @@
+// Datasets: upload a table (its target picked from its own columns), list them, read one's schema.
+
+import { get, post } from "./api.js";
+import { card, dataTable, definitions, fill, formatBytes, formatCount, formatNumber, formatTime, h, idText, link,
+         pageHeading, problemAlert, retitle } from "./dom.js";
+import { columnsOfFile } from "./file-columns.js";
+import { field, onSubmit } from "./forms.js";
+
+const datasetName = dataset => dataset.source.filename || dataset.id;
+
+function uploadForm(navigate) {
+  const file = h("input", { type: "file", required: true, accept: ".csv,.gz,.txt,.parquet,.pq,.json" });
+  const target = h("select", { required: true, disabled: true }, h("option", { value: "" }, "choose a file first"));
+  const typedTarget = h("input", { type: "text", required: true, "data-field": "target" }); // where columns cannot be read
+  const columnsProblem = h("div");
+  const slot = h("div");
+  file.addEventListener("change", async () => {
+    columnsProblem.replaceChildren();
+    typedTarget.replaceWith(target);
+    target.replaceChildren();
+    target.disabled = true;
+    if (!file.files.length) return;
+    try {
+      const columns = await columnsOfFile(file.files[0]);
+      target.append(...columns.map(name => h("option", { value: name }, name)));
+      target.value = columns.at(-1);
+      target.disabled = false;
+    } catch (error) {
+      columnsProblem.replaceChildren(problemAlert(new Error(`The columns of this file could not be read here (${error.message}): `
+                                                            + "type the target's name.")));
+      typedTarget.id = target.id;
+      target.replaceWith(typedTarget);
+    }
+  });
+  const form = h("form", { "aria-label": "Upload a dataset" },
+    h("div", { class: "fields" },
+      field("Table file", file, { name: "file", help: "CSV (gzipped too), Parquet or JSON records" }),
+      field("Target column", target, { name: "target", help: "the numbers to predict; every other column is a feature" })),
+    columnsProblem, h("button", { type: "submit" }, "Upload"), slot);
+  onSubmit(form, slot, async () => {
+    const body = new FormData();
+    body.append("file", file.files[0]);
+    body.append("target", (target.isConnected ? target : typedTarget).value);
+    const dataset = await post("/v1/datasets", body);
+    navigate(`/dashboard/datasets/${dataset.id}`);
+  });
+  return form;
+}
+
+function datasetsTable(datasets) {
+  return dataTable({
+    caption: "Newest first",
+    empty: "No dataset yet: upload one above.",
+    rows: datasets,
+    columns: [
+      { label: "Dataset", cell: d => link(`/dashboard/datasets/${d.id}`, datasetName(d)) },
+      { label: "Target", cell: d => d.target },
+      { label: "Rows", numeric: true, cell: d => formatCount(d.n_rows) },
+      { label: "Features", numeric: true, cell: d => formatCount(d.n_features) },
+      { label: "Uploaded", cell: d => formatTime(d.created_at) },
+      { label: "Run", cell: d => link(`/dashboard/jobs/new?dataset=${d.id}`, "new job") },
+    ],
+  });
+}
+
+export function showDatasets(main, params, { navigate, signal }) {
+  const list = h("div");
+  main.append(pageHeading("Datasets"), card("Upload a table", uploadForm(navigate)), card("Stored datasets", list));
+  fill(list, async () => datasetsTable(await get("/v1/datasets", signal)));
+}
+
+/** Missing values of an original column: the sum over its encoded columns (a missing category sets none). */
+function missingIn(column, dataset) {
+  if (column.kind === "categorical") return h("span", { class: "muted", title: "a missing category sets no indicator" }, "not counted");
+  return formatCount(dataset.missing_values[column.name] ?? 0);
+}
+
+function columnsTable(dataset) {
+  return dataTable({
+    rows: dataset.columns,
+    columns: [
+      { label: "Column", cell: c => c.name },
+      { label: "Type", cell: c => c.kind },
+      { label: "Encoded as", cell: c => (c.kind === "categorical"
+        ? h("span", null, `one-hot, ${c.categories.length} categories: `,
+            c.categories.map(category => h("span", { class: "tag" }, category)).flatMap(tag => [tag, " "]))
+        : "as it is") },
+      { label: "Missing values", numeric: true, cell: c => missingIn(c, dataset) },
+    ],
+  });
+}
+
+export function showDataset(main, { datasetId }, { signal }) {
+  const heading = pageHeading("Dataset");
+  const body = h("div");
+  main.append(heading, body);
+  fill(body, async () => {
+    const dataset = await get(`/v1/datasets/${encodeURIComponent(datasetId)}`, signal);
+    retitle(heading, `Dataset ${datasetName(dataset)}`);
+    const summary = dataset.target_summary;
+    return [
+      h("div", { class: "toolbar" }, link(`/dashboard/jobs/new?dataset=${dataset.id}`, "Run a job on this dataset")),
+      card("Table",
+        definitions([["id", idText(dataset.id)], ["file", dataset.source.filename ?? "(raw body)"],
+                     ["format", dataset.source.format], ["size", formatBytes(dataset.source.bytes)],
+                     ["rows", formatCount(dataset.n_rows)], ["columns", formatCount(dataset.columns.length)],
+                     ["encoded features", formatCount(dataset.n_features)], ["uploaded", formatTime(dataset.created_at)]])),
+      card(`Target: ${dataset.target}`,
+        definitions([["mean", formatNumber(summary.mean)], ["standard deviation", formatNumber(summary.std)],
+                     ["min", formatNumber(summary.min)], ["max", formatNumber(summary.max)]])),
+      card("Feature columns", columnsTable(dataset)),
+    ];
+  });
+}

@@ -1,0 +1,142 @@
+// The column names of a table file chosen for upload, read in the browser so that the target can be
+// picked from them before anything is sent: the header of a CSV (gzipped too), the keys of the first
+// JSON record, or the schema in a Parquet file's footer.
+
+const HEAD_BYTES = 256 * 1024;
+
+/** Column names of `file` (a File), in file order. */
+export async function columnsOfFile(file) {
+  const magic = new Uint8Array(await file.slice(0, 4).arrayBuffer());
+  if (String.fromCharCode(...magic) === "PAR1") return parquetColumns(file);
+  const text = await leadingText(file, magic[0] === 0x1f && magic[1] === 0x8b);
+  const start = text.replace(/^\uFEFF/, "").trimStart();
+  const columns = start.startsWith("[") || start.startsWith("{") ? firstRecordKeys(start) : csvHeader(start);
+  if (!columns.length) throw new Error("no column names found at the start of the file");
+  return columns;
+}
+
+async function leadingText(file, gzipped) {
+  let stream = file.stream();
+  if (gzipped) stream = stream.pipeThrough(new DecompressionStream("gzip"));
+  const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (text.length < HEAD_BYTES) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += value;
+  }
+  reader.cancel().catch(() => {});
+  return text;
+}
+
+function csvHeader(text) {
+  const names = [];
+  let name = "", quoted = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const char = text[i];
+    if (quoted) {
+      if (char === '"' && text[i + 1] === '"') { name += '"'; i += 1; }
+      else if (char === '"') quoted = false;
+      else name += char;
+    } else if (char === '"') quoted = true;
+    else if (char === ",") { names.push(name.trim()); name = ""; }
+    else if (char === "\n" || char === "\r") break;
+    else name += char;
+  }
+  names.push(name.trim());
+  return names.filter(Boolean);
+}
+
+function firstRecordKeys(text) {
+  const start = text.indexOf("{");
+  let depth = 0, inString = false;
+  for (let i = start; start >= 0 && i < text.length; i += 1) {
+    const char = text[i];
+    if (inString) {
+      if (char === "\\") i += 1;
+      else if (char === '"') inString = false;
+    } else if (char === '"') inString = true;
+    else if (char === "{" || char === "[") depth += 1;
+    else if (char === "}" || char === "]") {
+      depth -= 1;
+      if (depth === 0) return Object.keys(JSON.parse(text.slice(start, i + 1)));
+    }
+  }
+  throw new Error("the first JSON record does not end within the first 256 KiB");
+}
+
+// ---- Parquet: FileMetaData (Thrift compact protocol) at the end of the file --------------------------
+
+async function parquetColumns(file) {
+  const tail = new DataView(await file.slice(-8).arrayBuffer());
+  const footerLength = tail.getUint32(0, true);
+  const footer = new Uint8Array(await file.slice(-8 - footerLength, -8).arrayBuffer());
+  const schema = new CompactReader(footer).struct()[2]; // FileMetaData.schema: list<SchemaElement>
+  const names = [];
+  let next = 1; // schema[0] is the root; its children follow, each with its own subtree depth first
+  for (let child = 0; child < (schema[0][5] ?? 0); child += 1) {
+    names.push(new TextDecoder().decode(schema[next][4])); // SchemaElement.name
+    next = skipSubtree(schema, next);
+  }
+  return names;
+}
+
+function skipSubtree(schema, index) {
+  let next = index + 1;
+  for (let child = 0; child < (schema[index][5] ?? 0); child += 1) next = skipSubtree(schema, next);
+  return next;
+}
+
+class CompactReader {
+  constructor(bytes) { this.bytes = bytes; this.at = 0; }
+
+  byte() { return this.bytes[this.at++]; }
+
+  varint() {
+    let value = 0, scale = 1, byte;
+    do { byte = this.byte(); value += (byte & 0x7f) * scale; scale *= 128; } while (byte & 0x80);
+    return value;
+  }
+
+  zigzag() { const n = this.varint(); return n % 2 ? -(n + 1) / 2 : n / 2; }
+
+  value(type) {
+    switch (type) {
+      case 1: return true;
+      case 2: return false;
+      case 3: return this.byte();
+      case 4: case 5: case 6: return this.zigzag();
+      case 7: this.at += 8; return null;
+      case 8: { const length = this.varint(); this.at += length; return this.bytes.subarray(this.at - length, this.at); }
+      case 9: case 10: return this.list();
+      case 11: return this.map();
+      case 12: return this.struct();
+      default: throw new Error(`not a Parquet footer (Thrift type ${type})`);
+    }
+  }
+
+  list() {
+    const header = this.byte();
+    const size = header >> 4 === 15 ? this.varint() : header >> 4;
+    const type = header & 15;
+    return Array.from({ length: size }, () => (type === 1 || type === 2 ? this.byte() === 1 : this.value(type)));
+  }
+
+  map() {
+    const size = this.varint();
+    if (!size) return [];
+    const types = this.byte();
+    return Array.from({ length: size }, () => [this.value(types >> 4), this.value(types & 15)]);
+  }
+
+  struct() {
+    const fields = {};
+    let id = 0;
+    for (;;) {
+      const header = this.byte();
+      if (header === 0) return fields;
+      id = header >> 4 ? id + (header >> 4) : this.zigzag();
+      fields[id] = this.value(header & 15);
+    }
+  }
+}

@@ -1,0 +1,247 @@
+// One job: live status and progress (server-sent events), its settings and timings, and once it has
+// succeeded, its path (chart and steps), its grid, and the step chosen on the chart with rules and trees.
+
+import { get, jobEvents } from "./api.js";
+import { gridChart, pathChart } from "./chart.js";
+import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
+         idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
+import { cancelJob, isActive, lossText, progressMeter } from "./jobs.js";
+import { stepPanel } from "./step.js";
+
+const CELL_RESULTS_AT_ONCE = 4;
+
+function datasetOf(job) {
+  return job.spec.dataset_id ?? job.spec.recipe?.dataset_id;
+}
+
+function overview(job) {
+  const spec = job.spec;
+  return definitions([
+    ["status", h("span", null, statusBadge(job.status), job.attempt > 1 ? ` attempt ${job.attempt}` : ""), "status"],
+    ["kind", job.kind],
+    ["dataset", datasetOf(job) ? link(`/dashboard/datasets/${datasetOf(job)}`, idText(datasetOf(job))) : null],
+    ["forest", spec.forest_id ? link(`/dashboard/forests/${spec.forest_id}`, idText(spec.forest_id)) : null],
+    ["grid job", job.parent_id ? link(`/dashboard/jobs/${job.parent_id}`, idText(job.parent_id)) : null],
+    ["created", formatTime(job.created_at)],
+    ["started", job.started_at ? formatTime(job.started_at) : null],
+    ["finished", job.finished_at ? formatTime(job.finished_at) : null],
+  ]);
+}
+
+function progressFacts(job) {
+  const { progress } = job;
+  return definitions([
+    ["phase", progress.phase, "phase"],
+    ["lambda step", progress.step !== undefined ? `${progress.step} of ≤${progress.n_steps}` : null, "step"],
+    ["rules now", progress.n_rules !== undefined ? formatCount(progress.n_rules) : null, "n_rules"],
+    ["λs now", progress.lambda_s !== undefined ? formatNumber(progress.lambda_s) : null],
+    ["train loss now", progress.train_loss !== undefined ? formatNumber(progress.train_loss, 5) : null],
+    ["validation loss now", progress.val_loss !== undefined ? formatNumber(progress.val_loss, 5) : null, "val_loss"],
+    ["best so far", progress.best ? `${formatNumber(progress.best.val_loss ?? progress.best.train_loss, 5)} at step `
+      + `${progress.best.step} (${progress.best.n_rules} rules)` : null, "best"],
+    ["cells running", progress.unfinished !== undefined ? formatCount(progress.unfinished) : null],
+  ]);
+}
+
+/** The settings the job runs with, as the API echoes them in its spec. */
+function settings(job) {
+  const spec = job.spec;
+  const recipe = spec.recipe;
+  const rows = [];
+  if (spec.path) {
+    rows.push(["validation", spec.validation_dataset_id
+      ? link(`/dashboard/datasets/${spec.validation_dataset_id}`, idText(spec.validation_dataset_id))
+      : `holdout of ${formatNumber(spec.path.validation_fraction)} (seed ${spec.path.random_state})`]);
+    for (const [key, value] of Object.entries(spec.path)) {
+      if (value !== null && !["validation_fraction", "random_state"].includes(key)) rows.push([fieldLabel(key), Array.isArray(value) ? value.map(v => formatNumber(v)).join(", ") : String(value)]);
+    }
+  }
+  if (spec.grid) rows.push(["grid γ", spec.grid.gamma.join(", ")], ["grid fusion ratio", spec.grid.fusion_ratio.join(", ")]);
+  if (recipe) {
+    rows.push(["forest trained", `${recipe.params.kind}, ${recipe.params.n_estimators} trees of depth ${recipe.params.max_depth}`],
+              ["forest max features", String(recipe.params.max_features)], ["forest seed", String(recipe.params.random_state)],
+              ["forest learns from", recipe.rows.validation_fraction ? `the rows outside the ${formatNumber(recipe.rows.validation_fraction)} holdout (seed ${recipe.rows.seed})` : "every row"]);
+  }
+  return definitions(rows);
+}
+
+function timings(job) {
+  const rows = Object.entries(job.timings).map(([phase, seconds]) => [fieldLabel(phase), formatDuration(seconds)]);
+  if (job.cache_hit !== null && job.cache_hit !== undefined) rows.push(["leaf matrix cached", job.cache_hit ? "yes" : "no"]);
+  return rows.length ? definitions(rows) : h("p", { class: "muted" }, "Not started yet.");
+}
+
+function failure(job) {
+  return [
+    job.error ? h("div", { class: "problem", role: "alert" }, h("p", null, h("strong", null, `${job.error.type}: `), job.error.detail)) : null,
+    job.history.length ? dataTable({ caption: "Earlier attempts whose worker was lost", rows: job.history, columns: [
+      { label: "Attempt", numeric: true, cell: lost => lost.attempt },
+      { label: "Lost at", cell: lost => formatTime(lost.lost_at) },
+      { label: "Reason", cell: lost => lost.reason }] }) : null,
+  ];
+}
+
+/** Each succeeded cell's result, a few requests at a time. */
+async function cellResults(grid, signal) {
+  const results = new Map();
+  const queue = grid.filter(cell => cell.status === "succeeded");
+  const worker = async () => {
+    for (let cell = queue.shift(); cell; cell = queue.shift()) results.set(cell.job_id, await get(`/v1/jobs/${cell.job_id}/result`, signal));
+  };
+  await Promise.all(Array.from({ length: CELL_RESULTS_AT_ONCE }, worker));
+  return results;
+}
+
+function gridSection(result, signal) {
+  const cellLabel = cell => `γ ${formatNumber(cell.gamma)}, fusion ${formatNumber(cell.fusion_ratio)}`;
+  const chartSlot = h("div");
+  fill(chartSlot, async () => {
+    const results = await cellResults(result.grid, signal);
+    return gridChart({ budget: result.parameters.path.max_rules,
+                       cells: result.grid.filter(cell => results.has(cell.job_id)).map(cell => ({
+                         label: cellLabel(cell), steps: results.get(cell.job_id).steps,
+                         selected: results.get(cell.job_id).selected, best: cell.job_id === result.best_cell_id })) });
+  });
+  return card("Grid",
+    dataTable({ rows: result.grid, rowProps: cell => ({ class: cell.job_id === result.best_cell_id ? "chosen" : null }), columns: [
+      { label: "Cell", cell: cell => h("span", null, link(`/dashboard/jobs/${cell.job_id}`, cellLabel(cell)),
+                                       cell.job_id === result.best_cell_id ? h("span", { class: "tag selected" }, " chosen") : null) },
+      { label: "Status", cell: cell => statusBadge(cell.status) },
+      { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
+      { label: "Rules", numeric: true, cell: cell => cell.summary ? formatCount(cell.summary.n_rules) : "—" },
+      { label: "Validation loss", numeric: true, cell: cell => formatNumber(cell.summary?.val_loss ?? cell.summary?.train_loss, 5) },
+      { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
+    chartSlot);
+}
+
+function stepsTable(result, jobId) {
+  return dataTable({
+    rows: result.steps,
+    rowProps: step => ({ "data-step": step.index, class: step.index === result.selected ? "chosen" : null }),
+    columns: [
+      { label: "Step", cell: step => link(`/dashboard/jobs/${jobId}/steps/${step.index}`, `step ${step.index}`) },
+      { label: "λs", numeric: true, cell: step => formatNumber(step.lambda_s) },
+      { label: "Rules", numeric: true, cell: step => formatCount(step.n_rules) },
+      { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
+      { label: "Train loss", numeric: true, cell: step => formatNumber(step.train_loss, 5) },
+      { label: "Validation loss", numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
+    ],
+  });
+}
+
+/** The path of a succeeded path or grid job and the panel of the step shown. Returns {elements, showStep}. */
+function pathSection(job, result, dataset, { signal, navigate }) {
+  const stepUrl = k => `/dashboard/jobs/${job.id}/steps/${k}`;
+  const panel = stepPanel({ jobId: job.id, result, dataset, signal, navigate });
+  const chart = pathChart({ steps: result.steps, selected: result.selected, budget: result.parameters.path.max_rules,
+                            label: "Path", onShow: k => navigate(stepUrl(k), { replace: true }) });
+  const table = stepsTable(result, job.id);
+  const sourceNote = result.kind === "grid"
+    ? h("p", { class: "muted" }, "The chosen cell's path: ", link(`/dashboard/jobs/${result.best_cell_id}`, idText(result.best_cell_id))) : null;
+  const elements = [
+    card("Path",
+      definitions([["steps", formatCount(result.steps.length)], ["selected step", String(result.selected), "selected"],
+                   ["rule budget", result.parameters.path.max_rules ?? "none"], ["stopped by", fieldLabel(result.stop_reason)],
+                   ["λ max", formatNumber(result.lambda_max)], ["training rows", formatCount(result.n_train)],
+                   ["validation rows", formatCount(result.n_val)]]),
+      sourceNote,
+      h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
+      chart.element,
+      h("details", null, h("summary", null, `Every step (${result.steps.length})`), table)),
+    result.kind === "grid" ? gridSection(result, signal) : null,
+    panel.element,
+  ];
+  const showStep = step => {
+    const k = Number.isInteger(Number(step)) && Number(step) >= 0 && Number(step) < result.steps.length ? Number(step) : result.selected;
+    chart.show(k);
+    table.querySelectorAll("tr[data-step]").forEach(row => row.toggleAttribute("aria-current", Number(row.dataset.step) === k));
+    panel.show(k);
+  };
+  return { elements, showStep };
+}
+
+async function outcome(job, context, step) {
+  if (job.status === "failed") return { elements: [card("Why it failed", failure(job))] };
+  if (job.status === "canceled") return { elements: [card("Canceled", h("p", null, `Canceled ${formatTime(job.finished_at)}.`))] };
+  if (job.status !== "succeeded") return { elements: [] };
+  if (job.kind === "train") {
+    const summary = job.summary;
+    return { elements: [card("Forest trained",
+      definitions([["forest", link(`/dashboard/forests/${summary.forest_id}`, idText(summary.forest_id))],
+                   ["trees", formatCount(summary.n_trees)], ["leaves (candidate rules)", formatCount(summary.n_leaves)]]),
+      link(`/dashboard/jobs/new?dataset=${datasetOf(job)}&forest=${summary.forest_id}`, "Run a path on this forest"))] };
+  }
+  const [result, dataset] = await Promise.all([get(`/v1/jobs/${job.id}/result`, context.signal),
+                                               get(`/v1/datasets/${datasetOf(job)}`, context.signal).catch(() => null)]);
+  const path = pathSection(job, result, dataset, context);
+  path.showStep(step);
+  return path;
+}
+
+export function showJob(main, { jobId, step }, context) {
+  const { signal } = context;
+  const cancel = h("button", { type: "button", class: "danger", hidden: true }, "Cancel job");
+  const message = h("div", { "aria-live": "polite" });
+  const status = h("div");
+  const progress = h("div", { "aria-live": "polite" });
+  const liveChartSlot = h("div");
+  const results = h("div");
+  const details = h("div", { class: "columns" });
+  main.append(h("div", { class: "heading-row" }, pageHeading(`Job ${jobId}`), cancel), message,
+              card("Status", status), card("Progress", progress, liveChartSlot), results, details);
+
+  let shownStep = step;
+  let path = null;
+  let liveChart = null;
+  const livePoints = [];
+
+  function render(job) {
+    status.replaceChildren(overview(job));
+    progress.replaceChildren(progressMeter(job), isActive(job) ? h("div", { id: "progress-facts" }, progressFacts(job))
+      : job.summary && "val_loss" in job.summary ? h("p", null, "Selected step: validation loss ", lossText(job)) : null);
+    details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
+    cancel.hidden = !isActive(job);
+    const p = job.progress;
+    if (job.kind === "path" && p.step && p.n_rules !== undefined) {
+      livePoints[p.step - 1] = { index: p.step - 1, n_rules: p.n_rules, lambda_s: p.lambda_s, train_loss: p.train_loss, val_loss: p.val_loss };
+      const points = livePoints.filter(Boolean);
+      if (!liveChart && isActive(job)) {
+        liveChart = pathChart({ steps: points, budget: job.spec.path.max_rules, label: "Path so far" });
+        liveChartSlot.replaceChildren(h("h3", null, "Path so far"), liveChart.element);
+      } else {
+        liveChart?.setSteps(points);
+      }
+    }
+  }
+
+  cancel.addEventListener("click", async () => {
+    try { render(await cancelJob({ id: jobId })); } catch (error) { message.replaceChildren(problemAlert(error)); }
+  });
+
+  async function follow() {
+    let job = await get(`/v1/jobs/${jobId}`, signal);
+    render(job);
+    if (isActive(job)) {
+      for await (const event of jobEvents(jobId, signal)) { job = event.job; render(job); }
+    }
+    if (signal.aborted) return;
+    liveChartSlot.replaceChildren();
+    await fill(results, async () => {
+      path = await outcome(job, context, shownStep);
+      return path.elements;
+    });
+  }
+
+  follow().catch(error => {
+    if (error.name === "AbortError") return;
+    message.replaceChildren(problemAlert(error));
+  });
+
+  return params => {
+    if (params.jobId !== jobId) return false;
+    shownStep = params.step;
+    path?.showStep?.(params.step);
+    return true;
+  };
+}

@@ -1,0 +1,100 @@
+// Models: versions per name, one model's rules and provenance, and scoring a row typed into a form built
+// from the training table's original columns.
+
+import { get, post } from "./api.js";
+import { card, dataTable, definitions, fill, formatCount, formatNumber, formatSigned, formatTime, h, idText, link,
+         pageHeading, retitle } from "./dom.js";
+import { field, onSubmit } from "./forms.js";
+import { indicatorFeatures, rulesTable } from "./rules.js";
+import { stepFactPairs } from "./step.js";
+
+const versionColumns = [
+  { label: "Version", cell: model => link(`/dashboard/models/${model.id}`, `${model.name} v${model.version}`) },
+  { label: "Rules", numeric: true, cell: model => formatCount(model.n_rules) },
+  { label: "Validation loss", numeric: true, cell: model => formatNumber(model.metrics.val_loss ?? model.metrics.train_loss, 5) },
+  { label: "From", cell: model => link(`/dashboard/jobs/${model.provenance.job_id}/steps/${model.provenance.step}`,
+                                       `step ${model.provenance.step} of ${model.provenance.job_id}`) },
+  { label: "Promoted", cell: model => formatTime(model.created_at) },
+];
+
+export function showModels(main, params, { signal }) {
+  const body = h("div");
+  main.append(pageHeading("Models"),
+              h("p", { class: "muted" }, "Promote a step from a finished job's page; each name counts its versions."), body);
+  fill(body, async () => {
+    const models = await get("/v1/models", signal);
+    if (!models.length) return h("p", { class: "muted" }, "No model yet: open a finished job and promote a step.");
+    const byName = Map.groupBy(models, model => model.name);
+    return [...byName].map(([name, versions]) => card(name, dataTable({ rows: versions, columns: versionColumns })));
+  });
+}
+
+/** One input per original column: categories as a drop-down, numbers as number fields; empty is missing. */
+function rowForm(model, onScore) {
+  const inputs = model.columns.map(column => {
+    const control = column.kind === "categorical"
+      ? h("select", null, h("option", { value: "" }, "(missing)"), column.categories.map(category => h("option", { value: category }, category)))
+      : h("input", { type: "number", step: "any", placeholder: "missing", inputmode: "decimal" });
+    return { column, control };
+  });
+  const slot = h("div");
+  const form = h("form", { "aria-label": "Score one row" },
+    h("div", { class: "fields" }, inputs.map(({ column, control }) =>
+      field(column.name, control, { name: `dataframe_records.${column.name}` }))),
+    h("button", { type: "submit" }, "Predict"), slot);
+  onSubmit(form, slot, async () => {
+    const record = Object.fromEntries(inputs.map(({ column, control }) => [column.name,
+      control.value === "" ? null : column.kind === "categorical" ? control.value : Number(control.value)]));
+    await onScore(await post(`/v1/models/${model.id}/predict?explain=true`, { dataframe_records: [record] }));
+  });
+  return form;
+}
+
+function probabilities(value) {
+  if (value === undefined || value === null) return null;
+  const entries = Array.isArray(value) ? value.map((p, i) => [`class ${i}`, p]) : typeof value === "object" ? Object.entries(value) : [["probability", value]];
+  return definitions(entries.map(([label, p]) => [label, formatNumber(p, 4)]));
+}
+
+/** The prediction of the first row, its probabilities where the model gives them, and the rules that fired. */
+function scoreView(model, answer, indicators) {
+  const fired = answer.explanations?.[0] ?? [];
+  const total = fired.reduce((sum, id) => sum + model.ensemble.rules[id].contribution, 0);
+  return [
+    h("p", null, "Prediction: ", h("span", { class: "prediction", id: "prediction" }, typeof answer.predictions[0] === "number"
+      ? formatNumber(answer.predictions[0], 6) : String(answer.predictions[0]))),
+    probabilities(answer.probabilities?.[0]),
+    h("p", { class: "breakdown" }, `intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} `
+      + `${formatNumber(Math.abs(total), 6)} from ${fired.length} ${fired.length === 1 ? "rule" : "rules"} that fired`),
+    rulesTable(model.ensemble, { indicators, only: fired, caption: "Rules that fired for this row" }),
+  ];
+}
+
+export function showModel(main, { modelId }, { signal }) {
+  const heading = pageHeading("Model");
+  const body = h("div");
+  main.append(heading, body);
+  fill(body, async () => {
+    const [model, all] = await Promise.all([get(`/v1/models/${encodeURIComponent(modelId)}`, signal), get("/v1/models", signal)]);
+    retitle(heading, `Model ${model.name} v${model.version}`);
+    const indicators = indicatorFeatures(model.columns);
+    const source = model.provenance;
+    const scored = h("div", { "aria-live": "polite", id: "score" });
+    return [
+      h("div", { class: "columns" },
+        card("Model", definitions([
+          ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)], ["promoted", formatTime(model.created_at)],
+          ["predicts", model.target], ["intercept", formatSigned(model.intercept, 6)], ["description", model.description],
+          ["from", link(`/dashboard/jobs/${source.job_id}/steps/${source.step}`, `step ${source.step}${source.step === source.selected_step ? " (selected)" : ""}`)],
+          ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
+          ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
+          ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
+        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics))))),
+      card("Predict one row", h("p", { class: "muted" }, `The training table's columns; leave a value empty for a missing one.`),
+        rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer, indicators).filter(Boolean))), scored),
+      card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { indicators })),
+      card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: versionColumns,
+                                                    rowProps: other => ({ class: other.id === model.id ? "chosen" : null }) })),
+    ];
+  });
+}

@@ -1,0 +1,131 @@
+// One step of a finished path: its facts, its rules in words, the trees they come from, and its promotion
+// to a model.
+
+import { get, post } from "./api.js";
+import { metricPairs } from "./chart.js";
+import { definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, h, link } from "./dom.js";
+import { field, onSubmit } from "./forms.js";
+import { indicatorFeatures, rulesTable } from "./rules.js";
+import { selectedLeaves, treeFigures } from "./trees.js";
+
+const TREES_AT_FIRST = 12;
+const TREES_PER_REQUEST = 100; // the most GET /v1/forests/{id}/trees answers at once
+
+/** Every fact of a step record (or a model's metrics) that it carries, metrics included whatever the loss:
+ * [term, text, field]. */
+export function stepFactPairs(step) {
+  const pairs = [["rules", formatCount(step.n_rules), "n_rules"], ["trees", formatCount(step.n_trees), "n_trees"],
+                 ["antecedents", formatCount(step.n_antecedents), "n_antecedents"],
+                 ["λs", formatNumber(step.lambda_s, 5), "lambda_s"], ["λf", formatNumber(step.lambda_f, 5), "lambda_f"]];
+  for (const pair of metricPairs([step])) {
+    if (pair.train) pairs.push([`train ${fieldLabel(pair.name)}`, formatNumber(step[pair.train], 6), pair.train]);
+    if (pair.val) pairs.push([`validation ${fieldLabel(pair.name)}`, formatNumber(step[pair.val], 6), pair.val]);
+  }
+  pairs.push(["objective", formatNumber(step.objective, 6), "objective"], ["solver passes", formatCount(step.n_iter), "n_iter"],
+             ["converged", step.converged ? "yes" : "no", "converged"], ["time", formatDuration(step.seconds), "seconds"]);
+  const shown = new Set([...pairs.map(pair => pair[2]), "index", "step"]);
+  const others = Object.entries(step).filter(([key, value]) => !shown.has(key) && typeof value === "number")
+    .map(([key, value]) => [fieldLabel(key), formatNumber(value, 6), key]);
+  return [...pairs.filter(([, , key]) => key in step), ...others];
+}
+
+/** A model name the API accepts, from the dataset's file name and target: "abalone-rings". */
+function suggestedName(dataset) {
+  const stem = (dataset?.source.filename ?? "").split(/[\\/]/).pop().replace(/\..*$/, "");
+  return [stem, dataset?.target].filter(Boolean).join("-").replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(0, 64)
+    || "model";
+}
+
+function promoteForm(jobId, step, dataset, navigate) {
+  const name = h("input", { name: "name", required: true, value: suggestedName(dataset), autocomplete: "off" });
+  const description = h("textarea", { name: "description", rows: 2 });
+  const slot = h("div");
+  const form = h("form", { "aria-label": `Promote step ${step}` },
+    h("div", { class: "fields" },
+      field("Model name", name, { name: "name", help: "letters, digits, '_', '.', '-'; versions count per name" }),
+      field("Description (optional)", description, { name: "description" })),
+    h("button", { type: "submit" }, `Promote step ${step} to a model`), slot);
+  onSubmit(form, slot, async () => {
+    const model = await post("/v1/models", { job_id: jobId, step, name: name.value.trim(),
+                                             description: description.value.trim() || null });
+    navigate(`/dashboard/models/${model.id}`);
+  });
+  return form;
+}
+
+async function fetchTrees(forestId, indices, signal) {
+  const answers = [];
+  for (let start = 0; start < indices.length; start += TREES_PER_REQUEST) {
+    const query = indices.slice(start, start + TREES_PER_REQUEST).map(t => `tree=${t}`).join("&");
+    answers.push(await get(`/v1/forests/${forestId}/trees?${query}`, signal));
+  }
+  return answers;
+}
+
+/** The trees of the rules, those with the largest contributions first; the rest on request. */
+function treesSection(forestId, ensemble, signal) {
+  const leaves = selectedLeaves(ensemble);
+  const weight = t => [...leaves.get(t).values()].reduce((sum, choice) => sum + Math.abs(choice.contribution), 0);
+  const order = [...leaves.keys()].sort((a, b) => weight(b) - weight(a));
+  const slot = h("div");
+  let drawn = 0;
+  const draw = count => fill(slot, async () => {
+    const answers = await fetchTrees(forestId, order.slice(0, count), signal);
+    drawn = count;
+    const more = count < order.length ? h("button", { type: "button", class: "secondary", onclick: () => draw(order.length) },
+                                            `Draw all ${order.length} trees`) : null;
+    return [h("div", { class: "trees" }, answers.flatMap(answer => treeFigures(answer, leaves))), more];
+  });
+  const focusTree = async t => {
+    if (order.indexOf(t) >= drawn) await draw(order.length);
+    const figure = document.getElementById(`tree-${t}`);
+    figure?.scrollIntoView({ block: "center" });
+    figure?.focus();
+  };
+  if (order.length) draw(Math.min(TREES_AT_FIRST, order.length));
+  else slot.append(h("p", { class: "muted" }, "No tree: this step has no rule."));
+  return { element: slot, focusTree };
+}
+
+/**
+ * The panel of one step of `result` (a path or grid result). `show(k)` loads step k's rules and trees;
+ * `dataset` (its columns) puts one-hot conditions in words.
+ */
+export function stepPanel({ jobId, result, dataset, signal, navigate }) {
+  const element = h("section", { class: "card", id: "step", "aria-live": "polite" });
+  let current = null;
+  const indicators = indicatorFeatures(dataset?.columns);
+  const stepLink = (k, text) => (k >= 0 && k < result.steps.length ? link(`/dashboard/jobs/${jobId}/steps/${k}`, text) : null);
+
+  function show(k) {
+    current?.abort();
+    current = new AbortController();
+    const stepSignal = AbortSignal.any([signal, current.signal]);
+    fill(element, async () => {
+      const rules = await get(`/v1/jobs/${jobId}/steps/${k}/rules`, stepSignal);
+      const trees = treesSection(result.forest_id, rules.rules, stepSignal);
+      const order = h("select", { id: "rule-order" }, h("option", { value: "contribution" }, "largest contribution first"),
+                      h("option", { value: "tree" }, "tree and leaf"));
+      const table = h("div");
+      const drawTable = () => table.replaceChildren(rulesTable(rules.rules, { indicators, order: order.value, onTree: trees.focusTree }));
+      order.addEventListener("change", drawTable);
+      drawTable();
+      return [
+        h("div", { class: "heading-row" }, h("h2", { id: "step-title" }, `Step ${k}`,
+          rules.selected ? h("span", { class: "tag selected" }, " selected") : null),
+          h("nav", { class: "toolbar", "aria-label": "Steps" }, stepLink(k - 1, "← previous step"),
+            rules.selected ? null : stepLink(result.selected, "selected step"), stepLink(k + 1, "next step →"))),
+        h("div", { id: "step-facts" }, definitions(stepFactPairs(rules))),
+        h("details", null, h("summary", null, "Promote this step to a model"), promoteForm(jobId, k, dataset, navigate)),
+        h("h3", null, `Rules (${rules.rules.rules.length}), intercept ${formatNumber(rules.rules.intercept, 5)}`),
+        h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
+        table,
+        h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
+        h("p", { class: "muted" }, "Selected leaves are coloured by the sign of their contribution (#rule below); the splits ",
+          "they need are highlighted, darker where several selected leaves share them."),
+        trees.element,
+      ];
+    });
+  }
+  return { element, show };
+}

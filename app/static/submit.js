@@ -1,0 +1,174 @@
+// Submitting a path job. Every setting is drawn from the API's own request schema in /openapi.json, with
+// its default prefilled and its description as help, so a setting the API gains appears here by itself.
+
+import { get, post, schema } from "./api.js";
+import { fieldLabel, fill, formatCount, h, pageHeading } from "./dom.js";
+import { field, onSubmit } from "./forms.js";
+
+const LABELS = {
+  penalty: "Penalty", gamma: "γ (MCP concavity)", fusion_ratio: "Fusion ratio (λf / λs)", lambda_f: "Fixed λf",
+  max_rules: "Rule budget (most rules)", n_lambdas: "λ steps", lambda_min_ratio: "Smallest λ / λ max",
+  lambdas: "Explicit λs grid", tol: "Tolerance", max_iter: "Most passes per step", block_selection: "Block selection",
+  inner_iters: "Fused steps per tree visit", mcp_scaling: "MCP scaling",
+  kind: "Forest kind", n_estimators: "Trees", max_depth: "Depth", max_features: "Features tried per split",
+  learning_rate: "Learning rate (boosting)", random_state: "Forest seed", fraction: "Holdout fraction", seed: "Holdout seed",
+};
+const MAIN_SETTINGS = ["penalty", "gamma", "fusion_ratio", "lambda_f", "max_rules", "n_lambdas"];
+const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid"]);
+
+/** The alternatives a property allows: its types, its enum values, whether null is one. */
+function kinds(property) {
+  const options = property.anyOf ?? [property];
+  return {
+    nullable: options.some(option => option.type === "null"),
+    numeric: options.find(option => option.type === "number" || option.type === "integer"),
+    list: options.find(option => option.type === "array"),
+    flag: options.some(option => option.type === "boolean"),
+    choices: options.flatMap(option => option.enum ?? []),
+  };
+}
+
+const parseNumbers = text => text.split(/[\s,;]+/).filter(Boolean).map(Number);
+
+/**
+ * An input for one request property (`name` as the API calls it, `path` its place in the body for errors):
+ * {element, read()}; read() gives undefined to leave the API's default.
+ */
+function settingControl(name, property, path = name) {
+  const { nullable, numeric, list, flag, choices } = kinds(property);
+  const fallback = property.default ?? null;
+  let control, read;
+  if (flag) {
+    control = h("input", { type: "checkbox", checked: Boolean(fallback) });
+    read = () => control.checked;
+  } else if (choices.length && !numeric) {
+    control = h("select", null, nullable ? h("option", { value: "" }, "none") : null,
+                choices.map(choice => h("option", { value: choice, selected: choice === fallback }, choice)));
+    read = () => (control.value === "" ? null : control.value);
+  } else if (list) {
+    control = h("input", { type: "text", inputmode: "decimal", placeholder: "none: comma-separated numbers",
+                           value: Array.isArray(fallback) ? fallback.join(", ") : "" });
+    read = () => (control.value.trim() ? parseNumbers(control.value) : undefined);
+  } else if (numeric && !choices.length) {
+    control = h("input", { type: "number", step: numeric.type === "integer" ? 1 : "any", max: numeric.maximum,
+                           min: numeric.minimum, value: fallback ?? "", placeholder: nullable ? "none" : null });
+    read = () => (control.value === "" ? (nullable && fallback !== null ? null : undefined) : Number(control.value));
+  } else {
+    const options = h("datalist", { id: `${path}-choices` }, choices.map(choice => h("option", { value: choice })));
+    control = h("input", { type: "text", list: options.id, value: fallback ?? "", placeholder: nullable ? "none" : null });
+    read = () => {
+      const text = control.value.trim();
+      if (!text) return nullable ? null : undefined;
+      return Number.isFinite(Number(text)) ? Number(text) : text;
+    };
+    return { element: h("div", null, field(LABELS[name] ?? fieldLabel(name), control, { help: property.description, name: path }), options), read };
+  }
+  return { element: field(LABELS[name] ?? fieldLabel(name), control, { help: property.description, name: path }), read };
+}
+
+/** Controls for the named properties of a schema: {element (a grid of fields), read() → object}. */
+function settingsGroup(properties, names, prefix = "") {
+  const controls = names.map(name => [name, settingControl(name, properties[name], prefix + name)]);
+  return {
+    element: h("div", { class: "fields" }, controls.map(([, control]) => control.element)),
+    read: () => Object.fromEntries(controls.map(([name, control]) => [name, control.read()]).filter(([, value]) => value !== undefined)),
+  };
+}
+
+function radios(name, options, checked) {
+  return h("div", { class: "choices", role: "radiogroup" }, options.map(([value, label]) =>
+    h("label", null, h("input", { type: "radio", name, value, checked: value === checked }), label)));
+}
+
+const datasetLabel = dataset => `${dataset.source.filename ?? dataset.id} (target ${dataset.target}, ${formatCount(dataset.n_rows)} rows)`;
+const sameFeatures = (forest, dataset) => JSON.stringify(forest.feature_names) === JSON.stringify(dataset?.feature_names);
+
+async function buildForm(query, navigate) {
+  const [request, training, validation, datasets, forests] = await Promise.all([
+    schema("PathJobRequest"), schema("TrainingParams"), schema("ValidationSpec"), get("/v1/datasets"), get("/v1/forests")]);
+  if (!datasets.length) {
+    return h("p", null, "No dataset yet: ", h("a", { href: "/dashboard/datasets" }, "upload one"), " first.");
+  }
+  const datasetChoices = () => datasets.map(dataset => h("option", { value: dataset.id }, datasetLabel(dataset)));
+  const dataset = h("select", { required: true }, datasetChoices());
+  dataset.value = datasets.some(d => d.id === query.get("dataset")) ? query.get("dataset") : datasets[0].id;
+  const validationDataset = h("select", null, datasetChoices());
+  const holdout = settingsGroup(validation.properties, ["fraction", "seed"], "validation.");
+  const forestTraining = settingsGroup(training.properties, Object.keys(training.properties), "forest.");
+  const storedForest = h("select");
+  const drawForestChoices = () => {
+    const chosen = datasets.find(d => d.id === dataset.value);
+    storedForest.replaceChildren(...forests.map(forest => h("option", { value: forest.id, disabled: !sameFeatures(forest, chosen) },
+      `${forest.id.slice(0, 11)}… ${forest.kind}, ${forest.n_trees} trees${sameFeatures(forest, chosen) ? "" : " (other features)"}`)));
+    const wanted = forests.find(forest => forest.id === query.get("forest") && sameFeatures(forest, chosen))
+      ?? forests.find(forest => sameFeatures(forest, chosen));
+    if (wanted) storedForest.value = wanted.id;
+  };
+  drawForestChoices();
+  dataset.addEventListener("change", drawForestChoices);
+
+  const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name));
+  const main = settingsGroup(request.properties, MAIN_SETTINGS.filter(name => name in request.properties));
+  const solver = settingsGroup(request.properties, others);
+  const gridExample = (request.examples ?? []).find(example => example.grid)?.grid ?? {};
+  const gridGamma = h("input", { type: "text", inputmode: "decimal", placeholder: (gridExample.gamma ?? []).join(", ") });
+  const gridFusion = h("input", { type: "text", inputmode: "decimal", placeholder: (gridExample.fusion_ratio ?? []).join(", ") });
+  const gridOn = h("input", { type: "checkbox", id: "grid-on" });
+
+  const validationMode = radios("validation-mode", [["holdout", "a holdout of the training rows"], ["dataset", "another dataset"]], "holdout");
+  const forestMode = radios("forest-mode", [["train", "train a forest for this job"], ["stored", "a stored forest"]],
+                            query.get("forest") ? "stored" : "train");
+  const slot = h("div");
+  const form = h("form", { "aria-label": "Submit a path job", novalidate: true },
+    h("fieldset", null, h("legend", null, "Data"),
+      h("div", { class: "fields" }, field("Training dataset", dataset, { name: "dataset_id" })),
+      h("p", { class: "label" }, "Validation rows (they choose the step)"), validationMode,
+      h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
+      h("div", { "data-when": "validation-mode=dataset", class: "fields" },
+        field("Validation dataset", validationDataset, { name: "validation.dataset_id",
+                                                         help: validation.properties.dataset_id.description }))),
+    h("fieldset", null, h("legend", null, "Forest"), forestMode,
+      h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
+      h("div", { "data-when": "forest-mode=stored", class: "fields" },
+        field("Stored forest", storedForest, { name: "forest_id", help: request.properties.forest_id.description }))),
+    h("fieldset", null, h("legend", null, "Penalty and rule budget"), main.element),
+    h("fieldset", null, h("legend", null, "Grid (optional)"),
+      h("label", null, gridOn, " run one path per γ × fusion ratio cell and keep the best"),
+      h("div", { "data-when": "grid-on", class: "fields" },
+        field("γ values", gridGamma, { name: "grid.gamma", help: "comma-separated" }),
+        field("Fusion ratios", gridFusion, { name: "grid.fusion_ratio", help: request.properties.grid.description }))),
+    h("details", null, h("summary", null, "Solver settings"), solver.element),
+    h("button", { type: "submit" }, "Submit job"), slot);
+
+  const showChosenParts = () => {
+    for (const part of form.querySelectorAll("[data-when]")) {
+      const [name, value] = part.dataset.when.split("=");
+      const control = value === undefined ? form.elements[name] : form.elements[name].value;
+      part.hidden = value === undefined ? !control.checked : control !== value;
+    }
+  };
+  form.addEventListener("change", showChosenParts);
+  showChosenParts();
+
+  onSubmit(form, slot, async () => {
+    const body = { dataset_id: dataset.value, ...main.read(), ...solver.read() };
+    body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
+    if (form.elements["forest-mode"].value === "train") body.forest = forestTraining.read();
+    else body.forest_id = storedForest.value;
+    if (gridOn.checked) {
+      body.grid = { gamma: parseNumbers(gridGamma.value || gridGamma.placeholder),
+                    fusion_ratio: parseNumbers(gridFusion.value || gridFusion.placeholder) };
+      delete body.lambda_f;
+    }
+    const job = await post("/v1/jobs", body);
+    navigate(`/dashboard/jobs/${job.id}`);
+  });
+  return form;
+}
+
+export function showSubmitForm(main, { query }, { navigate }) {
+  const body = h("div", { class: "card" });
+  main.append(pageHeading("Submit a path job"),
+    h("p", { class: "muted" }, "Defaults and help come from the API's own request schema."), body);
+  fill(body, () => buildForm(query, navigate));
+}

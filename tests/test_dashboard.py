@@ -1,0 +1,222 @@
+"""The dashboard in a real browser (Debian's headless chromium through Playwright) against the API served
+over HTTP with real workers and an API key: upload a dataset, submit a job and watch its progress, open the
+path chart, click a step and read its rules and trees, promote it, predict one row from the form.
+
+The assertions compare what the page shows with what the API answers. Screenshots at 1280x800 and 400 px
+wide are saved under test-artifacts/dashboard/.
+"""
+import re
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from redis import Redis
+
+from app.main import create_app
+from service_fixtures import ABALONE, REPO_ROOT, WorkerProcess, make_settings, remove_session_keys
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+API_KEY = "dashboard-test-key"
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
+SIZES = {"1280": {"width": 1280, "height": 800}, "400": {"width": 400, "height": 800}}
+# a job that runs for a few seconds, so that its progress arrives step by step
+JOB_SETTINGS = {"Trees": "400", "Depth": "4", "Rule budget (most rules)": "40", "λ steps": "200"}
+ROW = {"Sex": "M", "Length": 0.455, "Diameter": 0.365, "Height": 0.095, "Whole_weight": 0.514,
+       "Shucked_weight": 0.2245, "Viscera_weight": 0.101, "Shell_weight": 0.15}
+
+
+class Served:
+    """The API on a loopback port (uvicorn in a thread) and two `fire-rules worker` processes."""
+
+    def __init__(self):
+        self.settings = make_settings(api_keys=[API_KEY])
+        self.redis = Redis.from_url(self.settings.redis_url)
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(self.settings), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.workers = [WorkerProcess(self.settings) for _ in range(2)]
+        self.api = httpx.Client(base_url=self.base_url, headers={"X-API-Key": API_KEY}, timeout=30)
+
+    def __enter__(self) -> "Served":
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        for worker in self.workers:
+            worker.wait_registered(self.redis)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.api.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        for worker in self.workers:
+            worker.stop()
+        remove_session_keys(self.redis, self.settings)
+
+
+@pytest.fixture(scope="module")
+def served():
+    with Served() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def shoot(page, name: str) -> None:
+    """Full-page screenshots at 1280x800 and 400 px wide, each without a horizontal scroll bar."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for label, size in SIZES.items():
+        page.set_viewport_size(size)
+        page.wait_for_timeout(400)  # charts and trees are drawn again at the new width
+        scroll_width = page.evaluate("document.documentElement.scrollWidth")
+        assert scroll_width <= size["width"], f"{name} scrolls sideways at {label} px: {scroll_width}"
+        page.screenshot(path=ARTIFACTS / f"{name}-{label}.png", full_page=True)
+    page.set_viewport_size(SIZES["1280"])
+
+
+def fact(page, field: str, scope: str = "#step-facts") -> str:
+    return page.locator(f"{scope} dd[data-field='{field}']").inner_text()
+
+
+def record_progress_texts(page) -> None:
+    """Keep every text the page shows in a progress field, in order, in window.progressSeen."""
+    page.evaluate("""() => {
+        window.progressSeen = [];
+        new MutationObserver(() => {
+            for (const element of document.querySelectorAll("[data-field=progress]")) {
+                if (window.progressSeen.at(-1) !== element.textContent) window.progressSeen.push(element.textContent);
+            }
+        }).observe(document.body, { subtree: true, childList: true, characterData: true });
+    }""")
+
+
+def test_the_whole_product_from_the_browser(served, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=SIZES["1280"])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base, api = served.base_url, served.api
+
+    # the key, entered once for the tab
+    page.goto(f"{base}/dashboard/datasets")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Use", exact=True).click()
+
+    # upload: the target is picked from the file's own columns
+    page.get_by_label("Table file").set_input_files(str(ABALONE))
+    target = page.get_by_label("Target column")
+    expect(target).to_be_enabled()
+    target.select_option("rings")
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url(re.compile(r".*/dashboard/datasets/ds_\w+$"))
+    dataset_id = page.url.rsplit("/", 1)[1]
+    dataset = api.get(f"/v1/datasets/{dataset_id}").json()
+    assert dataset["target"] == "rings" and dataset["n_rows"] == 4177
+    expect(page.get_by_role("heading", name="Target: rings")).to_be_visible()
+    expect(page.locator("tr", has_text="Sex").first).to_contain_text("categorical")
+    shoot(page, "dataset")
+
+    # submit a job with a forest trained for it, and watch its progress arrive
+    page.get_by_role("link", name="Run a job on this dataset").click()
+    expect(page.get_by_label("Training dataset")).to_have_value(dataset_id)
+    for label, value in JOB_SETTINGS.items():
+        page.get_by_label(label, exact=True).fill(value)
+    page.get_by_text("Solver settings").click()
+    page.get_by_label("Tolerance").fill("1e-6")
+    record_progress_texts(page)
+    page.get_by_role("button", name="Submit job").click()
+    page.wait_for_url(re.compile(r".*/dashboard/jobs/job_\w+$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=90_000)
+    path_steps = {text for text in page.evaluate("window.progressSeen") if re.match(r"path: step \d+ of ≤200", text)}
+    assert len(path_steps) >= 2, page.evaluate("window.progressSeen")
+
+    # the path chart, the selected step's facts as the API gives them
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    steps, selected = result["steps"], result["selected"]
+    chart = page.locator(".chart svg[role=slider]")
+    expect(chart).to_be_visible()
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {selected}\b"))
+    assert fact(page, "n_rules") == str(steps[selected]["n_rules"])
+
+    # click a step with about half the rules: its rules and trees
+    half = max(k for k, step in enumerate(steps) if 2 <= step["n_rules"] <= steps[selected]["n_rules"] // 2)
+    chart.locator("circle.dot-validation").nth(half).click()
+    page.wait_for_url(re.compile(rf".*/dashboard/jobs/{job_id}/steps/\d+$"))
+    clicked = int(page.url.rsplit("/", 1)[1])
+    assert steps[clicked]["n_rules"] == steps[half]["n_rules"]
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {clicked}\b"))
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{clicked}/rules").json()
+    assert fact(page, "n_rules") == str(rules["n_rules"]) == str(len(rules["rules"]["rules"]))
+    assert float(fact(page, "val_loss")) == pytest.approx(rules["val_loss"], rel=1e-5)
+    expect(page.locator("#step table.data tbody tr")).to_have_count(rules["n_rules"])
+    all_trees = page.get_by_role("button", name=re.compile("Draw all"))
+    if all_trees.count():
+        all_trees.click()
+    trees = {member["tree"] for rule in rules["rules"]["rules"] for member in rule["members"]}
+    expect(page.locator("#step .tree-figure")).to_have_count(len(trees))
+    members = sum(len(rule["members"]) for rule in rules["rules"]["rules"])
+    expect(page.locator("#step .tree .leaf.selected")).to_have_count(members)
+    antecedents = page.locator("#step .tree .node.antecedent")
+    assert antecedents.count() == rules["n_antecedents"]
+
+    # the arrow keys walk the path too
+    chart.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {clicked + 1}\b"))
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {clicked}\b"))
+    assert fact(page, "n_rules") == str(rules["n_rules"])
+    shoot(page, "job-step")
+
+    # promote the step, then score a row typed into the form
+    page.get_by_text("Promote this step to a model").click()
+    page.get_by_label("Model name").fill("abalone-dashboard")
+    page.get_by_role("button", name=f"Promote step {clicked} to a model").click()
+    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
+    model_id = page.url.rsplit("/", 1)[1]
+    model = api.get(f"/v1/models/{model_id}").json()
+    assert model["provenance"]["step"] == clicked and model["n_rules"] == rules["n_rules"]
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Model abalone-dashboard v{model['version']}")
+    page.get_by_label("Sex", exact=True).select_option(ROW["Sex"])
+    for column, value in ROW.items():
+        if column != "Sex":
+            page.get_by_label(column, exact=True).fill(str(value))
+    page.get_by_role("button", name="Predict").click()
+    expect(page.locator("#prediction")).to_be_visible()
+    answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [ROW]}).json()
+    assert float(page.locator("#prediction").inner_text()) == pytest.approx(answer["predictions"][0], rel=1e-5)
+    expect(page.locator("#score table.data tbody tr")).to_have_count(len(answer["explanations"][0]))
+    shoot(page, "model")
+
+    # every view has its own URL: reloads and deep links show the same thing (the key kept for the tab)
+    page.reload()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Model abalone-dashboard v{model['version']}")
+    page.goto(f"{base}/dashboard/jobs/{job_id}/steps/{clicked}")
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {clicked}\b"))
+    assert fact(page, "n_rules") == str(rules["n_rules"])
+    page.goto(f"{base}/dashboard/jobs")
+    expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text("succeeded")
+    shoot(page, "jobs")
+    assert errors == []
