@@ -65,7 +65,7 @@ export const post = (path, body) => request(path, { method: "POST", body });
 let openApi = null;
 
 /** The service's OpenAPI document (defaults and descriptions of every request field), fetched once. */
-export function openApiDocument() {
+function openApiDocument() {
   openApi ??= get("/openapi.json").catch(error => { openApi = null; throw error; });
   return openApi;
 }

@@ -21,7 +21,7 @@ export function metricPairs(steps) {
 }
 
 /** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
-export function stepFacts(step) {
+function stepFacts(step) {
   const facts = [`λs ${formatNumber(step.lambda_s)}` + (step.lambda_f ? ` · λf ${formatNumber(step.lambda_f)}` : ""),
                  `${formatCount(step.n_rules)} rules` + (step.n_trees !== undefined ? ` · ${formatCount(step.n_trees)} trees` : "")
                  + (Number.isFinite(step.n_antecedents) ? ` · ${formatCount(step.n_antecedents)} antecedents` : "")];
@@ -162,6 +162,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   }
 
   function draw() {
+    tooltip.hidden = true; // placed for the previous drawing
     drawControls();
     const pair = metrics()[state.metric] ?? {};
     const { width, height } = plotSize(plot);
@@ -188,9 +189,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
       svg("title", { id: `${id}-title` }, `${label}: ${fieldLabel(pair.name ?? "loss")} against ${state.xField === "n_rules" ? "rules" : "antecedents"}`
           + (onShow ? "; arrow keys choose a step" : "")),
       scales.group,
-      showBudget ? svg("g", null, svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }),
-                       svg("text", { class: "label", y: scales.top + 24, ...(x(budget) + 70 < width
-                         ? { x: x(budget) + 4 } : { x: x(budget) - 4, "text-anchor": "end" }) }, `budget ${budget}`)) : null,
+      showBudget ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
       marker(selected, "selected-step", "selected"),
       state.shown !== selected ? marker(state.shown, "focused-step", null) : null,
       series.map(([key, name]) => svg("g", null,
@@ -203,7 +202,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     legendSlot.replaceChildren(legend([
       ...series.map(([, name]) => [`${name} ${fieldLabel(pair.name)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
       ...(selected !== null ? [["selected step", "var(--selected)"]] : []),
-      ...(showBudget ? [["rule budget", "#6b7280", true]] : [])]));
+      ...(showBudget ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
   }
 
   function listen(chart, scales, width) {
@@ -267,5 +266,6 @@ export function gridChart({ cells, budget = null }) {
         cell.steps[cell.selected] ? svg("circle", { cx: x(cell.steps[cell.selected].n_rules), cy: y(cell.steps[cell.selected][key]),
                                                     r: cell.best ? 6 : 4, fill: color(index) }) : null))));
   });
-  return h("div", null, plot, legend(cells.map((cell, index) => [cell.best ? `${cell.label} (chosen)` : cell.label, color(index)])));
+  return h("div", null, plot, legend([...cells.map((cell, index) => [cell.best ? `${cell.label} (chosen)` : cell.label, color(index)]),
+                                      ...(budget !== null ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
 }

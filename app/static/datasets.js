@@ -2,7 +2,7 @@
 
 import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatBytes, formatCount, formatNumber, formatTime, h, idText, link,
-         pageHeading, problemAlert, retitle } from "./dom.js";
+         loadedView, pageHeading, problemAlert } from "./dom.js";
 import { columnsOfFile } from "./file-columns.js";
 import { field, onSubmit } from "./forms.js";
 
@@ -91,14 +91,10 @@ function columnsTable(dataset) {
 }
 
 export function showDataset(main, { datasetId }, { signal }) {
-  const heading = pageHeading("Dataset");
-  const body = h("div");
-  main.append(heading, body);
-  fill(body, async () => {
+  loadedView(main, "Dataset", async () => {
     const dataset = await get(`/v1/datasets/${encodeURIComponent(datasetId)}`, signal);
-    retitle(heading, `Dataset ${datasetName(dataset)}`);
     const summary = dataset.target_summary;
-    return [
+    return { title: `Dataset ${datasetName(dataset)}`, content: [
       h("div", { class: "toolbar" }, link(`/dashboard/jobs/new?dataset=${dataset.id}`, "Run a job on this dataset")),
       card("Table",
         definitions([["id", idText(dataset.id)], ["file", dataset.source.filename ?? "(raw body)"],
@@ -109,6 +105,6 @@ export function showDataset(main, { datasetId }, { signal }) {
         definitions([["mean", formatNumber(summary.mean)], ["standard deviation", formatNumber(summary.std)],
                      ["min", formatNumber(summary.min)], ["max", formatNumber(summary.max)]])),
       card("Feature columns", columnsTable(dataset)),
-    ];
+    ] };
   });
 }

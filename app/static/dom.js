@@ -136,7 +136,19 @@ export function problemAlert(error) {
       fault.fix ? [" — ", h("span", { class: "fix" }, "fix: ", fault.fix)] : null))) : null);
 }
 
-export const loading = (text = "Loading…") => h("p", { class: "muted", role: "status" }, text);
+const loading = (text = "Loading…") => h("p", { class: "muted", role: "status" }, text);
+
+/** A view of one stored thing: `load()` gives {title, content} (the heading's title once loaded). */
+export function loadedView(main, title, load) {
+  const heading = pageHeading(title);
+  const body = h("div");
+  main.append(heading, body);
+  fill(body, async () => {
+    const loaded = await load();
+    retitle(heading, loaded.title);
+    return loaded.content;
+  });
+}
 
 /** Replace the content of `target` with whatever `load()` builds, or the API's problem. */
 export async function fill(target, load) {

@@ -1,7 +1,8 @@
 // Forests: upload one in a safe format, list them, read one's provenance and draw any of its trees.
 
 import { get, post } from "./api.js";
-import { card, dataTable, definitions, fill, formatCount, formatTime, h, idText, link, pageHeading, retitle } from "./dom.js";
+import { card, dataTable, definitions, fill, formatCount, formatTime, h, idText, link, loadedView,
+         pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
 import { treeFigures } from "./trees.js";
 
@@ -55,12 +56,8 @@ export function showForests(main, params, { signal, navigate }) {
 }
 
 export function showForest(main, { forestId }, { signal }) {
-  const heading = pageHeading("Forest");
-  const body = h("div");
-  main.append(heading, body);
-  fill(body, async () => {
+  loadedView(main, "Forest", async () => {
     const forest = await get(`/v1/forests/${encodeURIComponent(forestId)}`, signal);
-    retitle(heading, `Forest ${forest.id}`);
     const tree = h("input", { type: "number", min: 0, max: forest.n_trees - 1, step: 1, value: 0 });
     const drawing = h("div");
     const draw = () => fill(drawing, async () =>
@@ -69,13 +66,13 @@ export function showForest(main, { forestId }, { signal }) {
                              onsubmit: event => { event.preventDefault(); draw(); } },
                    field("Tree", tree, { name: "tree", help: `0 to ${forest.n_trees - 1}` }), h("button", { type: "submit" }, "Draw"));
     draw();
-    return [
+    return { title: `Forest ${forest.id}`, content: [
       card("Forest", definitions([
         ["id", idText(forest.id)], ["kind", forest.kind], ["trees", formatCount(forest.n_trees)],
         ["leaves (candidate rules)", formatCount(forest.n_leaves)], ["features", formatCount(forest.n_features)],
         ["source", sourceText(forest)], ["created", formatTime(forest.created_at)]]),
         h("p", null, "Features: ", forest.feature_names.map(name => h("span", { class: "tag" }, name)).flatMap(tag => [tag, " "]))),
       card("Trees", form, drawing),
-    ];
+    ] };
   });
 }

@@ -7,17 +7,18 @@ let fieldCount = 0;
 
 /**
  * A labelled field. `control` is an input, select or textarea (given an id here when it has none);
- * `name` is the API's name of the value (errors naming `body.<name>` are shown under it).
+ * `name` is the API's name of the value (errors naming `body.<name>` are shown under it); a `wide` field
+ * takes a whole row of a grid of fields.
  */
-export function field(label, control, { help = null, name = null } = {}) {
+export function field(label, control, { help = null, name = null, wide = false } = {}) {
   control.id ||= `field-${fieldCount += 1}`;
   if (name) control.dataset.field = name;
   const helpText = help ? h("span", { class: "help", id: `${control.id}-help` }, help) : null;
   if (helpText) control.setAttribute("aria-describedby", helpText.id);
-  return h("div", { class: "field" }, h("label", { for: control.id }, label), control, helpText);
+  return h("div", { class: wide ? "field wide" : "field" }, h("label", { for: control.id }, label), control, helpText);
 }
 
-export function clearProblem(form, slot) {
+function clearProblem(form, slot) {
   slot.replaceChildren();
   for (const message of form.querySelectorAll(".field-error")) message.remove();
   for (const control of form.querySelectorAll("[aria-invalid]")) {
@@ -40,7 +41,7 @@ function controlFor(form, errorField) {
 }
 
 /** Show `error` in `slot` and mark the inputs its errors name; focus the first of them. */
-export function reportProblem(form, slot, error) {
+function reportProblem(form, slot, error) {
   clearProblem(form, slot);
   slot.replaceChildren(problemAlert(error));
   const marked = [];

@@ -10,7 +10,7 @@ const LIST_REFRESH_MS = 5000;
 export const isActive = job => job.status === "queued" || job.status === "running";
 
 /** Where a job stands, in words: "step 12 of ≤50 · 9 rules", "3 of 4 cells done", the phase. */
-export function progressText(job) {
+function progressText(job) {
   const progress = job.progress;
   if (job.kind === "grid" && job.cells) {
     const unfinished = isActive(job) ? (progress.unfinished ?? job.cells.length) : 0;

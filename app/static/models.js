@@ -3,7 +3,7 @@
 
 import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatSigned, formatTime, h, idText, link,
-         pageHeading, retitle } from "./dom.js";
+         loadedView, pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
 import { indicatorFeatures, rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
@@ -71,16 +71,12 @@ function scoreView(model, answer, indicators) {
 }
 
 export function showModel(main, { modelId }, { signal }) {
-  const heading = pageHeading("Model");
-  const body = h("div");
-  main.append(heading, body);
-  fill(body, async () => {
+  loadedView(main, "Model", async () => {
     const [model, all] = await Promise.all([get(`/v1/models/${encodeURIComponent(modelId)}`, signal), get("/v1/models", signal)]);
-    retitle(heading, `Model ${model.name} v${model.version}`);
     const indicators = indicatorFeatures(model.columns);
     const source = model.provenance;
     const scored = h("div", { "aria-live": "polite", id: "score" });
-    return [
+    return { title: `Model ${model.name} v${model.version}`, content: [
       h("div", { class: "columns" },
         card("Model", definitions([
           ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)], ["promoted", formatTime(model.created_at)],
@@ -95,6 +91,6 @@ export function showModel(main, { modelId }, { signal }) {
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { indicators })),
       card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: versionColumns,
                                                     rowProps: other => ({ class: other.id === model.id ? "chosen" : null }) })),
-    ];
+    ] };
   });
 }

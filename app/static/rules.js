@@ -25,7 +25,7 @@ function conditionText(bounds, indicators) {
 }
 
 /** A rule's conditions in words, one feature per line. */
-export function conditionList(conditions, indicators) {
+function conditionList(conditions, indicators) {
   const byFeature = new Map();
   for (const condition of conditions) byFeature.set(condition.feature, [...(byFeature.get(condition.feature) ?? []), condition]);
   return h("ul", { class: "conditions" }, [...byFeature.values()].map((bounds, i) => {
@@ -75,5 +75,3 @@ export function rulesTable(ensemble, { indicators = new Map(), onTree = null, on
     ],
   });
 }
-
-export const RULE_ORDERS = Object.keys(ORDERS);

@@ -46,16 +46,16 @@ function settingControl(name, property, path = name) {
                 choices.map(choice => h("option", { value: choice, selected: choice === fallback }, choice)));
     read = () => (control.value === "" ? null : control.value);
   } else if (list) {
-    control = h("input", { type: "text", inputmode: "decimal", placeholder: "none: comma-separated numbers",
+    control = h("input", { type: "text", inputmode: "decimal", placeholder: "not set: comma-separated numbers",
                            value: Array.isArray(fallback) ? fallback.join(", ") : "" });
     read = () => (control.value.trim() ? parseNumbers(control.value) : undefined);
   } else if (numeric && !choices.length) {
     control = h("input", { type: "number", step: numeric.type === "integer" ? 1 : "any", max: numeric.maximum,
-                           min: numeric.minimum, value: fallback ?? "", placeholder: nullable ? "none" : null });
+                           min: numeric.minimum, value: fallback ?? "", placeholder: nullable ? "not set" : null });
     read = () => (control.value === "" ? (nullable && fallback !== null ? null : undefined) : Number(control.value));
   } else {
     const options = h("datalist", { id: `${path}-choices` }, choices.map(choice => h("option", { value: choice })));
-    control = h("input", { type: "text", list: options.id, value: fallback ?? "", placeholder: nullable ? "none" : null });
+    control = h("input", { type: "text", list: options.id, value: fallback ?? "", placeholder: nullable ? "not set" : null });
     read = () => {
       const text = control.value.trim();
       if (!text) return nullable ? null : undefined;
@@ -75,9 +75,9 @@ function settingsGroup(properties, names, prefix = "") {
   };
 }
 
-function radios(name, options, checked) {
-  return h("div", { class: "choices", role: "radiogroup" }, options.map(([value, label]) =>
-    h("label", null, h("input", { type: "radio", name, value, checked: value === checked }), label)));
+function radios(name, label, options, checked) {
+  return h("div", { class: "choices", role: "radiogroup", "aria-label": label }, options.map(([value, text]) =>
+    h("label", null, h("input", { type: "radio", name, value, checked: value === checked }), text)));
 }
 
 const datasetLabel = dataset => `${dataset.source.filename ?? dataset.id} (target ${dataset.target}, ${formatCount(dataset.n_rows)} rows)`;
@@ -115,22 +115,23 @@ async function buildForm(query, navigate) {
   const gridFusion = h("input", { type: "text", inputmode: "decimal", placeholder: (gridExample.fusion_ratio ?? []).join(", ") });
   const gridOn = h("input", { type: "checkbox", id: "grid-on" });
 
-  const validationMode = radios("validation-mode", [["holdout", "a holdout of the training rows"], ["dataset", "another dataset"]], "holdout");
-  const forestMode = radios("forest-mode", [["train", "train a forest for this job"], ["stored", "a stored forest"]],
+  const validationMode = radios("validation-mode", "Validation rows",
+                                [["holdout", "a holdout of the training rows"], ["dataset", "another dataset"]], "holdout");
+  const forestMode = radios("forest-mode", "Forest", [["train", "train a forest for this job"], ["stored", "a stored forest"]],
                             query.get("forest") ? "stored" : "train");
   const slot = h("div");
   const form = h("form", { "aria-label": "Submit a path job", novalidate: true },
     h("fieldset", null, h("legend", null, "Data"),
-      h("div", { class: "fields" }, field("Training dataset", dataset, { name: "dataset_id" })),
+      h("div", { class: "fields" }, field("Training dataset", dataset, { name: "dataset_id", wide: true })),
       h("p", { class: "label" }, "Validation rows (they choose the step)"), validationMode,
       h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
       h("div", { "data-when": "validation-mode=dataset", class: "fields" },
-        field("Validation dataset", validationDataset, { name: "validation.dataset_id",
+        field("Validation dataset", validationDataset, { name: "validation.dataset_id", wide: true,
                                                          help: validation.properties.dataset_id.description }))),
     h("fieldset", null, h("legend", null, "Forest"), forestMode,
       h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
       h("div", { "data-when": "forest-mode=stored", class: "fields" },
-        field("Stored forest", storedForest, { name: "forest_id", help: request.properties.forest_id.description }))),
+        field("Stored forest", storedForest, { name: "forest_id", wide: true, help: request.properties.forest_id.description }))),
     h("fieldset", null, h("legend", null, "Penalty and rule budget"), main.element),
     h("fieldset", null, h("legend", null, "Grid (optional)"),
       h("label", null, gridOn, " run one path per γ × fusion ratio cell and keep the best"),

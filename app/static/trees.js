@@ -7,6 +7,7 @@ import { formatNumber, formatSigned, h, svg } from "./dom.js";
 
 const FULL_TREE_LEAVES = 32; // larger trees show only the branches that lead to selected leaves
 const MIN_LEAF_PX = 30; // so do trees whose leaves would be narrower than this
+const MIN_LABEL_PX = 34; // a split with less room is drawn as a small square (its words in its tooltip)
 const LEVEL = 64, TOP = 22, BOTTOM = 40, SIDE = 8, CHAR = 6.3;
 
 /** Node structure of a fire-forest tree: leaf number (left-to-right depth first) → node id, parents. */
@@ -63,12 +64,13 @@ const fit = (text, room) => (text.length * CHAR <= room ? text : `${text.slice(0
 function splitNode(entry, tree, featureNames, x, y, room) {
   const feature = featureNames[tree.feature[entry.node]] ?? `x${tree.feature[entry.node]}`;
   const bound = `≤ ${formatNumber(tree.threshold[entry.node], 4)}`;
-  const width = Math.min(Math.max(room - 6, 24), Math.max(feature.length, bound.length) * CHAR + 10);
   const state = entry.needs > 1 ? " antecedent shared" : entry.needs ? " antecedent" : "";
   const missing = tree.missing_go_left[entry.node] ? "left" : "right";
-  return svg("g", { class: `node${state}` },
-    svg("title", null, `${feature} ≤ ${tree.threshold[entry.node]} (yes: left, no: right; missing goes ${missing})`
-                       + (entry.needs ? `; on the path of ${entry.needs} selected leaves` : "")),
+  const title = svg("title", null, `${feature} ≤ ${tree.threshold[entry.node]} (yes: left, no: right; missing goes ${missing})`
+                                   + (entry.needs ? `; on the path of ${entry.needs} selected leaves` : ""));
+  if (room < MIN_LABEL_PX) return svg("g", { class: `node${state}` }, title, svg("rect", { x: x - 5, y: y - 5, width: 10, height: 10, rx: 2 }));
+  const width = Math.min(room - 6, Math.max(feature.length, bound.length) * CHAR + 10);
+  return svg("g", { class: `node${state}` }, title,
     svg("rect", { x: x - width / 2, y: y - 15, width, height: 30, rx: 4 }),
     svg("text", { x, y: y - 2, "text-anchor": "middle" }, fit(feature, width - 6)),
     svg("text", { class: "threshold", x, y: y + 11, "text-anchor": "middle" }, fit(bound, width - 6)));
