@@ -2,7 +2,9 @@
 
 One :class:`TableEncoding` is inferred from the training table and kept with the model, so every later
 table (validation rows, scoring requests, a library user's DataFrame) is encoded exactly as the forest saw
-its training rows. Missing values stay NaN in numeric columns; a missing category sets no indicator.
+its training rows. Missing values stay NaN in numeric columns; a missing category sets no indicator. Each
+column records whether the table it was inferred from had missing values (``missing``): rules mention
+missing values only where they can occur (``solver.rule_text``).
 """
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ class ColumnSpec:
     name: str
     kind: str  # "numeric" or "categorical"
     categories: tuple[str, ...] = ()
+    missing: bool | None = None  # whether the table it was inferred from had missing values here (None: unknown)
 
     def encoded_names(self) -> list[str]:
         if self.kind == "numeric":
@@ -44,6 +47,9 @@ class TableEncoding:
     def __init__(self, columns: Sequence[ColumnSpec]):
         self.columns = list(columns)
         self.feature_names = [name for column in self.columns for name in column.encoded_names()]
+        self._feature_columns = [(column, None if column.kind == "numeric" else category)
+                                 for column in self.columns
+                                 for category in ((None,) if column.kind == "numeric" else column.categories)]
         self._category_codes = {
             column.name: {category: code for code, category in enumerate(column.categories)}
             for column in self.columns if column.kind == "categorical"
@@ -70,8 +76,9 @@ class TableEncoding:
         columns, refused = [], []
         for name in frame.columns:
             values = frame[name]
+            missing = bool(values.isna().any())
             if _is_numeric(values):
-                columns.append(ColumnSpec(str(name), "numeric"))
+                columns.append(ColumnSpec(str(name), "numeric", missing=missing))
                 continue
             categories = sorted({str(v) for v in values.dropna().unique()})
             if categorical == "reject":
@@ -82,18 +89,24 @@ class TableEncoding:
                                            f"at most {max_categories} categories are one-hot encoded; "
                                            "drop the column or encode it yourself"))
             else:
-                columns.append(ColumnSpec(str(name), "categorical", tuple(categories)))
+                columns.append(ColumnSpec(str(name), "categorical", tuple(categories), missing))
         if refused:
             raise TableError("Some feature columns are not numeric.", refused)
         return cls(columns)
 
+    def feature_column(self, j: int) -> tuple[ColumnSpec, str | None]:
+        """(column, level) of encoded feature ``j``: the level it indicates, None for a numeric column."""
+        return self._feature_columns[j]
+
     def to_dict(self) -> list[dict]:
-        return [{"name": c.name, "kind": c.kind, **({"categories": list(c.categories)} if c.categories else {})}
+        return [{"name": c.name, "kind": c.kind, **({"categories": list(c.categories)} if c.categories else {}),
+                 **({} if c.missing is None else {"missing": c.missing})}
                 for c in self.columns]
 
     @classmethod
     def from_dict(cls, columns: list[dict]) -> "TableEncoding":
-        return cls([ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ()))) for c in columns])
+        return cls([ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ())), c.get("missing"))
+                    for c in columns])
 
     def encode_frame(self, frame: pd.DataFrame, location: str = "columns") -> np.ndarray:
         return self.encode({str(name): frame[name].to_numpy() for name in frame.columns}, len(frame), location)

@@ -29,7 +29,8 @@ def assert_problem(response, status: int, field_part: str | None = None) -> dict
 def test_gzipped_csv_with_categorical_column_is_one_hot_encoded(api):
     meta = api.upload_dataset()
     assert meta["n_rows"] == 4177
-    assert meta["columns"][0] == {"name": "Sex", "kind": "categorical", "categories": ["F", "I", "M"]}
+    assert meta["columns"][0] == {"name": "Sex", "kind": "categorical", "categories": ["F", "I", "M"],
+                                   "missing": False}
     assert meta["feature_names"][:3] == ["Sex=F", "Sex=I", "Sex=M"] and meta["n_features"] == 10
     X, y = api.client.app.state.core.datasets.load_arrays(meta["id"])
     frame = abalone_frame()
