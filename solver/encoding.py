@@ -64,8 +64,10 @@ class TableEncoding:
         return bool(self._category_codes)
 
     @classmethod
-    def numeric(cls, names: Sequence[str]) -> "TableEncoding":
-        return cls([ColumnSpec(str(name), "numeric") for name in names])
+    def numeric(cls, names: Sequence[str], missing: Sequence[bool] | None = None) -> "TableEncoding":
+        """Numeric columns ``names``; ``missing``: whether each had missing values (None: unknown)."""
+        flags = [None] * len(names) if missing is None else [bool(flag) for flag in missing]
+        return cls([ColumnSpec(str(name), "numeric", missing=flag) for name, flag in zip(names, flags)])
 
     @classmethod
     def infer(cls, frame: pd.DataFrame, categorical: str = "onehot",
