@@ -8,6 +8,7 @@ import gzip
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,10 +48,82 @@ def make_settings(**overrides) -> Settings:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIRE_REDIS_URL": settings.redis_url,
-            "FIRE_KEY_PREFIX": settings.key_prefix, "FIRE_QUEUE_NAME": settings.queue_name,
-            "FIRE_HEARTBEAT_SECONDS": str(settings.heartbeat_seconds),
-            "FIRE_HEARTBEAT_TTL_SECONDS": str(settings.heartbeat_ttl_seconds)}
+    """The environment that gives a worker (or `serve`) these settings: every one that is not the default."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FIRE_")}
+    for name, value in settings.model_dump(exclude_defaults=True).items():
+        env[f"FIRE_{name.upper()}"] = ",".join(value) if isinstance(value, list) else str(value)
+    return {**env, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server of a test's own on a free loopback port, its AOF (fsync always) in ``directory``: fault
+    tests stop, restart and freeze it."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"],
+            stdout=subprocess.DEVNULL, start_new_session=True)
+        client = Redis.from_url(self.url, socket_timeout=1)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                client.ping()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a frozen server cannot act on SIGTERM
+            self.process.terminate()
+            self.process.wait(timeout=15)
+
+    def freeze(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children, grandchildren) that is still alive (not a zombie)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, frontier = set(), [pid]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            found.add(child)
+            frontier.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
 
 
 class WorkerProcess:

@@ -54,7 +54,10 @@ class SupervisedChild:
         self.restart_at = 0.0
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent)
+        # a session of its own: a Ctrl-C in the terminal reaches `serve` alone, which then stops its children in
+        # order (workers before the Redis they write to)
+        self.process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent,
+                                        start_new_session=True)
         self.started_at = time.monotonic()
 
     def check(self) -> None:
@@ -120,10 +123,6 @@ class EmbeddedStack:
         self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="fire-supervisor")
         self._supervisor.start()
         return self.redis_url
-
-    @property
-    def pids(self) -> list[int]:
-        return [child.process.pid for child in [self.redis, *self.workers] if child and child.process]
 
     def _supervise(self) -> None:
         while not self._stopping.wait(SUPERVISE_SECONDS):
