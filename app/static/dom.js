@@ -133,7 +133,9 @@ export function problemAlert(error) {
     h("p", null, h("strong", null, title || "Error", error.status ? ` (${error.status})` : "", ": "), detail),
     errors.length ? h("ul", null, errors.map(fault => h("li", null,
       fault.field ? [h("code", null, fault.field), ": "] : null, fault.message,
-      fault.fix ? [" — ", h("span", { class: "fix" }, "fix: ", fault.fix)] : null))) : null);
+      fault.fix ? [" — ", h("span", { class: "fix" }, "fix: ", fault.fix)] : null))) : null,
+    error.status === 401 ? h("button", { type: "button", class: "secondary", onclick: () => document.getElementById("api-key").focus() },
+                             "Enter the API key") : null);
 }
 
 const loading = (text = "Loading…") => h("p", { class: "muted", role: "status" }, text);
