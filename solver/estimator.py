@@ -127,7 +127,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         spec = self.path_spec(seed)
         fit = fit_rules(X, y, spec, forest=self.forest_spec(seed) if self.forest is None else self.forest,
                         X_val=X_val, y_val=y_val, sample_weight=sample_weight,
-                        feature_names=self._encoded_feature_names())
+                        feature_names=self._encoded_feature_names(), encoding=self.encoding_)
         self.estimator_, self.forest_ = fit.estimator, fit.forest
         self.path_ = [step.to_dict() for step in fit.path.steps]
         self.coef_path_ = fit.path.coef_path
@@ -175,7 +175,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         return self.rule_ensemble_.predict(self._table(X, reset=False))
 
     def explain(self, X):
-        """Per row, the indices (into ``rules_``) of the rules that fired."""
+        """Per row, the rules that fired as ``{"id", "contribution"}`` (``RuleEnsemble.explain``)."""
         check_is_fitted(self, "rule_ensemble_")
         return self.rule_ensemble_.explain(self._table(X, reset=False))
 

@@ -8,7 +8,6 @@
 Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
 responsibility: it should not have been trained on the validation rows either.
 """
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,17 +68,21 @@ class RuleFit:
 
 
 def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_weight=None, feature_names=None,
-              leaves=None, val_leaves=None, callback=None) -> RuleFit:
+              encoding=None, leaves=None, val_leaves=None, callback=None) -> RuleFit:
     """Forest, path, selected step and rule ensemble of the table ``X`` (float, encoded), ``y``.
 
     ``forest``: a :class:`ForestSpec` (trained here on the training rows), a fitted scikit-learn forest or a
     :class:`TreeEnsemble`. Without ``X_val``/``y_val`` the rows are split by :func:`holdout_split` with the
-    spec's ``validation_fraction`` and ``random_state``. ``leaves``/``val_leaves``: the forest's leaf
+    spec's ``validation_fraction`` and ``random_state``. ``encoding``: the TableEncoding ``X`` was encoded with
+    (its feature names name the forest's features; the rules read in its words, see ``RuleEnsemble``).
+    ``leaves``/``val_leaves``: the forest's leaf
     indices (n, T) on all rows of ``X``/``X_val`` where the caller has them (a cache); computed otherwise.
     ``callback(step)``: as in :func:`solver.fit_path`.
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if encoding is not None:
+        feature_names = encoding.feature_names
     if (X_val is None) != (y_val is None):
         raise ValueError("give both X_val and y_val, or neither")
     if X_val is None:
@@ -112,7 +115,8 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
                     val_matrix=val_matrix, y_val=y_holdout, leaf_ancestors=ensemble.leaf_ancestors,
                     callback=callback)
     selected = path.select()
-    rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]))
+    rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]),
+                                      encoding=encoding, X=X[train_rows])
     return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
 
 
@@ -126,6 +130,4 @@ def _named(forest: TreeEnsemble, feature_names) -> TreeEnsemble:
         return forest
     if len(feature_names) != forest.n_features:
         raise ValueError(f"{len(feature_names)} feature names for a forest of {forest.n_features} features")
-    named = copy.copy(forest)
-    named.feature_names = [str(name) for name in feature_names]
-    return named
+    return forest.with_feature_names([str(name) for name in feature_names])

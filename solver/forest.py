@@ -56,6 +56,7 @@ exactly through ``json.dumps``/``json.loads``.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -442,6 +443,12 @@ class TreeEnsemble:
         return [{"feature": self.feature_names[feature], "feature_index": feature,
                  "operator": operator, "threshold": threshold, "missing": missing}
                 for (feature, operator), (threshold, missing) in ordered]
+
+    def with_feature_names(self, feature_names: Sequence[str]) -> "TreeEnsemble":
+        """The same trees with other feature names (a shallow copy; checked as the constructor does)."""
+        renamed = copy.copy(self)
+        renamed.feature_names = _check_feature_names(list(feature_names), self.n_features)
+        return renamed
 
     # -- scikit-learn (solver.sklearn_adapters) ----------------------------------------------
 

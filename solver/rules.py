@@ -1,30 +1,40 @@
 """Rule ensembles: the weighted leaves FIRE selects, as rules people read and score with.
 
-A rule is a conjunction of conditions (Condition dicts)::
+A rule is a conjunction of conditions (Condition dicts) on the encoded features::
 
     {"feature": "MedInc", "feature_index": 0, "operator": "<=" | ">", "threshold": 5.03,
-     "missing": False}
+     "missing": False, "display_threshold": 5.03}
 
-``missing=True`` means a NaN value satisfies the condition (text: ``MedInc > 5.03 or missing``).
-Comparisons are made on float32 values against float64 thresholds, as in the trees, so a rule
-fires on exactly the rows that reach its leaf. The ensemble predicts::
+``missing=True`` means a NaN value satisfies the condition. Comparisons are made on float32 values
+against float64 thresholds, as in the trees, so a rule fires on exactly the rows that reach its leaf.
+``display_threshold`` (optional) is what the text shows (``solver.rule_text``). The ensemble predicts::
 
     intercept + sum of the contributions of the rules that fire
 
 where a rule's ``contribution`` is ``weight * value`` summed over the leaves merged into it
-(leaves whose simplified conditions are identical, e.g. the same leaf of identical trees).
+(leaves whose simplified conditions are identical, e.g. the same leaf of identical trees). Each rule has a
+stable ``id``: its position in ``rules`` (tree order), the same in the JSON, the text (``r3``), the
+explanations and the exports (``solver.export``).
 
-JSON schema ``fire-rules`` version 1 (``to_dict``/``from_dict``)::
+The ensemble keeps the :class:`solver.encoding.TableEncoding` of its features (``encoding``: which features
+are one-hot levels of which text column, which columns had missing values), so rules read in the data's own
+words (``Sex is M``) and export over the original columns.
 
-    {"format": "fire-rules", "version": 1, "feature_names": [...], "intercept": 2.07,
-     "n_antecedents": 13 | null,
-     "rules": [{"conditions": [Condition, ...], "contribution": 0.42,
+JSON schema ``fire-rules`` version 2 (``to_dict``/``from_dict``; version 1, without ``columns``,
+``importance`` and ids, is read too)::
+
+    {"format": "fire-rules", "version": 2, "feature_names": [...], "intercept": 2.07,
+     "n_antecedents": 13 | null, "columns": TableEncoding.to_dict() | null,
+     "importance": {"Sex": 0.12, "Length": 0.3, ...} | null,
+     "rules": [{"id": 0, "conditions": [Condition, ...], "contribution": 0.42,
                 "tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null,
                 "members": [{"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35,
                              "support": 120 | null}]}]}
 
-Only ``conditions`` and ``contribution`` affect predictions; the other rule keys describe where
-the rule comes from (``tree``/``leaf``/``weight``/``value``/``support`` of its first member).
+Only ``conditions`` and ``contribution`` affect predictions; ``support`` counts the training rows the rule
+fires on (the forest's leaf count where no training rows were given); the other rule keys describe where the
+rule comes from (``tree``/``leaf``/``weight``/``value`` of its first member). ``importance`` is each column's
+share of the summed |contribution| over the training rows (a rule's share split evenly over its columns).
 """
 
 from __future__ import annotations
@@ -36,21 +46,25 @@ import numpy as np
 from numba import njit
 
 from ._validation import SchemaError, check_keys, is_integer, require_finite
+from .encoding import TableEncoding
 from .forest import as_float32_rows
 from .leaf_matrix import count_antecedents
+from .rule_text import display_thresholds, rules_text
 from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
-RULES_FORMAT_VERSION = 1
+RULES_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MAX_RULES = 1_000_000
 MAX_CONDITIONS_PER_RULE = 1_000
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
-_TOP_LEVEL_KEYS = {"format", "version", "feature_names", "intercept", "n_antecedents", "rules"}
-_RULE_KEYS = {"conditions", "contribution", "tree", "leaf", "weight", "value", "support",
+_TOP_LEVEL_KEYS = {"format", "version", "feature_names", "intercept", "n_antecedents", "columns",
+                   "importance", "rules"}
+_RULE_KEYS = {"id", "conditions", "contribution", "tree", "leaf", "weight", "value", "support",
               "members"}
 _MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
-_CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing"}
+_CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing", "display_threshold"}
+_REQUIRED_CONDITION_KEYS = ("feature", "feature_index", "operator", "threshold", "missing")
 
 
 class RuleSchemaError(SchemaError):
@@ -104,15 +118,26 @@ class RuleEnsemble:
 
     Build with :meth:`from_weights` (leaves of a forest with nonzero weight) or :meth:`from_dict`.
     ``n_antecedents`` is the paper's interpretability count: distinct internal tree nodes on the
-    paths of the selected leaves (``None`` when unknown).
+    paths of the selected leaves (``None`` when unknown). ``encoding``: the TableEncoding of the
+    features (numeric columns named ``feature_names``, missing values unknown, where none is given);
+    ``importance``: {column: share} or None (see the module docstring). Rule ids are set here: a rule's
+    id is its position in ``rules``.
     """
 
     def __init__(self, rules: list[dict], intercept: float, feature_names: Sequence[str],
-                 n_antecedents: int | None = None):
+                 n_antecedents: int | None = None, encoding: TableEncoding | None = None,
+                 importance: dict[str, float] | None = None):
         self.rules = rules
+        for position, rule in enumerate(rules):
+            rule["id"] = position
         self.intercept = float(intercept)
         self.feature_names = list(feature_names)
         self.n_antecedents = n_antecedents
+        self.encoding = TableEncoding.numeric(self.feature_names) if encoding is None else encoding
+        if len(self.encoding.feature_names) != len(self.feature_names):
+            raise ValueError(f"the encoding has {len(self.encoding.feature_names)} features, the rules "
+                             f"{len(self.feature_names)}")
+        self.importance = importance
         conditions = [c for rule in rules for c in rule["conditions"]]
         self._rule_ptr = np.concatenate(
             [[0], np.cumsum([len(rule["conditions"]) for rule in rules])]).astype(np.int64)
@@ -131,7 +156,8 @@ class RuleEnsemble:
         return len(self.feature_names)
 
     @classmethod
-    def from_weights(cls, forest, weights, intercept: float) -> "RuleEnsemble":
+    def from_weights(cls, forest, weights, intercept: float, *, encoding: TableEncoding | None = None,
+                     X=None) -> "RuleEnsemble":
         """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
         scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M.
 
@@ -139,6 +165,12 @@ class RuleEnsemble:
         predicts exactly like ``intercept + M @ weights``. Leaves with identical simplified
         conditions are merged into one rule (contributions summed); rules whose contribution is
         exactly 0 are dropped.
+
+        ``encoding``: the TableEncoding of the table the forest splits (its features, by position:
+        its names replace the forest's); without one, the features are numeric columns that had
+        missing values where ``X`` has NaN. ``X``: the training rows (encoded): thresholds are shown at
+        the precision that separates their values, ``support`` counts the rows each rule fires on and
+        ``importance`` is computed from them.
         """
         forest = as_tree_ensemble(forest)
         weights = np.asarray(weights, dtype=np.float64)
@@ -170,7 +202,38 @@ class RuleEnsemble:
         kept_leaves = np.array([forest.leaf_offsets[m["tree"]] + m["leaf"]
                                 for rule in rules for m in rule["members"]], dtype=np.int64)
         n_antecedents = count_antecedents(kept_leaves, *forest.leaf_ancestors)
-        return cls(rules, intercept, forest.feature_names, n_antecedents)
+        if X is not None:
+            X32 = as_float32_rows(X, forest.n_features)
+            if encoding is None:
+                encoding = TableEncoding.numeric(forest.feature_names, np.isnan(X32).any(axis=0))
+            display_thresholds(rules, np.asarray(X, dtype=np.float64))
+        feature_names = forest.feature_names if encoding is None else encoding.feature_names
+        if len(feature_names) != forest.n_features:
+            raise ValueError(f"the encoding has {len(feature_names)} features, the forest splits on "
+                             f"{forest.n_features}")
+        for rule in rules:
+            for condition in rule["conditions"]:
+                condition["feature"] = feature_names[condition["feature_index"]]
+        ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding)
+        if X is not None:
+            ensemble._count_training_rows(X32)
+        return ensemble
+
+    def _count_training_rows(self, X32: np.ndarray) -> None:
+        """Support and importance from the training rows (float32, checked)."""
+        fired = self._fired(X32)
+        support = fired.sum(axis=0)
+        shares = np.zeros(len(self.encoding.columns))
+        position = {column.name: k for k, column in enumerate(self.encoding.columns)}
+        for rule, count in zip(self.rules, support):
+            rule["support"] = int(count)
+            columns = {position[self.encoding.feature_column(c["feature_index"])[0].name]
+                       for c in rule["conditions"]}
+            for k in columns:
+                shares[k] += abs(rule["contribution"]) * count / len(columns)
+        total = shares.sum()
+        self.importance = {column.name: float(share / total) if total > 0 else 0.0
+                           for column, share in zip(self.encoding.columns, shares)}
 
     # -- scoring ---------------------------------------------------------------------------
 
@@ -181,43 +244,27 @@ class RuleEnsemble:
                               self._cond_feature, self._cond_is_upper, self._cond_threshold,
                               self._cond_missing)
 
-    def explain(self, X) -> list[list[int]]:
-        """Per row, the indices (into ``rules``) of the rules that fire, in rule order."""
-        X32 = as_float32_rows(X, self.n_features)
-        fired = _fired_rules(X32, self._rule_ptr, self._cond_feature, self._cond_is_upper,
-                             self._cond_threshold, self._cond_missing)
-        return [np.flatnonzero(row).tolist() for row in fired]
+    def explain(self, X) -> list[list[dict]]:
+        """Per row, the rules that fire as ``{"id", "contribution"}``, in id order: the contributions sum to
+        the prediction minus the intercept."""
+        fired = self._fired(as_float32_rows(X, self.n_features))
+        return [[{"id": int(r), "contribution": self.rules[r]["contribution"]} for r in np.flatnonzero(row)]
+                for row in fired]
+
+    def _fired(self, X32: np.ndarray) -> np.ndarray:
+        return _fired_rules(X32, self._rule_ptr, self._cond_feature, self._cond_is_upper,
+                            self._cond_threshold, self._cond_missing)
 
     # -- rendering -------------------------------------------------------------------------
 
-    def to_text(self, sort: str = "contribution", show_missing: bool = True) -> str:
-        """One line per rule after an intercept line, e.g.
-        ``+0.4213  if MedInc > 5.03 and (AveRooms <= 6.1 or missing)   [tree 3, support 120]``.
+    def to_text(self, sort: str = "contribution", show_missing: str = "auto") -> str:
+        """A summary line, the intercept, then one line per rule starting with its id, e.g.
+        ``r3  +0.4213  if Sex is M and 0.45 < Length <= 0.6   [support 120]`` (``solver.rule_text``).
 
-        ``sort="contribution"`` lists the largest |contribution| first, ``sort="tree"`` keeps
-        tree/leaf order. ``show_missing=False`` hides the NaN routing of conditions.
+        ``sort="contribution"`` lists the largest |contribution| first, ``sort="id"`` keeps tree order.
+        ``show_missing``: "auto" (where the column can be missing), "always" or "never".
         """
-        if sort == "contribution":
-            order = sorted(range(self.n_rules), key=lambda r: -abs(self.rules[r]["contribution"]))
-        elif sort == "tree":
-            order = sorted(range(self.n_rules),
-                           key=lambda r: (self.rules[r].get("tree") is None,
-                                          self.rules[r].get("tree") or 0,
-                                          self.rules[r].get("leaf") or 0))
-        else:
-            raise ValueError(f"sort must be 'contribution' or 'tree', got {sort!r}")
-        amounts = [f"{self.rules[r]['contribution']:+.6g}" for r in order]
-        intercept = f"{self.intercept:+.6g}"
-        width = max(len(a) for a in [intercept, *amounts])
-        lines = [f"{intercept.rjust(width)}  intercept"]
-        for r, amount in zip(order, amounts):
-            rule = self.rules[r]
-            body = _format_conjunction(rule["conditions"], show_missing)
-            lines.append(f"{amount.rjust(width)}  if {body}{_format_origin(rule)}")
-        summary = f"# {self.n_rules} rules"
-        if self.n_antecedents is not None:
-            summary += f", {self.n_antecedents} antecedents"
-        return "\n".join([summary, *lines])
+        return rules_text(self, sort, show_missing)
 
     # -- JSON ------------------------------------------------------------------------------
 
@@ -225,7 +272,8 @@ class RuleEnsemble:
         """The ``fire-rules`` JSON document."""
         return {"format": RULES_FORMAT, "version": RULES_FORMAT_VERSION,
                 "feature_names": list(self.feature_names), "intercept": self.intercept,
-                "n_antecedents": self.n_antecedents,
+                "n_antecedents": self.n_antecedents, "columns": self.encoding.to_dict(),
+                "importance": None if self.importance is None else dict(self.importance),
                 "rules": [_copy_rule(rule) for rule in self.rules]}
 
     @classmethod
@@ -238,10 +286,12 @@ class RuleEnsemble:
         if document["format"] != RULES_FORMAT:
             raise RuleSchemaError("format", f"must be {RULES_FORMAT!r}, got "
                                   f"{document['format']!r}")
-        if not is_integer(document["version"]) or document["version"] != RULES_FORMAT_VERSION:
-            raise RuleSchemaError("version", f"is {document['version']!r}; only version "
-                                  f"{RULES_FORMAT_VERSION} is supported")
+        if not is_integer(document["version"]) or document["version"] not in READABLE_VERSIONS:
+            raise RuleSchemaError("version", f"is {document['version']!r}; versions "
+                                  f"{list(READABLE_VERSIONS)} are supported")
         feature_names = _check_feature_names(document["feature_names"])
+        encoding = _check_columns(document.get("columns"), feature_names)
+        importance = _check_importance(document.get("importance"), encoding)
         intercept = require_finite(document["intercept"], "intercept", RuleSchemaError)
         n_antecedents = document.get("n_antecedents")
         if n_antecedents is not None:
@@ -253,68 +303,15 @@ class RuleEnsemble:
             raise RuleSchemaError("rules", f"has {len(rules)} rules, above the limit of "
                                   f"{MAX_RULES}")
         checked = [_check_rule(rule, f"rules/{r}", feature_names) for r, rule in enumerate(rules)]
-        return cls(checked, intercept, feature_names, n_antecedents)
+        for r, rule in enumerate(rules):
+            if isinstance(rule, Mapping) and rule.get("id", r) != r:
+                raise RuleSchemaError(f"rules/{r}/id", f"is {rule['id']!r}: a rule's id is its position {r}")
+        return cls(checked, intercept, feature_names, n_antecedents, encoding, importance)
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-
-def _is_unbounded(condition: Mapping[str, Any]) -> bool:
-    """Whether every finite float32 value, or none, satisfies the comparison."""
-    return abs(condition["threshold"]) >= _FLOAT32_MAX
-
-
-def format_condition(condition: Mapping[str, Any], show_missing: bool = True) -> str:
-    """Human-readable condition, e.g. ``AveRooms <= 6.1 or missing``.
-
-    A bound no finite float32 value can cross reads as ``is missing``/``is not missing``.
-    """
-    name, operator = condition["feature"], condition["operator"]
-    threshold, missing = condition["threshold"], condition["missing"]
-    if _is_unbounded(condition):
-        if (threshold > 0) == (operator == "<="):
-            return f"{name} is any value" if missing else f"{name} is not missing"
-        return f"{name} is missing" if missing else f"{name} never matches"
-    text = f"{name} {operator} {threshold:.6g}"
-    return f"{text} or missing" if missing and show_missing else text
-
-
-def _format_conjunction(conditions: Sequence[Mapping[str, Any]], show_missing: bool) -> str:
-    """Conditions joined by "and"; a ``>``/``<=`` pair on one feature reads as a range."""
-    if not conditions:
-        return "always"
-    parts = []
-    k = 0
-    while k < len(conditions):
-        lower = conditions[k]
-        upper = conditions[k + 1] if k + 1 < len(conditions) else None
-        if (upper is not None and lower["operator"] == ">" and upper["operator"] == "<="
-                and lower["feature_index"] == upper["feature_index"]
-                and lower["missing"] == upper["missing"]
-                and not _is_unbounded(lower) and not _is_unbounded(upper)):
-            text = f"{lower['threshold']:.6g} < {lower['feature']} <= {upper['threshold']:.6g}"
-            parts.append(f"{text} or missing" if lower["missing"] and show_missing else text)
-            k += 2
-        else:
-            parts.append(format_condition(lower, show_missing))
-            k += 1
-    if len(parts) > 1:
-        parts = [f"({part})" if part.endswith(" or missing") else part for part in parts]
-    return " and ".join(parts)
-
-
-def _format_origin(rule: Mapping[str, Any]) -> str:
-    details = []
-    if rule.get("tree") is not None:
-        details.append(f"tree {rule['tree']} leaf {rule['leaf']}")
-    if rule.get("support") is not None:
-        details.append(f"support {rule['support']}")
-    n_members = len(rule.get("members") or ())
-    if n_members > 1:
-        details.append(f"{n_members} merged leaves")
-    return f"   [{', '.join(details)}]" if details else ""
-
 
 def _copy_rule(rule: Mapping[str, Any]) -> dict:
     copied = {key: value for key, value in rule.items() if key not in ("conditions", "members")}
@@ -341,10 +338,38 @@ def _check_feature_names(names) -> list[str]:
     return list(names)
 
 
+def _check_columns(columns, feature_names: list[str]) -> TableEncoding | None:
+    """The encoding of a document's ``columns`` (None where absent): its features must be ``feature_names``."""
+    if columns is None:
+        return None
+    try:
+        encoding = TableEncoding.from_dict(columns)
+        valid = all(isinstance(c.name, str) and c.kind in ("numeric", "categorical")
+                    and all(isinstance(level, str) for level in c.categories)
+                    and c.missing in (None, True, False) for c in encoding.columns)
+    except (TypeError, KeyError, AttributeError):
+        valid = False
+    if not valid:
+        raise RuleSchemaError("columns", "must be a list of {name, kind, categories, missing} column objects")
+    if encoding.feature_names != feature_names:
+        raise RuleSchemaError("columns", "encode other features than feature_names")
+    return encoding
+
+
+def _check_importance(importance, encoding: TableEncoding | None) -> dict[str, float] | None:
+    if importance is None:
+        return None
+    if not isinstance(importance, Mapping) or (
+            encoding is not None and sorted(importance) != sorted(encoding.column_names)):
+        raise RuleSchemaError("importance", "must map every column name to its share")
+    return {name: require_finite(share, f"importance/{name}", RuleSchemaError)
+            for name, share in importance.items()}
+
+
 def _check_condition(condition, field: str, feature_names: list[str]) -> dict:
     if not isinstance(condition, Mapping):
         raise RuleSchemaError(field, "must be a condition object")
-    check_keys(field, condition, _CONDITION_KEYS, sorted(_CONDITION_KEYS), RuleSchemaError)
+    check_keys(field, condition, _CONDITION_KEYS, _REQUIRED_CONDITION_KEYS, RuleSchemaError)
     index = condition["feature_index"]
     if not is_integer(index) or not 0 <= index < len(feature_names):
         raise RuleSchemaError(f"{field}/feature_index", f"is {index!r} but must be a column "
@@ -357,10 +382,14 @@ def _check_condition(condition, field: str, feature_names: list[str]) -> dict:
                               "'<=' or '>'")
     if not isinstance(condition["missing"], bool):
         raise RuleSchemaError(f"{field}/missing", "must be true or false")
-    return {"feature": feature_names[index], "feature_index": int(index),
-            "operator": condition["operator"],
-            "threshold": require_finite(condition["threshold"], f"{field}/threshold", RuleSchemaError),
-            "missing": condition["missing"]}
+    checked = {"feature": feature_names[index], "feature_index": int(index),
+               "operator": condition["operator"],
+               "threshold": require_finite(condition["threshold"], f"{field}/threshold", RuleSchemaError),
+               "missing": condition["missing"]}
+    if "display_threshold" in condition:
+        checked["display_threshold"] = require_finite(condition["display_threshold"],
+                                                      f"{field}/display_threshold", RuleSchemaError)
+    return checked
 
 
 def _check_origin(entry: Mapping, field: str) -> dict:

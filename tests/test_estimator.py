@@ -75,7 +75,7 @@ def test_given_forest_is_used_as_is_and_predictions_are_rule_sums(housing):
     np.testing.assert_allclose(model.predict(X), expected, rtol=1e-12, atol=1e-12)
     fired = model.explain(X[:20])
     for row, rules in zip(model.predict(X[:20]), fired):
-        assert row == pytest.approx(model.intercept_ + sum(model.rules_[k]["contribution"] for k in rules))
+        assert row == pytest.approx(model.intercept_ + sum(model.rules_[rule["id"]]["contribution"] for rule in rules))
 
 
 def test_missing_values_are_routed_and_rendered():

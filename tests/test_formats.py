@@ -21,8 +21,9 @@ from solver.formats import (
     ForestFormatError,
     detect_format,
     load_forest,
+    match_feature_names,
 )
-from solver import TreeEnsemble
+from solver import TableEncoding, TreeEnsemble
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -329,6 +330,28 @@ def test_lightgbm_matches_booster(data, case):
         for t, info in enumerate(dump["tree_info"]):
             order = np.array(_lgb_leaf_order(info["tree_structure"]))
             np.testing.assert_array_equal(order[ours[:, t]], pred_leaf[:, t])
+
+
+def test_lightgbm_renamed_features_are_matched_to_the_table(data):
+    X, _, y = data
+    table = pd.DataFrame(X[:, :2], columns=["carat", "depth pct"]).assign(cut=np.where(y > np.median(y), "Very Good",
+                                                                                         "Fair"))
+    encoding = TableEncoding.infer(table)
+    booster = lgb.train({"verbose": -1, "num_leaves": 4}, lgb.Dataset(
+        pd.DataFrame(encoding.encode_frame(table), columns=encoding.feature_names), y), num_boost_round=3)
+    forest = load_forest(json.dumps(booster.dump_model()).encode())
+    assert forest.feature_names == ["carat", "depth_pct", "cut=Fair", "cut=Very_Good"]
+    matched, renames = match_feature_names(forest, encoding.feature_names)
+    assert matched.feature_names == encoding.feature_names
+    assert renames == {"depth_pct": "depth pct", "cut=Very_Good": "cut=Very Good"}
+    assert forest.feature_names[1] == "depth_pct"  # the loaded forest is left as it was
+    np.testing.assert_array_equal(matched.predict(X[:, :4]), forest.predict(X[:, :4]))
+    positional = forest.with_feature_names([f"x{j}" for j in range(4)])
+    assert match_feature_names(positional, encoding.feature_names)[1] == dict(zip(positional.feature_names,
+                                                                                  encoding.feature_names))
+    for other in (["carat", "depth", "cut=Fair", "cut=Very Good"], encoding.feature_names[:3]):
+        assert match_feature_names(forest, other) == (forest, {})  # not the same features: no renames
+    assert match_feature_names(matched, encoding.feature_names) == (matched, {})
 
 
 def test_lightgbm_missing_type_none_and_rf(data):

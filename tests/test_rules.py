@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
-from solver import TreeEnsemble, count_antecedents, leaf_matrix
-from solver.rules import RuleEnsemble, RuleSchemaError, format_condition
+from solver import TableEncoding, TreeEnsemble, count_antecedents, leaf_matrix
+from solver.rules import RuleEnsemble, RuleSchemaError
 
-HOUSING = Path(__file__).parent / "data" / "california_housing_3000.csv.gz"
+DATA = Path(__file__).parent / "data"
+HOUSING = DATA / "california_housing_3000.csv.gz"
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +102,18 @@ def test_identical_rules_merge_and_cancelling_ones_vanish():
                                                     ids)
 
 
-def test_explain_lists_the_rules_that_fire(nan_forest):
+def test_explain_gives_the_ids_and_contributions_that_make_each_prediction(nan_forest):
     forest, X = nan_forest
     rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 40, seed=3), intercept=-1.0)
     fired = rules.explain(X)
-    contributions = np.array([rule["contribution"] for rule in rules.rules])
-    np.testing.assert_allclose([-1.0 + contributions[ids].sum() for ids in fired],
+    np.testing.assert_allclose([-1.0 + sum(rule["contribution"] for rule in row) for row in fired],
                                rules.predict(X), rtol=1e-12, atol=1e-12)
-    assert any(fired) and all(ids == sorted(ids) for ids in fired)
+    assert any(fired)
+    for row in fired:
+        ids = [rule["id"] for rule in row]
+        assert ids == sorted(ids)
+        assert all(rules.rules[rule["id"]]["contribution"] == rule["contribution"] for rule in row)
+    assert [rule["id"] for rule in rules.rules] == list(range(rules.n_rules))
 
 
 def test_json_round_trip_predicts_identically(nan_forest):
@@ -127,38 +132,77 @@ def test_json_round_trip_predicts_identically(nan_forest):
     assert minimal.n_antecedents is None
 
 
-def test_to_text_is_readable_and_sorted(nan_forest):
-    forest, _ = nan_forest
-    rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 8, seed=7), intercept=0.5)
+def test_to_text_lines_start_with_the_rule_id_and_are_sorted(nan_forest):
+    forest, X = nan_forest
+    rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 8, seed=7), intercept=0.5, X=X)
     lines = rules.to_text().splitlines()
     assert lines[0] == f"# 8 rules, {rules.n_antecedents} antecedents"
     assert lines[1].split() == ["+0.5", "intercept"]
     assert len(lines) == 2 + rules.n_rules
-    shown = [abs(float(line.split()[0])) for line in lines[2:]]
-    assert shown == sorted(shown, reverse=True)
-    assert all(" if " in line and "[tree " in line for line in lines[2:])
-    by_tree = rules.to_text(sort="tree").splitlines()[2:]
-    trees = [int(line.split("[tree ")[1].split()[0]) for line in by_tree]
-    assert trees == sorted(trees)
-    assert "missing" not in rules.to_text(show_missing=False).replace("is not missing", "")
+    ids = [int(line.split()[0].removeprefix("r")) for line in lines[2:]]
+    shown = [abs(rules.rules[r]["contribution"]) for r in ids]
+    assert sorted(ids) == list(range(8)) and shown == sorted(shown, reverse=True)
+    assert all(line.startswith(f"r{r} ") and " if " in line for r, line in zip(ids, lines[2:]))
+    by_id = [line.split()[0] for line in rules.to_text(sort="id").splitlines()[2:]]
+    assert by_id == [f"r{r}" for r in range(8)]
+    # X has NaN in every column: a condition a NaN satisfies says so, unless asked not to
+    assert "or missing" in rules.to_text()
+    assert "or missing" not in rules.to_text(show_missing="never")
+    with pytest.raises(ValueError, match="show_missing"):
+        rules.to_text(show_missing=True)
 
 
-def test_condition_text():
-    def condition(operator, threshold, missing):
-        return {"feature": "age", "feature_index": 0, "operator": operator,
-                "threshold": threshold, "missing": missing}
+def condition(operator, threshold, missing, **extra):
+    return {"feature": "age", "feature_index": 0, "operator": operator, "threshold": threshold,
+            "missing": missing, **extra}
 
-    assert format_condition(condition(">", 5.0299999713897705, False)) == "age > 5.03"
-    assert format_condition(condition("<=", 6.1, True)) == "age <= 6.1 or missing"
-    assert format_condition(condition("<=", 6.1, True), show_missing=False) == "age <= 6.1"
+
+def rule_text(*conditions, encoding=None, show_missing="auto"):
+    rules = RuleEnsemble([{"conditions": list(conditions), "contribution": 1.0}], 0.0,
+                         [c["feature"] for c in conditions][:1] if encoding is None else encoding.feature_names,
+                         encoding=encoding)
+    return rules.to_text(show_missing=show_missing).splitlines()[2].split("  if ")[1]
+
+
+def test_numeric_condition_text():
+    assert rule_text(condition(">", float(np.float32(5.03)), False)) == "age > 5.03"
+    assert rule_text(condition(">", 0.99999994, False)) == "age > 0.99999994"  # the float32 cut, exactly
+    assert rule_text(condition(">", 0.99999994, False, display_threshold=0.0)) == "age > 0"
+    assert rule_text(condition("<=", 6.1, True)) == "age <= 6.1 or missing"  # missing values: unknown
+    assert rule_text(condition("<=", 6.1, True), show_missing="never") == "age <= 6.1"
+    known = TableEncoding.numeric(["age"], missing=[False])
+    assert rule_text(condition("<=", 6.1, True), encoding=known) == "age <= 6.1"
+    assert rule_text(condition("<=", 6.1, True), encoding=known, show_missing="always") == "age <= 6.1 or missing"
     largest = float(np.finfo(np.float64).max)
-    assert format_condition(condition("<=", largest, False)) == "age is not missing"
-    assert format_condition(condition(">", largest, True)) == "age is missing"
-    rules = RuleEnsemble([{"conditions": [condition(">", 1.0, True), condition("<=", 2.0, True),
-                                          condition(">", largest, True)],
-                           "contribution": 1.0}], 0.0, ["age"])
-    assert rules.to_text().splitlines()[2].strip() == \
-        "+1  if (1 < age <= 2 or missing) and age is missing"
+    assert rule_text(condition("<=", largest, False)) == "age is not missing"
+    assert rule_text(condition(">", largest, True)) == "age is missing"
+    assert rule_text(condition(">", 1.0, True), condition("<=", 2.0, True)) == "1 < age <= 2 or missing"
+
+
+def test_one_hot_conditions_read_as_levels():
+    encoding = TableEncoding.infer(pd.DataFrame({"clarity": ["I1", "SI2", "SI1", "VS2", "IF"],
+                                                 "Sex": ["F", "I", "M", "F", None]}))
+    index = {name: j for j, name in enumerate(encoding.feature_names)}
+
+    def on(name, operator, threshold):
+        return {"feature": name, "feature_index": index[name], "operator": operator, "threshold": threshold,
+                "missing": operator == "<="}
+
+    def text(*conditions):
+        return rule_text(*conditions, encoding=encoding)
+
+    assert text(on("clarity=I1", ">", 0.5)) == "clarity is I1"
+    assert text(on("clarity=I1", "<=", 0.5)) == "clarity is not I1"
+    assert text(on("clarity=I1", "<=", 1e-35), on("clarity=SI2", "<=", 0.99999994)) == \
+        "clarity not in {I1, SI2}"
+    assert text(on("clarity=I1", "<=", 0.5), on("clarity=SI2", "<=", 0.5), on("clarity=SI1", "<=", 0.5)) == \
+        "clarity in {IF, VS2}"
+    assert text(on("clarity=IF", ">", 0.5), on("clarity=I1", "<=", 0.5)) == "clarity is IF"  # implied: dropped
+    # Sex had a missing value: a missing level satisfies "is not" conditions, and the text says so
+    assert text(on("Sex=M", "<=", 0.5)) == "Sex in {F, I} or missing"
+    assert text(on("Sex=M", ">", 0.5)) == "Sex is M"
+    assert text(on("Sex=M", "<=", 0.5), on("clarity=IF", ">", 0.5)) == "(Sex in {F, I} or missing) and clarity is IF"
+
 
 
 def test_always_rule_from_a_single_leaf_tree():
@@ -223,3 +267,93 @@ def test_from_dict_reports_the_offending_field(path, value, field):
     del missing_key["rules"][0]["conditions"][0]["missing"]
     with pytest.raises(RuleSchemaError, match="required"):
         RuleEnsemble.from_dict(missing_key)
+
+
+@pytest.fixture(scope="module")
+def abalone():
+    """The abalone table (text column Sex, no missing values) encoded as the library encodes it."""
+    frame = pd.read_csv(DATA / "abalone.csv.gz")
+    features = frame.drop(columns="rings")
+    encoding = TableEncoding.infer(features)
+    return encoding, encoding.encode_frame(features), frame["rings"].to_numpy(np.float64)
+
+
+def boosters(encoding, X, y):
+    """The same table as an XGBoost and a LightGBM forest, loaded from their files."""
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    from solver.formats import load_forest, match_feature_names
+
+    frame = pd.DataFrame(X, columns=encoding.feature_names)
+    booster = xgb.train({"max_depth": 3, "eta": 0.3}, xgb.DMatrix(frame, y), num_boost_round=20)
+    xgboost = load_forest(bytes(booster.save_raw("json")))
+    lightgbm = load_forest(json.dumps(lgb.train({"verbose": -1, "num_leaves": 8}, lgb.Dataset(frame, y),
+                                                num_boost_round=20).dump_model()).encode())
+    return {name: match_feature_names(forest, encoding.feature_names)[0]
+            for name, forest in (("xgboost", xgboost), ("lightgbm", lightgbm))}
+
+
+def whole_forest_rules(forest, encoding, X):
+    return RuleEnsemble.from_weights(forest, np.full(forest.n_leaves, forest.tree_weight), forest.base_score,
+                                     encoding=encoding, X=X)
+
+
+def assert_readable(rules, X):
+    """Levels in words, no missing values mentioned, thresholds that split the training rows as the model."""
+    text = rules.to_text()
+    assert "Sex=" not in text and "or missing" not in text and "e-" not in text and "99999" not in text
+    phrases = [part for line in text.splitlines()[2:] for part in line.split(" if ")[1].split(" and ")
+               if "Sex" in part]
+    assert phrases and all(part.split("   [")[0] in {"Sex is F", "Sex is I", "Sex is M", "Sex in {F, I}",
+                                                   "Sex in {F, M}", "Sex in {I, M}"} for part in phrases)
+    for rule in rules.rules:
+        for condition in rule["conditions"]:
+            if "display_threshold" in condition:
+                values = X[:, condition["feature_index"]]
+                np.testing.assert_array_equal(values.astype(np.float32).astype(np.float64) <= condition["threshold"],
+                                              values <= condition["display_threshold"])
+
+
+def test_abalone_rules_read_in_the_tables_words(abalone):
+    encoding, X, y = abalone
+    rf = RandomForestRegressor(n_estimators=30, max_depth=3, random_state=0).fit(X, y)
+    forests = {"random_forest": TreeEnsemble.from_sklearn(rf), **boosters(encoding, X, y)}
+    for name, forest in forests.items():
+        rules = whole_forest_rules(forest, encoding, X)
+        np.testing.assert_allclose(rules.predict(X), forest.predict(X), rtol=1e-9, err_msg=name)
+        assert_readable(rules, X)
+
+
+def test_support_and_importance_come_from_the_training_rows(abalone):
+    encoding, X, y = abalone
+    rf = RandomForestRegressor(n_estimators=10, max_depth=3, random_state=0).fit(X, y)
+    forest = TreeEnsemble.from_sklearn(rf)
+    rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 12, seed=1), 9.0, encoding=encoding, X=X)
+    fired = rules.explain(X)
+    for rule in rules.rules:
+        assert rule["support"] == sum(rule["id"] in {f["id"] for f in row} for row in fired)
+    assert list(rules.importance) == encoding.column_names
+    assert sum(rules.importance.values()) == pytest.approx(1.0)
+    by_hand = dict.fromkeys(encoding.column_names, 0.0)
+    for rule in rules.rules:
+        columns = {encoding.feature_column(c["feature_index"])[0].name for c in rule["conditions"]}
+        for column in columns:
+            by_hand[column] += abs(rule["contribution"]) * rule["support"] / len(columns)
+    total = sum(by_hand.values())
+    assert rules.importance == pytest.approx({name: share / total for name, share in by_hand.items()})
+    restored = RuleEnsemble.from_dict(json.loads(json.dumps(rules.to_dict())))
+    assert restored.importance == rules.importance and restored.to_text() == rules.to_text()
+    assert restored.encoding.to_dict() == encoding.to_dict()
+
+
+def test_version_1_documents_are_read_with_ids_by_position():
+    document = copy.deepcopy(VALID)
+    document["rules"].append(copy.deepcopy(document["rules"][0]))
+    rules = RuleEnsemble.from_dict(document)
+    assert [rule["id"] for rule in rules.rules] == [0, 1] and rules.importance is None
+    assert rules.to_dict()["version"] == 2
+    renumbered = rules.to_dict()
+    renumbered["rules"][1]["id"] = 5
+    with pytest.raises(RuleSchemaError) as error:
+        RuleEnsemble.from_dict(renumbered)
+    assert error.value.field == "rules/1/id"

@@ -86,7 +86,7 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert np.allclose(predictions, rules.predict(X), rtol=0, atol=1e-9)
     same_step = RuleEnsemble.from_dict(step_rules["rules"])
     assert np.allclose(predictions, same_step.predict(X), rtol=0, atol=1e-9)
-    assert scored.json()["explanations"] == [list(map(int, fired)) for fired in rules.explain(X)]
+    assert scored.json()["explanations"] == [[rule["id"] for rule in fired] for fired in rules.explain(X)]
 
     records = frame.head(20).to_dict(orient="records")
     for body in ({"dataframe_records": records}, {"instances": records},

@@ -197,7 +197,7 @@ class ModelStore:
             raise Invalid("Some values are infinite or out of range.",
                           [FieldFault(f"{location}.{name.split('=')[0]}", f"infinite or beyond ±{MAX_ABS_VALUE:.3g}",
                                       "send finite numbers in range, or null for a missing value") for name in names])
-        explanations = [list(map(int, fired)) for fired in scoring.ensemble.explain(X)] if explain else None
+        explanations = [[rule["id"] for rule in fired] for fired in scoring.ensemble.explain(X)] if explain else None
         return Scores(scoring.ensemble.predict(X), explanations)
 
 

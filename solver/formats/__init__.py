@@ -13,6 +13,10 @@ unpickles anything: every format is parsed as data, and the trees it holds are v
 * ``"lightgbm-json"``: LightGBM's ``dump_model()`` as JSON (:mod:`.lightgbm`);
 * ``"skops"``: a ``skops.io`` dump of a scikit-learn tree regressor (:mod:`.skops`).
 
+``match_feature_names(forest, names)`` renames an uploaded forest's features to a table's columns where they
+are the same up to how the training library wrote them (LightGBM: spaces as ``_``; positional names) and
+returns the renames for the forest's provenance (:mod:`.names`).
+
 Pickles (plain, joblib, compressed) are recognized and refused; a gzip-compressed upload of any
 supported format is accepted, decompressed within ``max_bytes`` (:mod:`.sniff`). Every failure is
 a :class:`ForestFormatError` (a ``ValueError``) with ``reason`` (``"unsupported"``: not a format we
@@ -23,10 +27,12 @@ unsupported), ``field`` (a JSON pointer into the upload, ``"file"`` or ``"format
 from ..forest import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FEATURES, DEFAULT_MAX_NODES, TreeEnsemble
 from . import fire_json, lightgbm, skops, xgboost
 from .errors import ForestFormatError
+from .names import match_feature_names
 from .skops import SKOPS_ALLOWED_TYPES
 from .sniff import as_bytes, pickle_refused, sniff
 
-__all__ = ["FORMATS", "SKOPS_ALLOWED_TYPES", "ForestFormatError", "detect_format", "load_forest"]
+__all__ = ["FORMATS", "SKOPS_ALLOWED_TYPES", "ForestFormatError", "detect_format", "load_forest",
+           "match_feature_names"]
 
 # format -> loader(payload, limits); skops.load also takes max_bytes
 _LOADERS = {"fire-json": fire_json.load, "xgboost-json": xgboost.load,

@@ -1,0 +1,198 @@
+"""Rules in the data's own words: the text of :class:`solver.rules.RuleEnsemble`.
+
+What a condition says depends on the column it is about (the ensemble's :class:`solver.encoding.TableEncoding`):
+
+* one-hot indicators of a text column read as the column's levels, every condition of a rule on that column
+  merged into one: ``Sex is M``, ``Sex in {F, I}``, ``clarity is not I1``, ``clarity not in {I1, SI2}`` (the
+  positive form unless the excluded levels are fewer and more than two levels would be listed); a condition
+  implied by another one (``is M`` and ``is not F``) is not repeated;
+* numbers print their threshold at the precision that separates the training values around it
+  (``display_threshold``, set by :func:`display_thresholds`): the shortest decimal in the gap between the
+  largest training value that satisfies ``x <= threshold`` and the smallest that does not, closest to the
+  threshold. On every training row the text and the model agree; the exact threshold stays in the JSON and in
+  the exports. Without training values (a document without them) the threshold prints as the shortest decimal
+  that names the same float32 cut;
+* ``or missing`` appears where a missing value satisfies the condition *and* can occur: ``show_missing="auto"``
+  (the default) shows it for the columns that had missing values in the table the encoding was inferred from
+  (or where that is unknown), ``"always"`` wherever a missing value satisfies a condition, ``"never"`` nowhere.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .encoding import TableEncoding
+
+SHOW_MISSING = ("auto", "always", "never")
+SORTS = ("contribution", "id")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def separating_threshold(below: float, above: float, threshold: float) -> float:
+    """The shortest decimal ``d`` with ``below <= d < above``, the closest to ``threshold`` among the shortest.
+
+    The bounds are read as their shortest decimals (``repr``): the numbers as the table holds them, so that a
+    value read back from the text compares with ``d`` as the double does."""
+    low, high = Decimal(repr(float(below))), Decimal(repr(float(above)))
+    if low <= 0 < high:
+        return 0.0
+    exponent = max(abs(low), abs(high)).adjusted() + 1
+    while True:  # coarsest decimal step first
+        step = Decimal(1).scaleb(exponent)
+        lowest = (low / step).to_integral_value(ROUND_CEILING)
+        highest = (high / step).to_integral_value(ROUND_CEILING) - 1
+        if lowest <= highest:
+            nearest = (Decimal(threshold) / step).to_integral_value(ROUND_HALF_EVEN)
+            shown = float(min(max(nearest, lowest), highest) * step)
+            if below <= shown < above:  # as doubles too
+                return shown
+        exponent -= 1
+
+
+def display_thresholds(rules: Sequence[Mapping[str, Any]], X: np.ndarray) -> None:
+    """Set ``display_threshold`` on every condition of ``rules`` that splits the training rows ``X`` (float64):
+    a decimal between the largest value the model routes to ``<= threshold`` (it compares the value as
+    float32) and the smallest it routes the other way, so that the values as the table holds them compare
+    with the printed number as the model decides."""
+    values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for rule in rules:
+        for condition in rule["conditions"]:
+            if _is_unbounded(condition):
+                continue
+            j = condition["feature_index"]
+            if j not in values:
+                column = np.unique(X[:, j][~np.isnan(X[:, j])])
+                values[j] = column, column.astype(np.float32).astype(np.float64)  # both sorted: rounding is monotone
+            column, as_compared = values[j]
+            position = int(np.searchsorted(as_compared, condition["threshold"], side="right"))
+            if 0 < position < len(column):
+                condition["display_threshold"] = separating_threshold(column[position - 1], column[position],
+                                                                      condition["threshold"])
+
+
+def _is_unbounded(condition: Mapping[str, Any]) -> bool:
+    """Whether every finite float32 value, or none, satisfies the comparison."""
+    return abs(condition["threshold"]) >= _FLOAT32_MAX
+
+
+def _number(condition: Mapping[str, Any]) -> str:
+    shown = condition.get("display_threshold")
+    if shown is None:  # the float32 cut the model applies: the largest float32 <= threshold
+        cut = np.float32(condition["threshold"])
+        if cut > condition["threshold"]:
+            cut = np.nextafter(cut, np.float32(-np.inf))
+        return np.format_float_positional(cut, unique=True, trim="-")
+    return f"{shown:.15g}"
+
+
+class RuleWording:
+    """Conditions of one ensemble as text, in the words of its encoding."""
+
+    def __init__(self, encoding: TableEncoding, show_missing: str = "auto"):
+        if show_missing not in SHOW_MISSING:
+            raise ValueError(f"show_missing must be one of {list(SHOW_MISSING)}, got {show_missing!r}")
+        self.encoding = encoding
+        self.show_missing = show_missing
+
+    def _or_missing(self, text: str, satisfied_by_missing: bool, column) -> str:
+        shown = satisfied_by_missing and (self.show_missing == "always" or (
+            self.show_missing == "auto" and column.missing is not False))
+        return f"{text} or missing" if shown else text
+
+    def conjunction(self, conditions: Sequence[Mapping[str, Any]]) -> str:
+        """The conditions of a rule joined by "and": one phrase per column, in order of first use."""
+        if not conditions:
+            return "always"
+        by_column: dict[str, list] = {}
+        for condition in conditions:
+            column, _ = self.encoding.feature_column(condition["feature_index"])
+            by_column.setdefault(column.name, []).append(condition)
+        parts = [self._levels(group) if self.encoding.feature_column(group[0]["feature_index"])[1] is not None
+                 else self._numbers(group) for group in by_column.values()]
+        if len(parts) > 1:
+            parts = [f"({part})" if " or " in part else part for part in parts]
+        return " and ".join(parts)
+
+    def _levels(self, conditions: Sequence[Mapping[str, Any]]) -> str:
+        """One phrase for the conditions on the indicators of one text column (indicators are 0 or 1)."""
+        column = self.encoding.feature_column(conditions[0]["feature_index"])[0]
+        allowed = list(column.categories)
+        missing_ok = True  # a missing level sets no indicator: it satisfies "is not" conditions only
+        for condition in conditions:
+            level = self.encoding.feature_column(condition["feature_index"])[1]
+            at_zero = 0.0 <= condition["threshold"] if condition["operator"] == "<=" else 0.0 > condition["threshold"]
+            at_one = 1.0 <= condition["threshold"] if condition["operator"] == "<=" else 1.0 > condition["threshold"]
+            allowed = [category for category in allowed if (at_one if category == level else at_zero)]
+            missing_ok = missing_ok and at_zero
+        excluded = [category for category in column.categories if category not in allowed]
+        name = column.name
+        if not excluded:
+            text = f"{name} is any value" if missing_ok else f"{name} is not missing"
+        elif not allowed:
+            text = f"{name} is missing" if missing_ok else f"{name} matches no value"
+        elif len(allowed) == 1:
+            text = f"{name} is {allowed[0]}"
+        elif len(allowed) <= max(2, len(excluded)):
+            text = f"{name} in {{{', '.join(allowed)}}}"
+        elif len(excluded) == 1:
+            text = f"{name} is not {excluded[0]}"
+        else:
+            text = f"{name} not in {{{', '.join(excluded)}}}"
+        return self._or_missing(text, missing_ok and bool(allowed) and bool(excluded), column)
+
+    def _numbers(self, conditions: Sequence[Mapping[str, Any]]) -> str:
+        """At most one ``>`` and one ``<=`` bound of one feature (``solver.forest``), as a phrase."""
+        column = self.encoding.feature_column(conditions[0]["feature_index"])[0]
+        name = conditions[0]["feature"]
+        lower = next((c for c in conditions if c["operator"] == ">"), None)
+        upper = next((c for c in conditions if c["operator"] == "<="), None)
+        if lower is not None and upper is not None and not _is_unbounded(lower) and not _is_unbounded(upper):
+            text = f"{_number(lower)} < {name} <= {_number(upper)}"
+            return self._or_missing(text, lower["missing"] and upper["missing"], column)
+        return " and ".join(self._bound(c, name, column) for c in (lower, upper) if c is not None)
+
+    def _bound(self, condition: Mapping[str, Any], name: str, column) -> str:
+        missing = condition["missing"]
+        if _is_unbounded(condition):
+            if (condition["threshold"] > 0) == (condition["operator"] == "<="):
+                return f"{name} is any value" if missing else f"{name} is not missing"
+            return f"{name} is missing" if missing else f"{name} matches no value"
+        return self._or_missing(f"{name} {condition['operator']} {_number(condition)}", missing, column)
+
+
+def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto") -> str:
+    """The text of ``RuleEnsemble.to_text``: a summary line, the intercept, then one line per rule that starts
+    with its id (``r3``), its contribution and its conditions."""
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {list(SORTS)}, got {sort!r}")
+    wording = RuleWording(ensemble.encoding, show_missing)
+    rules = ensemble.rules
+    if sort == "contribution":
+        rules = sorted(rules, key=lambda rule: (-abs(rule["contribution"]), rule["id"]))
+    ids = [f"r{rule['id']}" for rule in rules]
+    amounts = [f"{rule['contribution']:+.4g}" for rule in rules]
+    intercept = f"{ensemble.intercept:+.4g}"
+    id_width = max(map(len, ids), default=0)
+    width = max(len(amount) for amount in [intercept, *amounts])
+    summary = f"# {ensemble.n_rules} rules"
+    if ensemble.n_antecedents is not None:
+        summary += f", {ensemble.n_antecedents} antecedents"
+    lines = [summary, f"{'':{id_width}}  {intercept:>{width}}  intercept"]
+    for rule_id, amount, rule in zip(ids, amounts, rules):
+        lines.append(f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule['conditions'])}"
+                     f"{_origin(rule)}")
+    return "\n".join(lines)
+
+
+def _origin(rule: Mapping[str, Any]) -> str:
+    details = []
+    if rule.get("support") is not None:
+        details.append(f"support {rule['support']}")
+    n_members = len(rule.get("members") or ())
+    if n_members > 1:
+        details.append(f"{n_members} merged leaves")
+    return f"   [{', '.join(details)}]" if details else ""
