@@ -61,7 +61,7 @@ def display_thresholds(rules: Sequence[Mapping[str, Any]], X: np.ndarray) -> Non
     values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for rule in rules:
         for condition in rule["conditions"]:
-            if _is_unbounded(condition):
+            if is_unbounded(condition):
                 continue
             j = condition["feature_index"]
             if j not in values:
@@ -74,7 +74,7 @@ def display_thresholds(rules: Sequence[Mapping[str, Any]], X: np.ndarray) -> Non
                                                                       condition["threshold"])
 
 
-def _is_unbounded(condition: Mapping[str, Any]) -> bool:
+def is_unbounded(condition: Mapping[str, Any]) -> bool:
     """Whether every finite float32 value, or none, satisfies the comparison."""
     return abs(condition["threshold"]) >= _FLOAT32_MAX
 
@@ -87,6 +87,38 @@ def _number(condition: Mapping[str, Any]) -> str:
             cut = np.nextafter(cut, np.float32(-np.inf))
         return np.format_float_positional(cut, unique=True, trim="-")
     return f"{shown:.15g}"
+
+
+def column_groups(encoding: TableEncoding, conditions: Sequence[Mapping[str, Any]]) -> list[tuple]:
+    """The conditions of a rule grouped by the column they are about: [(ColumnSpec, [condition, ...])], in
+    order of first use."""
+    groups: dict[str, tuple] = {}
+    for condition in conditions:
+        column, _ = encoding.feature_column(condition["feature_index"])
+        groups.setdefault(column.name, (column, []))[1].append(condition)
+    return list(groups.values())
+
+
+def level_sets(encoding: TableEncoding, conditions: Sequence[Mapping[str, Any]]) -> tuple[list, list, bool]:
+    """(allowed levels, excluded levels, whether a missing level satisfies them) of conditions on the indicators
+    of one text column: an indicator is 1 for its level and 0 otherwise, 0 for a missing level too."""
+    column = encoding.feature_column(conditions[0]["feature_index"])[0]
+    allowed = list(column.categories)
+    missing_ok = True
+    for condition in conditions:
+        level = encoding.feature_column(condition["feature_index"])[1]
+        upper = condition["operator"] == "<="
+        at_zero = (0.0 <= condition["threshold"]) == upper
+        at_one = (1.0 <= condition["threshold"]) == upper
+        allowed = [category for category in allowed if (at_one if category == level else at_zero)]
+        missing_ok = missing_ok and at_zero
+    return allowed, [category for category in column.categories if category not in allowed], missing_ok
+
+
+def bounds(conditions: Sequence[Mapping[str, Any]]) -> tuple:
+    """(the ``>`` condition or None, the ``<=`` condition or None) of a numeric column's conditions."""
+    return (next((c for c in conditions if c["operator"] == ">"), None),
+            next((c for c in conditions if c["operator"] == "<="), None))
 
 
 class RuleWording:
@@ -107,28 +139,15 @@ class RuleWording:
         """The conditions of a rule joined by "and": one phrase per column, in order of first use."""
         if not conditions:
             return "always"
-        by_column: dict[str, list] = {}
-        for condition in conditions:
-            column, _ = self.encoding.feature_column(condition["feature_index"])
-            by_column.setdefault(column.name, []).append(condition)
-        parts = [self._levels(group) if self.encoding.feature_column(group[0]["feature_index"])[1] is not None
-                 else self._numbers(group) for group in by_column.values()]
+        parts = [self._levels(column, group) if column.kind == "categorical" else self._numbers(column, group)
+                 for column, group in column_groups(self.encoding, conditions)]
         if len(parts) > 1:
             parts = [f"({part})" if " or " in part else part for part in parts]
         return " and ".join(parts)
 
-    def _levels(self, conditions: Sequence[Mapping[str, Any]]) -> str:
-        """One phrase for the conditions on the indicators of one text column (indicators are 0 or 1)."""
-        column = self.encoding.feature_column(conditions[0]["feature_index"])[0]
-        allowed = list(column.categories)
-        missing_ok = True  # a missing level sets no indicator: it satisfies "is not" conditions only
-        for condition in conditions:
-            level = self.encoding.feature_column(condition["feature_index"])[1]
-            at_zero = 0.0 <= condition["threshold"] if condition["operator"] == "<=" else 0.0 > condition["threshold"]
-            at_one = 1.0 <= condition["threshold"] if condition["operator"] == "<=" else 1.0 > condition["threshold"]
-            allowed = [category for category in allowed if (at_one if category == level else at_zero)]
-            missing_ok = missing_ok and at_zero
-        excluded = [category for category in column.categories if category not in allowed]
+    def _levels(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
+        """One phrase for the conditions on the indicators of one text column."""
+        allowed, excluded, missing_ok = level_sets(self.encoding, conditions)
         name = column.name
         if not excluded:
             text = f"{name} is any value" if missing_ok else f"{name} is not missing"
@@ -144,20 +163,18 @@ class RuleWording:
             text = f"{name} not in {{{', '.join(excluded)}}}"
         return self._or_missing(text, missing_ok and bool(allowed) and bool(excluded), column)
 
-    def _numbers(self, conditions: Sequence[Mapping[str, Any]]) -> str:
+    def _numbers(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
         """At most one ``>`` and one ``<=`` bound of one feature (``solver.forest``), as a phrase."""
-        column = self.encoding.feature_column(conditions[0]["feature_index"])[0]
-        name = conditions[0]["feature"]
-        lower = next((c for c in conditions if c["operator"] == ">"), None)
-        upper = next((c for c in conditions if c["operator"] == "<="), None)
-        if lower is not None and upper is not None and not _is_unbounded(lower) and not _is_unbounded(upper):
+        name = column.name
+        lower, upper = bounds(conditions)
+        if lower is not None and upper is not None and not is_unbounded(lower) and not is_unbounded(upper):
             text = f"{_number(lower)} < {name} <= {_number(upper)}"
             return self._or_missing(text, lower["missing"] and upper["missing"], column)
         return " and ".join(self._bound(c, name, column) for c in (lower, upper) if c is not None)
 
     def _bound(self, condition: Mapping[str, Any], name: str, column) -> str:
         missing = condition["missing"]
-        if _is_unbounded(condition):
+        if is_unbounded(condition):
             if (condition["threshold"] > 0) == (condition["operator"] == "<="):
                 return f"{name} is any value" if missing else f"{name} is not missing"
             return f"{name} is missing" if missing else f"{name} matches no value"

@@ -1,0 +1,183 @@
+"""A rule ensemble as code a user deploys without us: a SQL expression and a dependency-free Python function.
+
+Both read the *original* columns of the table (the ensemble's :class:`solver.encoding.TableEncoding`): a text
+column by its levels, a number as the table holds it, and give the model's predictions exactly (the sum of
+the fired rules' contributions, added in id order, then the intercept, as :meth:`RuleEnsemble.predict` does):
+
+* the model compares ``float32(x) <= threshold``; a double ``x`` satisfies that exactly when it lies below the
+  midpoint between the largest float32 ``c <= threshold`` and the next float32 (at the midpoint, when rounding
+  to even goes to ``c``), so each comparison is written against that midpoint;
+* a missing value (SQL ``NULL``; Python ``None`` or NaN) satisfies a condition where the model routes it there;
+  for a text column a missing or unknown level sets no indicator, as in the encoding (which refuses unknown
+  levels where these exports cannot).
+
+``export_rules(ensemble, "sql")`` is an expression to put in a ``SELECT`` over a table with the original
+columns; ``export_rules(ensemble, "python")`` the source of a module defining ``predict(row)``, ``row`` a
+mapping from column name to value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .rule_text import RuleWording, bounds, column_groups, is_unbounded, level_sets
+
+EXPORT_FORMATS = ("sql", "python")
+
+
+def float32_cut(threshold: float) -> tuple[float, bool]:
+    """(midpoint, inclusive): for a double ``x``, ``float32(x) <= threshold`` exactly when ``x < midpoint``, or
+    ``x <= midpoint`` where ``inclusive``."""
+    cut = np.float32(threshold)
+    if float(cut) > threshold:
+        cut = np.nextafter(cut, np.float32(-np.inf))
+    above = np.nextafter(cut, np.float32(np.inf))
+    midpoint = (float(cut) + float(above)) / 2.0  # exact: float32 neighbours are 25-bit numbers
+    return midpoint, int(cut.view(np.uint32)) % 2 == 0  # a tie rounds to the even neighbour
+
+
+class _Dialect:
+    """How one language writes the pieces of a condition."""
+
+    true: str
+    false: str
+    conjunction: str
+    disjunction: str
+
+    def column(self, name: str) -> str:
+        raise NotImplementedError
+
+    def compare(self, column: str, condition: Mapping[str, Any]) -> str:
+        midpoint, inclusive = float32_cut(condition["threshold"])
+        below = "<=" if inclusive else "<"
+        above = ">" if inclusive else ">="
+        return f"{column} {below if condition['operator'] == '<=' else above} {midpoint!r}"
+
+    def numbers(self, name: str, conditions: Sequence[Mapping[str, Any]]) -> list[str]:
+        column = self.column(name)
+        parts = []
+        for condition in bounds(conditions):
+            if condition is None:
+                continue
+            if is_unbounded(condition):
+                everything = (condition["threshold"] > 0) == (condition["operator"] == "<=")
+                parts.append(self.true if everything and condition["missing"] else
+                             self.present(column) if everything else
+                             self.missing(column) if condition["missing"] else self.false)
+            elif condition["missing"]:
+                parts.append(f"({self.missing(column)} {self.disjunction} {self.compare(column, condition)})")
+            else:
+                parts.append(self.compare(column, condition))
+        return parts
+
+
+class _SQL(_Dialect):
+    true, false, conjunction, disjunction = "1 = 1", "1 = 0", "AND", "OR"
+
+    def column(self, name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def missing(self, column: str) -> str:
+        return f"{column} IS NULL"
+
+    def present(self, column: str) -> str:
+        return f"{column} IS NOT NULL"
+
+    def levels(self, name: str, allowed: list[str], excluded: list[str], missing_ok: bool) -> str:
+        column = self.column(name)
+        if missing_ok:
+            listed = ", ".join(_sql_text(level) for level in excluded)
+            return f"({column} IS NULL OR {column} NOT IN ({listed}))" if excluded else self.true
+        listed = ", ".join(_sql_text(level) for level in allowed)
+        return f"{column} IN ({listed})" if allowed else self.false
+
+
+class _Python(_Dialect):
+    true, false, conjunction, disjunction = "True", "False", "and", "or"
+
+    def column(self, name: str) -> str:
+        return f"_number(row[{name!r}])"
+
+    def missing(self, column: str) -> str:
+        return f"_missing({column})"
+
+    def present(self, column: str) -> str:
+        return f"not _missing({column})"
+
+    def levels(self, name: str, allowed: list[str], excluded: list[str], missing_ok: bool) -> str:
+        value = f"_level(row[{name!r}])"
+        if missing_ok:
+            return f"{value} not in {tuple(excluded)!r}" if excluded else self.true
+        return f"{value} in {tuple(allowed)!r}" if allowed else self.false
+
+
+def _sql_text(level: str) -> str:
+    return "'" + level.replace("'", "''") + "'"
+
+
+def _condition(dialect: _Dialect, ensemble, conditions: Sequence[Mapping[str, Any]]) -> str:
+    parts = []
+    for column, group in column_groups(ensemble.encoding, conditions):
+        if column.kind == "categorical":
+            parts.append(dialect.levels(column.name, *level_sets(ensemble.encoding, group)))
+        else:
+            parts.extend(dialect.numbers(column.name, group))
+    return f" {dialect.conjunction} ".join(parts) or dialect.true
+
+
+def to_sql(ensemble) -> str:
+    """A SQL expression of the original columns giving the ensemble's prediction (tested on SQLite)."""
+    dialect = _SQL()
+    wording = RuleWording(ensemble.encoding)
+    terms = [f"  + CASE WHEN {_condition(dialect, ensemble, rule['conditions'])} "
+             f"THEN {rule['contribution']!r} ELSE 0.0 END  -- r{rule['id']}: "
+             f"{wording.conjunction(rule['conditions'])}" for rule in ensemble.rules]
+    return "\n".join([f"{ensemble.intercept!r} + (0.0", *terms, ")"])
+
+
+_PYTHON_HELPERS = '''
+
+def _number(value):
+    return float("nan") if value is None else float(value)
+
+
+def _missing(value):
+    return value != value  # NaN
+
+
+def _level(value):
+    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+'''
+
+
+def to_python(ensemble, name: str = "predict") -> str:
+    """The source of a dependency-free Python module defining ``name(row)`` -> the ensemble's prediction."""
+    dialect = _Python()
+    wording = RuleWording(ensemble.encoding)
+    body = []
+    for rule in ensemble.rules:
+        body.append(f"    # r{rule['id']}: {wording.conjunction(rule['conditions'])}")
+        body.append(f"    if {_condition(dialect, ensemble, rule['conditions'])}:")
+        body.append(f"        total += {rule['contribution']!r}")
+    if not name.isidentifier():
+        raise ValueError(f"name must be a Python identifier, got {name!r}")
+    return "\n".join([
+        f'"""FIRE rule set: {ensemble.n_rules} rules (generated; needs nothing but Python)."""',
+        f"# columns: {ensemble.encoding.column_names!r}",
+        _PYTHON_HELPERS,
+        "",
+        f"def {name}(row):",
+        '    """The prediction for ``row``, a mapping from column name to value (None or NaN: missing)."""',
+        "    total = 0.0",
+        *body,
+        f"    return {ensemble.intercept!r} + total",
+        ""])
+
+
+def export_rules(ensemble, format: str) -> str:
+    """The ensemble as ``format``: "sql" (:func:`to_sql`) or "python" (:func:`to_python`)."""
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {list(EXPORT_FORMATS)}, got {format!r}")
+    return to_sql(ensemble) if format == "sql" else to_python(ensemble)
