@@ -135,7 +135,8 @@ class WorkerProcess:
                                         cwd=REPO_ROOT, start_new_session=True,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    def wait_registered(self, redis: Redis, timeout: float = 60.0) -> None:
+    def wait_registered(self, redis: Redis, timeout: float = 120.0) -> None:
+        # a first start compiles the solver (about a minute on 2 cores when numba's cache is cold)
         queue = make_queue(self.settings.queue_name, redis)
         deadline = time.monotonic() + timeout
         while not any(w.pid == self.process.pid for w in Worker.all(queue=queue)):

@@ -1,8 +1,12 @@
-"""The size limit of request bodies that are not uploads: counted as they arrive (Content-Length is checked
-first, but a chunked body has none), so that no body larger than its limit is ever held in memory."""
+"""The size limit of request bodies that are not uploads: Content-Length is checked first, and a body without
+one (chunked) is counted as it arrives, so that no body larger than its limit is ever held in memory. The body
+is read here, up to its limit, and handed on to the route as it came."""
 from collections.abc import Callable
 
-from app.core.errors import FieldFault, TooLarge
+from starlette.requests import Request
+
+from app.api.problems import problem_response
+from app.core.errors import FieldFault
 
 
 class BodyLimitMiddleware:
@@ -14,41 +18,36 @@ class BodyLimitMiddleware:
         self.limit_for = limit_for
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit_for(scope["method"], scope["path"])
+        limit = self.limit_for(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if limit is None:
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            receive = _refusing(limit)
-        else:
-            receive = _counting(receive, limit)
-        await self.app(scope, receive, send)
-
-
-def too_large(limit: int) -> TooLarge:
-    return TooLarge(f"The request body is larger than the limit of {limit} bytes.",
-                    [FieldFault("body", "too large", "send a smaller body (split rows over several requests)")])
-
-
-def _refusing(limit: int):
-    async def receive():
-        raise too_large(limit)
-    return receive
-
-
-def _counting(receive, limit: int):
-    received = 0
-
-    async def counted():
-        nonlocal received
-        message = await receive()
-        if message["type"] == "http.request":
+            await self._refuse(scope, send, limit)
+            return
+        messages, received = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away: the route sees it as it would have
             received += len(message.get("body", b""))
             if received > limit:
-                raise too_large(limit)
-        return message
-    return counted
+                await self._refuse(scope, send, limit)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _refuse(scope, send, limit: int) -> None:
+        response = problem_response(Request(scope), 413, f"The request body is larger than the limit of {limit} "
+                                                         "bytes.",
+                                    [FieldFault("body", "too large", "send a smaller body (split rows over several "
+                                                                     "requests)")])
+        await response(scope, None, send)

@@ -177,18 +177,22 @@ def detect_format(data: bytes, content_type: str, filename: str | None, declared
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
-    """The inflated bytes, refused as soon as they pass ``limit`` (a gzip bomb never inflates further)."""
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    """The inflated bytes of every gzip member, refused as soon as they pass ``limit`` (a gzip bomb never
+    inflates further)."""
+    out, remaining = [], data
     try:
-        out = decompressor.decompress(data, limit + 1)
+        while remaining:
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out.append(decompressor.decompress(remaining, limit + 1 - sum(map(len, out))))
+            if sum(map(len, out)) > limit or decompressor.unconsumed_tail:
+                raise TooLarge(f"The file inflates to more than {limit} bytes.",
+                               [FieldFault("file", "too large once decompressed",
+                                           "send a smaller file or raise FIRE_MAX_INFLATED_BYTES")])
+            remaining = decompressor.unused_data  # the next member of a concatenated gzip file
     except zlib.error as exc:
         raise Invalid(f"The gzip stream is corrupt: {exc}",
                       [FieldFault("file", "corrupt gzip", "re-compress the file")]) from exc
-    if len(out) > limit:
-        raise TooLarge(f"The file inflates to more than {limit} bytes.",
-                       [FieldFault("file", "too large once decompressed",
-                                   "send a smaller file or raise FIRE_MAX_INFLATED_BYTES")])
-    return out
+    return b"".join(out)
 
 
 def _too_many(what: str, count: str, limit: int, setting: str) -> TooLarge:

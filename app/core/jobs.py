@@ -215,14 +215,14 @@ class JobService:
 
     def _find(self, job_id: str, tenant: str) -> JobRecord | None:
         record = self.records.get(job_id)
-        return None if record is None or record.tenant != tenant else self.reconcile(record)
+        return None if record is None or record.tenant != tenant else record
 
     def get(self, job_id: str, *, tenant: str, field: str = "job_id") -> JobRecord:
         """The tenant's job; another tenant's is not found."""
         record = self._find(job_id, tenant)
         if record is None:
             raise NotFound("job", job_id, field)
-        return record
+        return self.reconcile(record)
 
     def using(self, tenant: str, *, dataset_id: str | None = None, forest_id: str | None = None) -> list[JobRecord]:
         """The tenant's queued or running submissions that read this dataset or forest."""

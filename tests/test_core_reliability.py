@@ -1,0 +1,137 @@
+"""The core's reliability rules without a Redis server (fakeredis): idempotent submission and promotion that
+survive a failure half-way, the per-tenant limit on active jobs, API keys kept hashed, readiness from fresh
+worker heartbeats, the leaf-matrix cache degrading to no cache, and bounded metrics labels."""
+import time
+
+import fakeredis
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from app.core.blobs import BlobStore
+from app.core.config import Settings
+from app.core.container import build_core
+from app.core.errors import TooMany
+from app.core.jobs import PathSubmission
+from app.core.leaf_cache import LeafMatrixCache
+from app.core.tenants import TenantKeys, key_digest, parse_entry
+from app.core.workers import READY, WARMING, WorkerRegistry
+from app.main import create_app
+from service_fixtures import KIN8NM
+from solver.spec import ForestSpec, PathSpec
+from test_service_datasets import assert_problem
+
+TENANT = "acme"
+SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
+
+
+@pytest.fixture
+def core():
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="rel:", queue_name="rel", max_active_jobs=3)
+    return build_core(settings, redis=fakeredis.FakeRedis())
+
+
+@pytest.fixture
+def dataset(core):
+    return core.datasets.create(KIN8NM.read_bytes(), tenant=TENANT, target="y", content_type="text/csv",
+                                filename=None, declared_format=None)[0]
+
+
+def submission(dataset, **path) -> PathSubmission:
+    return PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(**path))
+
+
+def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_key(core, dataset, monkeypatch):
+    def enqueue_fails(record, depends_on=None):
+        raise RedisConnectionError("lost the connection while queueing")
+
+    monkeypatch.setattr(core.jobs, "enqueue", enqueue_fails)
+    with pytest.raises(RedisConnectionError):
+        core.jobs.submit_path(submission(dataset), "retry-me", tenant=TENANT)
+    monkeypatch.undo()
+    retried = core.jobs.submit_path(submission(dataset), "retry-me", tenant=TENANT)
+    assert [record.id for record in core.jobs.list(tenant=TENANT)] == [retried.id]  # no duplicate job
+    # the job was recorded but never queued: the next read (or the watchdog) queues it again
+    requeued = core.jobs.get(retried.id, tenant=TENANT)
+    assert requeued.attempt == 2 and requeued.rq_job_id in core.jobs.queue.job_ids
+
+
+def test_a_submission_that_stored_nothing_frees_its_idempotency_key(core, dataset, monkeypatch):
+    monkeypatch.setattr(core.records, "create", lambda record: (_ for _ in ()).throw(RedisConnectionError("down")))
+    with pytest.raises(RedisConnectionError):
+        core.jobs.submit_path(submission(dataset), "fresh", tenant=TENANT)
+    monkeypatch.undo()
+    assert core.jobs.submit_path(submission(dataset), "fresh", tenant=TENANT).attempt == 1
+
+
+def test_a_tenant_may_have_so_many_active_submissions(core, dataset):
+    jobs = [core.jobs.submit_path(submission(dataset, n_lambdas=5 + k), None, tenant=TENANT) for k in range(3)]
+    with pytest.raises(TooMany) as caught:
+        core.jobs.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
+    assert caught.value.retry_after and caught.value.faults[0].field == "tenant"
+    core.jobs.cancel(jobs[0].id, tenant=TENANT)  # a finished submission frees its place
+    core.jobs.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
+
+
+def test_api_keys_are_kept_hashed_and_name_their_tenant():
+    keys = TenantKeys([parse_entry("alice=s3cret"), parse_entry(f"bob=sha256:{key_digest(b'other').hex()}"),
+                       parse_entry("anonymous-key")])
+    assert all(b"s3cret" not in key.digest for key in keys.keys)
+    assert keys.tenant_of(b"s3cret") == "alice" and keys.tenant_of(b"other") == "bob"
+    assert keys.tenant_of(b"anonymous-key").startswith("key-") and keys.tenant_of(b"wrong") is None
+    assert keys.tenant_of("kéy".encode("latin-1")) is None
+    for bad in ("alice=", "bad name=key", "x=k\u00e9y"):
+        with pytest.raises(ValueError):
+            parse_entry(bad)
+
+
+def test_readiness_counts_only_workers_with_a_fresh_heartbeat():
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="beat:", heartbeat_ttl_seconds=0.3)
+    registry = WorkerRegistry(settings, fakeredis.FakeRedis())
+    registry.beat("a", WARMING, ["fire"], time.time())
+    registry.beat("b", READY, ["fire", "other"], time.time())
+    registry.beat("c", READY, ["elsewhere"], time.time())
+    assert sorted((w.name, w.state) for w in registry.alive("fire")) == [("a", WARMING), ("b", READY)]
+    time.sleep(0.35)
+    registry.beat("b", READY, ["fire"], time.time())
+    assert [w.name for w in registry.alive("fire")] == ["b"]
+
+
+class DownRedis(fakeredis.FakeRedis):
+    def execute_command(self, *args, **kwargs):
+        raise RedisConnectionError("cache down")
+
+
+def test_the_leaf_matrix_cache_degrades_to_no_cache_when_its_redis_fails():
+    from solver import leaf_matrix
+    from solver.fitting import train_forest
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
+    _, forest = train_forest(SMALL_FOREST, X, y)
+    stats = fakeredis.FakeRedis()
+    cache = LeafMatrixCache(BlobStore(DownRedis(), 1 << 20), stats, "deg:", 60, backoff_seconds=30)
+    leaves, hit, _ = cache.leaves(forest, "fo_a", "ds_a", X)
+    assert not hit and np.array_equal(leaves, leaf_matrix(forest, X).leaves)
+    assert cache.counts()["failure"] == 1
+    cache.leaves(forest, "fo_a", "ds_a", X)
+    assert cache.counts()["failure"] == 1  # skipped during the backoff, not waited for again
+
+
+def test_metrics_labels_stay_bounded_whatever_the_requests():
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="metrics:", queue_name="metrics")
+    client = TestClient(create_app(core=build_core(settings, redis=fakeredis.FakeRedis())))
+    size_before = len(client.get("/metrics").text)
+    for index in range(200):
+        client.request(f"M{index}", f"/made/up/{index}")
+    text = client.get("/metrics").text
+    assert 'method="OTHER"' in text and "M17" not in text and "/made/up/17" not in text
+    assert len(text) < size_before + 4000
+
+
+def test_unknown_job_events_are_404_before_any_stream():
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="events:", queue_name="events")
+    client = TestClient(create_app(core=build_core(settings, redis=fakeredis.FakeRedis())))
+    response = client.get("/v1/jobs/job_unknown/events")
+    assert_problem(response, 404, "path.job_id")
