@@ -146,7 +146,9 @@ def install_problem_handlers(app: FastAPI) -> None:
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(status, "Error")
         faults = []
-        if status == 404:
+        if status == 400:  # FastAPI's own answer to a JSON body it cannot decode (not UTF-8, say)
+            faults = [FieldFault("body", "undecodable", "send a UTF-8 JSON body")]
+        elif status == 404:
             faults = [FieldFault("path", f"no route {request.url.path}", "see the API at /docs")]
         elif status == 405:
             faults = [FieldFault("method", f"{request.method} is not allowed here",

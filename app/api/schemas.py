@@ -133,7 +133,9 @@ class PathJobRequest(StrictBody):
          "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 0.5, 1.0]}, "max_rules": 15}]})
 
     def path_spec(self) -> PathSpec:
-        settings = {name: getattr(self, name) for name in PATH_DEFAULTS if name not in VALIDATION_FIELDS}
+        # a setting the library has and this body does not (yet) offer keeps the library's default
+        settings = {name: getattr(self, name) for name in PATH_DEFAULTS
+                    if name not in VALIDATION_FIELDS and name in type(self).model_fields}
         return self.validation.split().replace(**settings)
 
     def submission(self) -> PathSubmission:

@@ -45,7 +45,7 @@ async def upload_forest(request: Request, response: Response, core: CoreDep, cpu
 
 @router.post("/train", status_code=202, response_model=JobView,
              summary="Train a forest on the training rows of a dataset, on a worker",
-             responses=problem_responses(404, 413, 422, 429))
+             responses=problem_responses(400, 404, 409, 413, 422, 429))
 def train_forest(body: TrainForestRequest, response: Response, core: CoreDep, tenant: TenantDep,
                  idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
     record = core.jobs.submit_training(body.dataset_id, body.forest_spec(), body.validation.training_rows(),

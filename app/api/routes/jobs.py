@@ -17,7 +17,7 @@ EVENT_POLL_SECONDS = 0.25
 
 
 @router.post("", status_code=202, response_model=JobView, summary="Run a path (or a grid of paths) on a worker",
-             responses=problem_responses(404, 409, 413, 422, 429))
+             responses=problem_responses(400, 404, 409, 413, 422, 429))
 def submit_job(body: PathJobRequest, response: Response, core: CoreDep, tenant: TenantDep,
                idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
     record = core.jobs.submit_path(body.submission(), idempotency_key, tenant=tenant)

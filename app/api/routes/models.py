@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
 @router.post("", status_code=201, response_model=ModelInfo, summary="Promote a job step to a versioned model",
-             responses=problem_responses(404, 409, 410, 413, 422))
+             responses=problem_responses(400, 404, 409, 410, 413, 422))
 def promote(body: PromoteRequest, response: Response, core: CoreDep, tenant: TenantDep,
             idempotency_key: Annotated[str | None, Header(description="same key, same model")] = None):
     model = core.models.promote(body.job_id, body.step, body.name, body.description, tenant=tenant,
