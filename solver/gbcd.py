@@ -11,9 +11,19 @@ sorted by leaf (``leaf_rows``; the rows of global leaf j are ``leaf_rows[leaf_pt
 a leaf's gradient ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` and a change of its weight both cost
 O(S_j), a block's O(n), and the full gradient O(n T).
 
-State, updated in place: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w`` (without the
-intercept), and ``state`` = [b, sum_i s_i residual_i, sum_i s_i]: the intercept is kept at its exact
-optimum (the weighted mean of the residual) by every weight change, in O(1).
+Bundles (``solver.problem``). The kernels take two typed named tuples, which numba passes as structs and
+caches with the kernels: ``Problem``, everything fixed per training set and penalty (``leaf_rows`` and
+``leaf_ptr``, v, s, S, c, ``L_t = max_{j in t} c_j``, the per-tree and per-leaf MCP concavities, the penalty
+code), built once by ``Problem.from_leaf_matrix``; and ``State``, the point being optimised, updated in
+place and warm-starting the next lambda: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w``
+(without the intercept), ``intercept`` [b] and ``residual_sum`` [sum_i s_i residual_i]. The intercept is kept
+at its exact optimum (the weighted mean of the residual) by every weight change, in O(1). The entry points
+are ``solve_greedy`` and ``solve_cyclic`` (problem, state, lam, lam_f, tol, max_iter, inner_iters),
+``objective_value`` and ``lambda_max``; the loss gradient of a leaf is ``leaf_gradient``, the only place its
+formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do not know
+raises. A call that takes the bundles costs a reference count increment and decrement per array in them,
+so the per-leaf work runs in loops inside such calls, never one such call per leaf (``leaf_gradient`` and
+``move_leaf`` are small enough for LLVM to inline).
 
 Block updates. Without fusion a block's problem is separable, so its exact minimisation is one exact
 (global, also in MCP's nonconvex regime) coordinate minimisation per leaf, and leaves whose weight is zero and
@@ -38,16 +48,14 @@ import numpy as np
 from numba import njit
 
 from .penalties import (
-    MCP,
     fused_lasso_prox,
     fusion_value,
     penalty_prox,
     penalty_subdifferential,
     penalty_value,
+    prox_is_convex,
 )
 
-GREEDY = 0
-CYCLIC = 1
 ANDERSON_MEMORY = 5
 MIN_WORKING_SET = 32
 INNER_TOL_FRACTION = 0.3
@@ -55,55 +63,39 @@ SHRINK_FRACTION = 0.1
 
 
 @njit(cache=True)
-def sort_rows_by_leaf(leaves, offsets):
-    """Per tree, the rows grouped by leaf (counting sort, stable): returns (leaf_rows (T*n,), leaf_ptr (R+1,))."""
-    n, n_trees = leaves.shape
-    n_leaves = offsets[n_trees]
-    leaf_ptr = np.zeros(n_leaves + 1, dtype=np.int64)
-    for i in range(n):
-        for t in range(n_trees):
-            leaf_ptr[offsets[t] + leaves[i, t] + 1] += 1
-    for j in range(n_leaves):
-        leaf_ptr[j + 1] += leaf_ptr[j]
-    fill = leaf_ptr[:-1].copy()
-    leaf_rows = np.empty(n * n_trees, dtype=np.int32)
-    for i in range(n):
-        for t in range(n_trees):
-            j = offsets[t] + leaves[i, t]
-            leaf_rows[fill[j]] = i
-            fill[j] += 1
-    return leaf_rows, leaf_ptr
-
-
-@njit(cache=True)
-def compute_leaf_sums(leaf_rows, leaf_ptr, sample_weight, residual, out):
-    """``out_j = sum_{i in leaf j} s_i residual_i`` (M^T (s * residual) without the leaf values), O(n T)."""
-    for j in range(out.shape[0]):
-        total = 0.0
-        for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
-            i = leaf_rows[p]
-            total += sample_weight[i] * residual[i]
-        out[j] = total
-
-
-@njit(cache=True)
-def leaf_gradient(j, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, intercept):
+def leaf_gradient(problem, state, j):
+    """The loss gradient of leaf j, ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)``: O(S_j)."""
     total = 0.0
-    for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
-        i = leaf_rows[p]
-        total += sample_weight[i] * residual[i]
-    return -values[j] * (total - intercept * leaf_weight[j])
+    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+        i = problem.leaf_rows[p]
+        total += problem.sample_weight[i] * state.residual[i]
+    return -problem.values[j] * (total - state.intercept[0] * problem.leaf_weight[j])
 
 
 @njit(cache=True)
-def move_leaf(j, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state):
+def full_gradient(problem, state, out):
+    """Every leaf's loss gradient into ``out`` (R,): O(n T)."""
+    for j in range(out.shape[0]):
+        out[j] = leaf_gradient(problem, state, j)
+
+
+@njit(cache=True)
+def lambda_max(problem, state):
+    """``max_j |grad_j|``: at ``w = 0`` the smallest lambda_s for which zero is stationary (without fusion)."""
+    gradient = np.empty(problem.values.shape[0])
+    full_gradient(problem, state, gradient)
+    return np.abs(gradient).max()
+
+
+@njit(cache=True)
+def move_leaf(problem, state, j, delta):
     """``w_j += delta`` keeping the residual and the optimal intercept exact: O(S_j)."""
-    w[j] += delta
-    change = values[j] * delta
-    for p in range(leaf_ptr[j], leaf_ptr[j + 1]):
-        residual[leaf_rows[p]] -= change
-    state[1] -= leaf_weight[j] * change
-    state[0] = state[1] / state[2]
+    state.w[j] += delta
+    change = problem.values[j] * delta
+    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+        state.residual[problem.leaf_rows[p]] -= change
+    state.residual_sum[0] -= problem.leaf_weight[j] * change
+    state.intercept[0] = state.residual_sum[0] / problem.weight_total
 
 
 @njit(cache=True)
@@ -117,81 +109,70 @@ def _add_fusion_subdifferential(lo, hi, difference, lam_f):
 
 
 @njit(cache=True)
-def direction_entry(j, first, last, w, gradient, lam, gamma, code, lam_f):
-    """Steepest-direction entry ``d_j = min_{s in dh_j + dg_j} |grad_j + s|`` (paper eq. 8).
-
-    Fusion subgradients count only differences to neighbours within the same tree: ``first``/``last`` are
-    the global indices of the block's first and last leaf.
-    """
-    lo, hi = penalty_subdifferential(w[j], lam, gamma, code)
-    if lam_f > 0.0:
-        if j > first:
-            lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j - 1], lam_f)
-        if j < last:
-            lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j + 1], lam_f)
-    target = -gradient
-    if target < lo:
-        return lo - target
-    if target > hi:
-        return target - hi
+def _distance_to_interval(x, lo, hi):
+    if x < lo:
+        return lo - x
+    if x > hi:
+        return x - hi
     return 0.0
 
 
 @njit(cache=True)
-def direction_vector(w, values, offsets, leaf_sums, leaf_weight, intercept, lam, block_gamma, code, lam_f,
-                     out):
-    """Fill ``out`` with the steepest-direction vector d (R,) for the current state."""
+def direction_vector(problem, w, gradient, lam, lam_f, out):
+    """Fill ``out`` with the steepest-direction vector d (R,) at ``w`` from the full ``gradient``:
+    ``d_j = min_{s in dh_j + dg_j} |grad_j + s|`` (paper eq. 8), the distance of ``-grad_j`` to the
+    subdifferential of the penalties. Fusion subgradients count only differences to neighbours within the
+    same tree."""
+    offsets = problem.offsets
     for t in range(offsets.shape[0] - 1):
         first = offsets[t]
         last = offsets[t + 1] - 1
         for j in range(first, last + 1):
-            gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
-            out[j] = direction_entry(j, first, last, w, gradient, lam, block_gamma[t], code, lam_f)
+            lo, hi = penalty_subdifferential(w[j], lam, problem.block_gamma[t], problem.penalty)
+            if lam_f > 0.0:
+                if j > first:
+                    lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j - 1], lam_f)
+                if j < last:
+                    lo, hi = _add_fusion_subdifferential(lo, hi, w[j] - w[j + 1], lam_f)
+            out[j] = _distance_to_interval(-gradient[j], lo, hi)
 
 
 @njit(cache=True)
-def _block_penalty(theta, lam, gamma, code, lam_f):
+def _block_penalty(theta, lam, gamma, penalty, lam_f):
     total = 0.0
     for k in range(theta.shape[0]):
-        total += penalty_value(theta[k], lam, gamma, code)
+        total += penalty_value(theta[k], lam, gamma, penalty)
         if k > 0:
             total += lam_f * abs(theta[k] - theta[k - 1])
     return total
 
 
 @njit(cache=True)
-def _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f):
-    """Block objective at ``theta`` minus the loss at ``w``: exact, the block loss is a diagonal quadratic."""
-    total = _block_penalty(theta, lam, gamma, code, lam_f)
+def _block_model(theta, w, gradient, curvature, lam, gamma, penalty, lam_f):
+    """Block objective at ``theta`` minus the loss at the block's weights ``w`` (``gradient`` and ``curvature``
+    the block's): exact, the block loss is a diagonal quadratic."""
+    total = _block_penalty(theta, lam, gamma, penalty, lam_f)
     for k in range(theta.shape[0]):
-        step = theta[k] - w[first + k]
-        total += gradient[k] * step + 0.5 * curvature[first + k] * step * step
+        step = theta[k] - w[k]
+        total += gradient[k] * step + 0.5 * curvature[k] * step * step
     return total
 
 
 @njit(cache=True)
-def update_leaf(j, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature, state, lam,
-                gamma, code):
-    """Exact minimisation over one leaf weight (no fusion); returns its curvature-scaled move."""
-    if curvature[j] > 0.0:
-        gradient = leaf_gradient(j, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, state[0])
-        new = penalty_prox(w[j] - gradient / curvature[j], curvature[j], lam, gamma, code)
-    else:
-        new = 0.0
-    delta = new - w[j]
-    if delta != 0.0:
-        move_leaf(j, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
-    return max(curvature[j], 1e-300) * abs(delta)
-
-
-@njit(cache=True)
-def _block_proximal_steps(first, size, w, gradient, curvature, step_curvature, lam, gamma, code, lam_f, n_steps,
-                          out):
-    """Up to ``n_steps`` fused proximal-gradient steps on one block from ``w`` (step 1/L_t), each accepted
-    only while the exact block objective decreases; the result goes to ``out``. Returns the block's
-    stationarity measure: the largest move of the first step times L_t (0 exactly at a fixed point)."""
+def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
+    """Up to ``n_steps`` fused proximal-gradient steps on block t from ``w`` (step 1/L_t, ``gradient`` the
+    block's loss gradient at ``w``), each accepted only while the exact block objective decreases; the result
+    goes to ``out``. Returns the block's stationarity measure: the largest move of the first step times L_t
+    (0 exactly at a fixed point)."""
+    first = problem.offsets[t]
+    size = out.shape[0]
+    start = w[first:first + size]
+    curvature = problem.curvature[first:first + size]
+    step_curvature = problem.lipschitz[t]
+    gamma = problem.block_gamma[t]
+    penalty = problem.penalty
     for k in range(size):
-        out[k] = w[first + k]
+        out[k] = start[k]
     if step_curvature <= 0.0:
         out[:] = 0.0
         return 0.0
@@ -200,24 +181,24 @@ def _block_proximal_steps(first, size, w, gradient, curvature, step_curvature, l
     for k in range(size):
         all_zero = all_zero and out[k] == 0.0
         steepest = max(steepest, abs(gradient[k]))
-    if all_zero and steepest <= lam and (code != MCP or step_curvature * gamma > 1.0):
+    if all_zero and steepest <= lam and prox_is_convex(step_curvature, gamma, penalty):
         return 0.0  # zero is the block's prox point: the fused values stay within [-lam, lam] / L_t
     measure = 0.0
-    current_value = _block_penalty(out, lam, gamma, code, lam_f)
+    current_value = _block_penalty(out, lam, gamma, penalty, lam_f)
     point = np.empty(size)
     theta = np.empty(size)
     for it in range(n_steps):
         for k in range(size):
-            local_gradient = gradient[k] + curvature[first + k] * (out[k] - w[first + k])
+            local_gradient = gradient[k] + curvature[k] * (out[k] - start[k])
             point[k] = out[k] - local_gradient / step_curvature
         fused_lasso_prox(point, lam_f / step_curvature, theta)
         largest_move = 0.0
         for k in range(size):
-            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, code)
+            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty)
             largest_move = max(largest_move, abs(theta[k] - out[k]))
         if it == 0:
             measure = step_curvature * largest_move
-        value = _block_model(theta, w, first, gradient, curvature, lam, gamma, code, lam_f)
+        value = _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f)
         if value > current_value or largest_move == 0.0:
             break
         out[:] = theta
@@ -226,80 +207,123 @@ def _block_proximal_steps(first, size, w, gradient, curvature, step_curvature, l
 
 
 @njit(cache=True)
-def update_block(t, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature,
-                 lipschitz, state, lam, gamma, code, lam_f, inner_iters):
+def update_block(problem, state, t, lam, lam_f, inner_iters):
     """Fused block update from the current residual; returns the block's stationarity measure."""
-    first = offsets[t]
-    size = offsets[t + 1] - first
+    first = problem.offsets[t]
+    size = problem.offsets[t + 1] - first
     gradient = np.empty(size)
     for k in range(size):
-        gradient[k] = leaf_gradient(first + k, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
-                                    state[0])
+        gradient[k] = leaf_gradient(problem, state, first + k)
     new = np.empty(size)
-    measure = _block_proximal_steps(first, size, w, gradient, curvature, lipschitz[t], lam, gamma, code, lam_f,
-                                    inner_iters, new)
+    measure = _block_proximal_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
     for k in range(size):
-        delta = new[k] - w[first + k]
+        delta = new[k] - state.w[first + k]
         if delta != 0.0:
-            move_leaf(first + k, delta, w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
+            move_leaf(problem, state, first + k, delta)
     return measure
 
 
 @njit(cache=True)
-def block_measures(w, values, offsets, leaf_sums, leaf_weight, curvature, lipschitz, intercept, lam,
-                   block_gamma, code, lam_f, out):
-    """Every block's stationarity measure at the current point, from the full gradient: O(R)."""
-    scratch = np.empty(values.shape[0])
+def block_measures(problem, w, gradient, lam, lam_f, out):
+    """Every block's stationarity measure at ``w`` from the full ``gradient``: O(R)."""
+    scratch = np.empty(w.shape[0])
+    offsets = problem.offsets
     for t in range(offsets.shape[0] - 1):
-        first = offsets[t]
-        size = offsets[t + 1] - first
-        gradient = np.empty(size)
-        for k in range(size):
-            j = first + k
-            gradient[k] = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
-        out[t] = _block_proximal_steps(first, size, w, gradient, curvature, lipschitz[t], lam, block_gamma[t],
-                                       code, lam_f, 1, scratch[first:first + size])
+        first, end = offsets[t], offsets[t + 1]
+        out[t] = _block_proximal_steps(problem, t, w, gradient[first:end], lam, lam_f, 1, scratch[first:end])
 
 
 @njit(cache=True)
-def objective_value(w, residual, sample_weight, intercept, offsets, lam, leaf_gamma, code, lam_f):
+def leaf_measures(problem, w, gradient, lam, moves, gains):
+    """Per leaf, from the full ``gradient``: the curvature-scaled move of its exact coordinate minimisation
+    (its stationarity measure; unlike d it also sees MCP's nonconvex jumps away from a first-order
+    stationary zero) and the objective decrease that minimisation would bring."""
+    for j in range(w.shape[0]):
+        c = problem.curvature[j]
+        if c <= 0.0:
+            moves[j] = 0.0
+            gains[j] = 0.0
+            continue
+        gamma = problem.leaf_gamma[j]
+        z = w[j] - gradient[j] / c
+        new = penalty_prox(z, c, lam, gamma, problem.penalty)
+        before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, gamma, problem.penalty)
+        after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, gamma, problem.penalty)
+        moves[j] = c * abs(new - w[j])
+        gains[j] = max(before - after, 0.0)
+
+
+@njit(cache=True)
+def objective_value(problem, state, lam, lam_f):
+    """The FIRE objective at ``state``."""
     loss = 0.0
-    for i in range(residual.shape[0]):
-        r = residual[i] - intercept
-        loss += sample_weight[i] * r * r
+    for i in range(state.residual.shape[0]):
+        r = state.residual[i] - state.intercept[0]
+        loss += problem.sample_weight[i] * r * r
     total = 0.5 * loss
+    w = state.w
     for j in range(w.shape[0]):
         if w[j] != 0.0:
-            total += penalty_value(w[j], lam, leaf_gamma[j], code)
-    return total + fusion_value(w, offsets, lam_f)
+            total += penalty_value(w[j], lam, problem.leaf_gamma[j], problem.penalty)
+    return total + fusion_value(w, problem.offsets, lam_f)
 
 
 @njit(cache=True)
-def _pass(units, visit, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
-          curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f, inner_iters, keep_above):
-    """One pass of updates over the ``units`` (blocks when fused, else leaves) still marked in ``visit``;
-    returns the largest measure. A unit whose measure is at most ``keep_above`` is unmarked: it sits out
-    the rest of this working set's passes (the next full-gradient check looks at every unit again)."""
+def _sync_intercept(problem, state):
+    """Recompute the weighted residual sum and the intercept from the residual (no drift across solves)."""
+    state.residual_sum[0] = np.dot(problem.sample_weight, state.residual)
+    state.intercept[0] = state.residual_sum[0] / problem.weight_total
+
+
+@njit(cache=True)
+def _pass(problem, state, units, visit, lam, lam_f, inner_iters, keep_above):
+    """One pass of updates over the ``units`` (blocks when fused, ``lam_f > 0``, else leaves) still marked in
+    ``visit``; returns the largest measure. A unit whose measure is at most ``keep_above`` is unmarked: it
+    sits out the rest of this working set's passes (the next full-gradient check looks at every unit again).
+
+    A leaf's update is the exact minimisation over its weight, its measure the curvature-scaled move. It is
+    written out here rather than called per leaf: a call that takes the bundles costs a reference count
+    increment and decrement per array in them, more than a leaf's own work on deep forests."""
     worst = 0.0
     for k in range(units.shape[0]):
         if not visit[k]:
             continue
-        u = units[k]
-        if fused:
-            measure = update_block(u, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
-                                   leaf_weight, curvature, lipschitz, state, lam, block_gamma[u], code, lam_f,
-                                   inner_iters)
+        if lam_f > 0.0:
+            measure = update_block(problem, state, units[k], lam, lam_f, inner_iters)
         else:
-            measure = update_leaf(u, w, values, leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight,
-                                  curvature, state, lam, leaf_gamma[u], code)
+            j = units[k]
+            c = problem.curvature[j]
+            new = 0.0
+            if c > 0.0:
+                z = state.w[j] - leaf_gradient(problem, state, j) / c
+                new = penalty_prox(z, c, lam, problem.leaf_gamma[j], problem.penalty)
+            delta = new - state.w[j]
+            if delta != 0.0:
+                move_leaf(problem, state, j, delta)
+            measure = max(c, 1e-300) * abs(delta)
         visit[k] = measure > keep_above
         worst = max(worst, measure)
     return worst
 
 
 @njit(cache=True)
-def _anderson_step(history, leaves, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
-                   leaf_weight, state, lam, leaf_gamma, code, lam_f):
+def solve_cyclic(problem, state, lam, lam_f, tol, max_iter, inner_iters):
+    """Cyclic BCD: sweep all blocks (all leaves without fusion) until none moves by more than ``tol``.
+
+    Returns (passes, converged); ``max_iter`` caps the sweeps.
+    """
+    _sync_intercept(problem, state)
+    n_units = problem.offsets.shape[0] - 1 if lam_f > 0.0 else problem.values.shape[0]
+    everything = np.arange(n_units)
+    visit = np.ones(n_units, dtype=np.bool_)  # keep_above = -1 below: every unit stays in every sweep
+    for passes in range(1, max_iter + 1):
+        if _pass(problem, state, everything, visit, lam, lam_f, inner_iters, -1.0) <= tol:
+            return passes, True
+    return max_iter, False
+
+
+@njit(cache=True)
+def _anderson_step(problem, state, history, leaves, lam, lam_f):
     """Anderson extrapolation of the last iterates of the working set's leaves (as in skglm); kept only if
     the objective decreases, otherwise undone."""
     n_steps = history.shape[0] - 1
@@ -313,50 +337,29 @@ def _anderson_step(history, leaves, w, values, offsets, leaf_rows, leaf_ptr, sam
     if not np.isfinite(z.sum()) or z.sum() == 0.0:
         return False
     extrapolated = (z / z.sum()) @ history[1:]
-    before = objective_value(w, residual, sample_weight, state[0], offsets, lam, leaf_gamma, code, lam_f)
+    before = objective_value(problem, state, lam, lam_f)
     for k in range(leaves.shape[0]):
         j = leaves[k]
-        if extrapolated[k] != w[j]:
-            move_leaf(j, extrapolated[k] - w[j], w, values, leaf_rows, leaf_ptr, leaf_weight, residual, state)
-    after = objective_value(w, residual, sample_weight, state[0], offsets, lam, leaf_gamma, code, lam_f)
-    if after < before:
+        if extrapolated[k] != state.w[j]:
+            move_leaf(problem, state, j, extrapolated[k] - state.w[j])
+    if objective_value(problem, state, lam, lam_f) < before:
         return True
     for k in range(leaves.shape[0]):
         j = leaves[k]
-        if history[n_steps, k] != w[j]:
-            move_leaf(j, history[n_steps, k] - w[j], w, values, leaf_rows, leaf_ptr, leaf_weight, residual,
-                      state)
+        if history[n_steps, k] != state.w[j]:
+            move_leaf(problem, state, j, history[n_steps, k] - state.w[j])
     return False
 
 
 @njit(cache=True)
-def leaf_measures(w, values, leaf_sums, leaf_weight, curvature, intercept, lam, leaf_gamma, code, moves, gains):
-    """Per leaf, from the full gradient: the curvature-scaled move of its exact coordinate minimisation
-    (its stationarity measure; unlike d it also sees MCP's nonconvex jumps away from a first-order
-    stationary zero) and the objective decrease that minimisation would bring."""
-    for j in range(w.shape[0]):
-        c = curvature[j]
-        if c <= 0.0:
-            moves[j] = 0.0
-            gains[j] = 0.0
-            continue
-        gradient = -values[j] * (leaf_sums[j] - intercept * leaf_weight[j])
-        z = w[j] - gradient / c
-        new = penalty_prox(z, c, lam, leaf_gamma[j], code)
-        before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, leaf_gamma[j], code)
-        after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, leaf_gamma[j], code)
-        moves[j] = c * abs(new - w[j])
-        gains[j] = max(before - after, 0.0)
-
-
-@njit(cache=True)
-def _working_set(direction, measures, gains, w, offsets, fused, n_nonzero):
+def _working_set(problem, w, direction, measures, gains, fused):
     """Units to update until the next direction computation: all nonzero ones plus the steepest violators.
 
     Blocks (fused) are ranked by ``||d_t||_2``, leaves by ``|d_j|``, either raised to its own stationarity
     measure where that is larger. Leaves are visited in order of the objective decrease their own exact
     minimisation would bring, largest first (with MCP the first leaves to enter shape which others follow).
     """
+    offsets = problem.offsets
     n_trees = offsets.shape[0] - 1
     if fused:
         scores = np.zeros(n_trees)
@@ -376,7 +379,7 @@ def _working_set(direction, measures, gains, w, offsets, fused, n_nonzero):
         for j in range(w.shape[0]):
             if w[j] != 0.0:
                 scores[j] = np.inf
-        size = max(MIN_WORKING_SET, 2 * n_nonzero)
+        size = max(MIN_WORKING_SET, 2 * np.count_nonzero(w))
     order = np.argsort(-scores)
     size = min(size, order.shape[0])
     while size > 0 and scores[order[size - 1]] == 0.0:
@@ -388,84 +391,71 @@ def _working_set(direction, measures, gains, w, offsets, fused, n_nonzero):
 
 
 @njit(cache=True)
-def solve(w, intercept, residual, leaf_rows, leaf_ptr, values, offsets, sample_weight, leaf_weight, curvature,
-          lipschitz, lam, block_gamma, leaf_gamma, code, lam_f, tol, max_iter, selection, inner_iters):
-    """Run GBCD (or cyclic BCD) from the given state until stationary; returns (passes, converged).
+def _leaves_of(problem, blocks):
+    """The global leaf indices of ``blocks``, block after block."""
+    offsets = problem.offsets
+    n_leaves = 0
+    for t in blocks:
+        n_leaves += offsets[t + 1] - offsets[t]
+    leaves = np.empty(n_leaves, dtype=np.int64)
+    position = 0
+    for t in blocks:
+        for j in range(offsets[t], offsets[t + 1]):
+            leaves[position] = j
+            position += 1
+    return leaves
 
-    ``residual`` is ``y - M w`` and stays so; ``intercept[0]`` ends at its exact optimum. ``max_iter`` caps
-    the passes of this solve: working-set passes, full-gradient checks and (cyclic) full sweeps.
+
+@njit(cache=True)
+def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
+    """Passes over the working set ``units`` until its largest measure is at most ``inner_tol`` (or
+    ``max_passes``), with shrinking and an Anderson step every ``ANDERSON_MEMORY`` passes; returns the passes."""
+    leaves = _leaves_of(problem, units) if lam_f > 0.0 else units
+    history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0]))
+    history[0] = state.w[leaves]
+    n_history = 1
+    visit = np.ones(units.shape[0], dtype=np.bool_)
+    passes = 0
+    while passes < max_passes:
+        worst = _pass(problem, state, units, visit, lam, lam_f, inner_iters, SHRINK_FRACTION * inner_tol)
+        passes += 1
+        if worst <= inner_tol:
+            break
+        history[n_history] = state.w[leaves]
+        n_history += 1
+        if n_history == ANDERSON_MEMORY + 1:
+            _anderson_step(problem, state, history, leaves, lam, lam_f)
+            history[0] = state.w[leaves]
+            n_history = 1
+    return passes
+
+
+@njit(cache=True)
+def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
+    """GBCD from ``state`` until stationary: full-gradient checks alternating with working-set solves.
+
+    Returns (passes, converged); ``max_iter`` caps the passes: working-set passes and full-gradient checks.
     """
-    n_trees = offsets.shape[0] - 1
-    n_leaves = values.shape[0]
+    _sync_intercept(problem, state)
     fused = lam_f > 0.0
-    leaf_sums = np.empty(n_leaves)
+    n_leaves = problem.values.shape[0]
+    gradient = np.empty(n_leaves)
     direction = np.empty(n_leaves)
     gains = np.zeros(n_leaves)
-    measures = np.empty(n_trees if fused else n_leaves)
-    state = np.empty(3)
-    state[2] = sample_weight.sum()
-    state[1] = np.dot(sample_weight, residual)
-    state[0] = state[1] / state[2]
-    everything = np.arange(n_trees if fused else n_leaves)
-
+    measures = np.empty(problem.offsets.shape[0] - 1 if fused else n_leaves)
     passes = 0
-    converged = False
     while passes < max_iter:
-        if selection == CYCLIC:
-            worst = _pass(everything, np.ones(everything.shape[0], dtype=np.bool_), fused, w, values, offsets,
-                          leaf_rows, leaf_ptr, sample_weight, residual, leaf_weight, curvature, lipschitz, state, lam,
-                          leaf_gamma, block_gamma, code, lam_f, inner_iters, -1.0)
-            passes += 1
-            if worst <= tol:
-                converged = True
-                break
-            continue
-
-        compute_leaf_sums(leaf_rows, leaf_ptr, sample_weight, residual, leaf_sums)
+        full_gradient(problem, state, gradient)
         passes += 1
-        direction_vector(w, values, offsets, leaf_sums, leaf_weight, state[0], lam, block_gamma, code, lam_f,
-                         direction)
+        direction_vector(problem, state.w, gradient, lam, lam_f, direction)
         if fused:
-            block_measures(w, values, offsets, leaf_sums, leaf_weight, curvature, lipschitz, state[0], lam,
-                           block_gamma, code, lam_f, measures)
+            block_measures(problem, state.w, gradient, lam, lam_f, measures)
         else:
-            leaf_measures(w, values, leaf_sums, leaf_weight, curvature, state[0], lam, leaf_gamma, code,
-                          measures, gains)
+            leaf_measures(problem, state.w, gradient, lam, measures, gains)
         largest = max(direction.max(), measures.max())
         if largest <= tol:
-            converged = True
-            break
-        units = _working_set(direction, measures, gains, w, offsets, fused, np.count_nonzero(w))
-        if fused:
-            n_units_leaves = 0
-            for t in units:
-                n_units_leaves += offsets[t + 1] - offsets[t]
-            unit_leaves = np.empty(n_units_leaves, dtype=np.int64)
-            position = 0
-            for t in units:
-                for j in range(offsets[t], offsets[t + 1]):
-                    unit_leaves[position] = j
-                    position += 1
-        else:
-            unit_leaves = units
+            return passes, True
+        units = _working_set(problem, state.w, direction, measures, gains, fused)
         inner_tol = max(tol, INNER_TOL_FRACTION * largest)
-        history = np.empty((ANDERSON_MEMORY + 1, unit_leaves.shape[0]))
-        history[0] = w[unit_leaves]
-        n_history = 1
-        visit = np.ones(units.shape[0], dtype=np.bool_)
-        while passes < max_iter:
-            worst = _pass(units, visit, fused, w, values, offsets, leaf_rows, leaf_ptr, sample_weight, residual,
-                          leaf_weight, curvature, lipschitz, state, lam, leaf_gamma, block_gamma, code, lam_f,
-                          inner_iters, SHRINK_FRACTION * inner_tol)
-            passes += 1
-            if worst <= inner_tol:
-                break
-            history[n_history] = w[unit_leaves]
-            n_history += 1
-            if n_history == ANDERSON_MEMORY + 1:
-                _anderson_step(history, unit_leaves, w, values, offsets, leaf_rows, leaf_ptr, sample_weight,
-                               residual, leaf_weight, state, lam, leaf_gamma, code, lam_f)
-                history[0] = w[unit_leaves]
-                n_history = 1
-    intercept[0] = state[0]
-    return passes, converged
+        passes += _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_iter - passes)
+    return passes, False

@@ -4,9 +4,14 @@ The sparsity penalty is applied coordinate-wise and is either
 
 * ``L1``: ``lam * |w|``, or
 * ``MCP`` (paper eq. 4): ``lam*|w| - w**2 / (2*gamma)`` for ``|w| <= gamma*lam`` and ``gamma*lam**2 / 2``
-  beyond. The concavity ``gamma`` handed to these kernels is the *effective* one of the coordinate; the path
-  decides it per tree (``solver.path``: the paper's per-block concavity ``gamma / L_t``, or a plain global
-  ``gamma``).
+  beyond. The concavity ``gamma`` handed to these kernels is the *effective* one of the coordinate, decided
+  per tree by ``solver.problem.Problem.from_leaf_matrix`` (the paper's per-block concavity ``gamma / L_t``,
+  or a plain global ``gamma``).
+
+As in skglm, a penalty is its value, its prox (the global minimizer of ``curvature/2 * (w - z)**2 + P(w)``)
+and its subdifferential (an interval). numba has no cacheable penalty objects, so the kernels carry an
+integer code (``L1``, ``MCP``) and call the ``penalty_*`` dispatchers, which raise on a code they do not
+know: no kernel ever treats an unknown code as one of the penalties.
 
 The fusion penalty of one tree is ``lam_f * sum_j |w_{j+1} - w_j|`` over its leaves in left-to-right order;
 its proximal operator is the 1-D fused lasso signal approximator, solved exactly by Johnson's (2013)
@@ -22,6 +27,13 @@ MCP = 1
 PENALTY_CODES = {"l1": L1, "mcp": MCP}
 
 
+def penalty_code(name):
+    """The kernels' code of a penalty name; an unknown name is a ValueError."""
+    if name not in PENALTY_CODES:
+        raise ValueError(f"penalty must be one of {sorted(PENALTY_CODES)}, got {name!r}")
+    return PENALTY_CODES[name]
+
+
 @njit(cache=True)
 def soft_threshold(z, threshold):
     if z > threshold:
@@ -29,6 +41,14 @@ def soft_threshold(z, threshold):
     if z < -threshold:
         return z + threshold
     return 0.0
+
+
+@njit(cache=True)
+def l1_subdifferential(w, lam):
+    if w == 0.0:
+        return -lam, lam
+    g = lam if w > 0.0 else -lam
+    return g, g
 
 
 @njit(cache=True)
@@ -41,21 +61,12 @@ def mcp_value(w, lam, gamma):
 
 
 @njit(cache=True)
-def penalty_value(w, lam, gamma, code):
-    if code == L1:
-        return lam * abs(w)
-    return mcp_value(w, lam, gamma)
+def mcp_prox(z, curvature, lam, gamma):
+    """Global minimizer of ``curvature/2 * (w - z)**2 + MCP(w)``.
 
-
-@njit(cache=True)
-def penalty_prox(z, curvature, lam, gamma, code):
-    """Global minimizer of ``curvature/2 * (w - z)**2 + penalty(w)``.
-
-    For MCP with ``curvature * gamma <= 1`` the problem is not convex; then the minimizer is either 0 or the
+    With ``curvature * gamma <= 1`` the problem is not convex; then the minimizer is either 0 or the
     unpenalized-region point ``sign(z) * max(|z|, gamma*lam)``, whichever is lower (ties go to 0).
     """
-    if code == L1:
-        return soft_threshold(z, lam / curvature)
     a = abs(z)
     s = 1.0 if z >= 0.0 else -1.0
     if curvature * gamma > 1.0:
@@ -72,17 +83,53 @@ def penalty_prox(z, curvature, lam, gamma, code):
 
 
 @njit(cache=True)
-def penalty_subdifferential(w, lam, gamma, code):
-    """Interval ``[lo, hi]`` of the (Clarke) subdifferential of the sparsity penalty at ``w``."""
+def mcp_subdifferential(w, lam, gamma):
     if w == 0.0:
         return -lam, lam
-    s = 1.0 if w > 0.0 else -1.0
-    if code == L1:
-        return s * lam, s * lam
     if abs(w) <= gamma * lam:
-        g = s * lam - w / gamma
+        g = (lam if w > 0.0 else -lam) - w / gamma
         return g, g
     return 0.0, 0.0
+
+
+@njit(cache=True)
+def penalty_value(w, lam, gamma, code):
+    if code == L1:
+        return lam * abs(w)
+    if code == MCP:
+        return mcp_value(w, lam, gamma)
+    raise ValueError("unknown penalty code")
+
+
+@njit(cache=True)
+def penalty_prox(z, curvature, lam, gamma, code):
+    """Global minimizer of ``curvature/2 * (w - z)**2 + penalty(w)``."""
+    if code == L1:
+        return soft_threshold(z, lam / curvature)
+    if code == MCP:
+        return mcp_prox(z, curvature, lam, gamma)
+    raise ValueError("unknown penalty code")
+
+
+@njit(cache=True)
+def penalty_subdifferential(w, lam, gamma, code):
+    """Interval ``[lo, hi]`` of the (Clarke) subdifferential of the sparsity penalty at ``w``."""
+    if code == L1:
+        return l1_subdifferential(w, lam)
+    if code == MCP:
+        return mcp_subdifferential(w, lam, gamma)
+    raise ValueError("unknown penalty code")
+
+
+@njit(cache=True)
+def prox_is_convex(curvature, gamma, code):
+    """Whether ``curvature/2 * (w - z)**2 + penalty(w)`` is convex: then its prox is 0 exactly for
+    ``|z| <= lam / curvature``, as the soft threshold's."""
+    if code == L1:
+        return True
+    if code == MCP:
+        return curvature * gamma > 1.0
+    raise ValueError("unknown penalty code")
 
 
 @njit(cache=True)

@@ -5,9 +5,10 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import Lasso
 
-from solver import TreeEnsemble, fit_path, leaf_matrix
-from solver.gbcd import direction_entry, direction_vector
+from solver import LeafMatrix, TreeEnsemble, fit_path, leaf_matrix
+from solver.gbcd import direction_vector, solve_cyclic, solve_greedy
 from solver.penalties import L1, MCP, fused_lasso_prox, mcp_value, penalty_prox
+from solver.problem import Problem, State
 
 
 def objective(matrix, y, w, intercept, lam, penalty="l1", gamma=None, lam_f=0.0):
@@ -80,16 +81,14 @@ def test_mcp_value_is_even():
 
 
 def test_direction_vector_hand_cases_with_tree_boundaries():
-    # two trees of 3 leaves: global columns 0-2 and 3-5
-    offsets = np.array([0, 3, 6])
-    values = np.ones(6)
-    leaf_weight = np.ones(6)
+    # two trees of 3 leaves: global columns 0-2 and 3-5; row k falls in leaf k of both
+    matrix = LeafMatrix(np.array([[0, 0], [1, 1], [2, 2]]), np.ones(6), np.array([0, 3, 6]))
+    problem = Problem.from_leaf_matrix(matrix, np.ones(3), "l1", gamma=10.0, mcp_scaling="plain")
     w = np.array([0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
     lam, lam_f = 1.0, 0.5
-    # gradient g_j = -(leaf_sums_j - b * S_j) with b = 0: choose leaf_sums so that g = [-2, 0.2, -3, 0, 0, 4]
-    leaf_sums = np.array([2.0, -0.2, 3.0, 0.0, 0.0, -4.0])
+    gradient = np.array([-2.0, 0.2, -3.0, 0.0, 0.0, 4.0])
     d = np.empty(6)
-    direction_vector(w, values, offsets, leaf_sums, leaf_weight, 0.0, lam, np.full(2, 10.0), L1, lam_f, d)
+    direction_vector(problem, w, gradient, lam, lam_f, d)
     # leaf 0 (w=0, first leaf of tree 0; its right neighbour is also 0): dh + dg = [-1.5, 1.5]; -g = 2
     assert d[0] == pytest.approx(0.5)
     # leaf 1 (w=0, left neighbour equal, right neighbour 1 > 0): [-1, 1] + [-0.5, 0.5] - 0.5 = [-2, 1]
@@ -102,7 +101,22 @@ def test_direction_vector_hand_cases_with_tree_boundaries():
     # leaf 5 (last of tree 1, w=0, left neighbour 0): [-1.5, 1.5]; -g = -4 -> 2.5
     assert d[5] == pytest.approx(2.5)
     # the same entry without fusion: plain soft-threshold distance
-    assert direction_entry(5, 3, 5, w, 4.0, lam, 10.0, L1, 0.0) == pytest.approx(3.0)
+    direction_vector(problem, w, gradient, lam, 0.0, d)
+    assert d[5] == pytest.approx(3.0)
+
+
+def test_unknown_penalty_code_raises(small_problem):
+    """An unknown code is an error everywhere, never silently one of the known penalties."""
+    matrix, y, _ = small_problem
+    with pytest.raises(ValueError, match="penalty"):
+        Problem.from_leaf_matrix(matrix, np.ones(len(y)), "l0", gamma=1.1, mcp_scaling="block")
+    for code in (-1, 2):
+        with pytest.raises(ValueError, match="unknown penalty code"):
+            penalty_prox(1.0, 1.0, 0.5, 3.0, code)
+        problem = Problem.from_leaf_matrix(matrix, np.ones(len(y)), "mcp", 1.1, "block")._replace(penalty=code)
+        for solve in (solve_greedy, solve_cyclic):
+            with pytest.raises(ValueError, match="unknown penalty code"):
+                solve(problem, State.initial(problem, y), 1.0, 0.0, 1e-6, 100, 3)
 
 
 @pytest.mark.parametrize("ratio", [0.5, 0.1, 0.02])
@@ -112,7 +126,7 @@ def test_l1_matches_sklearn_lasso(small_problem, ratio):
     dense = matrix.to_csc().toarray()
     lam_max = fit_path(matrix, y, penalty="l1", n_lambdas=1).lambda_max
     lam = ratio * lam_max
-    ours = fit_path(matrix, y, penalty="l1", lambdas=[lam], tol=1e-10)
+    ours = fit_path(matrix, y, penalty="l1", fusion_ratio=0, lambdas=[lam], tol=1e-10)
     reference = Lasso(alpha=lam / n, fit_intercept=True, tol=1e-12, max_iter=200_000).fit(dense, y)
     f_ours = objective(matrix, y, ours.coef(0), ours.intercepts[0], lam)
     f_ref = objective(matrix, y, reference.coef_, reference.intercept_, lam)
@@ -141,8 +155,8 @@ def test_l1_with_fusion_matches_convex_reference(small_problem, lam_ratio, fusio
 
 def test_greedy_and_cyclic_reach_the_same_l1_optimum(small_problem):
     matrix, y, _ = small_problem
-    greedy = fit_path(matrix, y, penalty="l1", n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9)
-    cyclic = fit_path(matrix, y, penalty="l1", n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9,
+    greedy = fit_path(matrix, y, penalty="l1", fusion_ratio=0, n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9)
+    cyclic = fit_path(matrix, y, penalty="l1", fusion_ratio=0, n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9,
                       block_selection="cyclic")
     for a, b in zip(greedy.steps, cyclic.steps):
         assert a.objective == pytest.approx(b.objective, rel=1e-7)
@@ -157,7 +171,7 @@ def test_mcp_path_no_worse_than_skglm(small_problem):
     dense = matrix.to_csc().toarray()
     gamma_skglm = 3.0
     gamma = gamma_skglm / n
-    ours = fit_path(matrix, y, penalty="mcp", gamma=gamma, mcp_scaling="plain", n_lambdas=30,
+    ours = fit_path(matrix, y, penalty="mcp", gamma=gamma, mcp_scaling="plain", fusion_ratio=0, n_lambdas=30,
                     lambda_min_ratio=0.01, tol=1e-8)
     reference = skglm.MCPRegression(alpha=1.0, gamma=gamma_skglm, fit_intercept=True, tol=1e-10,
                                     max_iter=1000, warm_start=True)
@@ -179,7 +193,8 @@ def test_mcp_path_no_worse_than_skglm(small_problem):
 
 def test_paper_mcp_scaling_uses_per_tree_concavity(small_problem):
     matrix, y, _ = small_problem
-    result = fit_path(matrix, y, penalty="mcp", gamma=1.1, n_lambdas=20, lambda_min_ratio=0.01, tol=1e-8)
+    result = fit_path(matrix, y, penalty="mcp", gamma=1.1, fusion_ratio=0, n_lambdas=20, lambda_min_ratio=0.01,
+                      tol=1e-8)
     counts = matrix.column_counts()
     curvature = counts * matrix.values**2
     lipschitz = np.maximum.reduceat(curvature, matrix.offsets[:-1])
@@ -223,8 +238,8 @@ def test_sample_weights_equal_duplicated_rows(small_problem):
     rows = np.concatenate([np.arange(n), np.repeat(np.arange(50), 2)])
     duplicated = type(matrix)(np.ascontiguousarray(matrix.leaves[rows]), matrix.values, matrix.offsets)
     lam = 20.0
-    dup = fit_path(duplicated, y[rows], penalty="l1", lambdas=[lam], tol=1e-10)
-    weighted = fit_path(matrix, y, penalty="l1", lambdas=[lam * n / weights.sum()], tol=1e-10,
+    dup = fit_path(duplicated, y[rows], penalty="l1", fusion_ratio=0, lambdas=[lam], tol=1e-10)
+    weighted = fit_path(matrix, y, penalty="l1", fusion_ratio=0, lambdas=[lam * n / weights.sum()], tol=1e-10,
                         sample_weight=weights)
     np.testing.assert_allclose(weighted.coef(0), dup.coef(0), atol=1e-6)
     assert weighted.intercepts[0] == pytest.approx(dup.intercepts[0], abs=1e-8)

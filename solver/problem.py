@@ -1,0 +1,94 @@
+"""The two bundles the GBCD kernels (``solver.gbcd``) work on.
+
+``Problem`` holds what is fixed per training set and penalty; ``State`` the point being optimised, updated
+in place by the kernels and carried from one lambda of a path to the next (warm start). Both are typed
+named tuples of arrays and scalars: numba passes them as plain structs and caches the kernels that take
+them (``cache=True``), which a jitclass would not allow.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .penalties import MCP, penalty_code
+
+
+class Problem(NamedTuple):
+    """Per-leaf and per-tree constants of the FIRE problem on one training set (R leaves, T trees, n rows)."""
+
+    leaf_rows: np.ndarray      # (T*n,) int32, rows grouped by leaf: leaf j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
+    leaf_ptr: np.ndarray       # (R+1,) int64
+    values: np.ndarray         # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
+    offsets: np.ndarray        # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
+    sample_weight: np.ndarray  # (n,) s, normalised by the caller to sum to n
+    weight_total: float        # sum_i s_i
+    leaf_weight: np.ndarray    # (R,) S_j, the weighted row count of leaf j
+    curvature: np.ndarray      # (R,) c_j = S_j v_j^2, the diagonal of the Gram matrix
+    lipschitz: np.ndarray      # (T,) L_t = max_{j in t} c_j
+    block_gamma: np.ndarray    # (T,) effective MCP concavity of each tree
+    leaf_gamma: np.ndarray     # (R,) the same, repeated per leaf
+    penalty: int               # solver.penalties.L1 or MCP
+
+    @classmethod
+    def from_leaf_matrix(cls, matrix, sample_weight, penalty, gamma, mcp_scaling):
+        """The problem of ``matrix`` (a LeafMatrix) with normalised ``sample_weight`` and penalty name.
+
+        ``mcp_scaling="block"`` is the paper's MCP thresholding operator, per-tree concavity ``gamma / L_t``
+        (threshold ``gamma * lam / L_t``); ``"plain"`` (and L1, which ignores it) one ``gamma`` for all.
+        """
+        code = penalty_code(penalty)
+        offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
+        sizes = np.diff(offsets)
+        if np.any(sizes < 1):
+            raise ValueError("every tree must have at least one leaf")
+        values = np.ascontiguousarray(matrix.values, dtype=np.float64)
+        sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), offsets)
+        leaf_weight = np.ascontiguousarray(matrix.column_counts(sample_weight), dtype=np.float64)
+        curvature = leaf_weight * values**2
+        lipschitz = np.maximum.reduceat(curvature, offsets[:-1])
+        if code == MCP and mcp_scaling == "block":
+            block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
+        else:
+            block_gamma = np.full(len(sizes), float(gamma))
+        return cls(leaf_rows, leaf_ptr, values, offsets, sample_weight, float(sample_weight.sum()), leaf_weight,
+                   curvature, lipschitz, block_gamma, np.repeat(block_gamma, sizes), code)
+
+
+class State(NamedTuple):
+    """The point being optimised, updated in place: every weight change keeps all four fields exact."""
+
+    w: np.ndarray             # (R,) leaf weights
+    residual: np.ndarray      # (n,) y - M w, without the intercept
+    intercept: np.ndarray     # (1,) b, at its exact optimum: the weighted mean of the residual
+    residual_sum: np.ndarray  # (1,) sum_i s_i residual_i, so that a move updates b in O(1)
+
+    @classmethod
+    def initial(cls, problem, y):
+        """Where a path starts: w = 0, b at the weighted mean of ``y``."""
+        residual = np.array(y, dtype=np.float64)
+        residual_sum = np.dot(problem.sample_weight, residual)
+        return cls(np.zeros(problem.values.shape[0]), residual, np.array([residual_sum / problem.weight_total]),
+                   np.array([residual_sum]))
+
+
+@njit(cache=True)
+def sort_rows_by_leaf(leaves, offsets):
+    """Per tree, the rows grouped by leaf (counting sort, stable): returns (leaf_rows (T*n,), leaf_ptr (R+1,))."""
+    n, n_trees = leaves.shape
+    n_leaves = offsets[n_trees]
+    leaf_ptr = np.zeros(n_leaves + 1, dtype=np.int64)
+    for i in range(n):
+        for t in range(n_trees):
+            leaf_ptr[offsets[t] + leaves[i, t] + 1] += 1
+    for j in range(n_leaves):
+        leaf_ptr[j + 1] += leaf_ptr[j]
+    fill = leaf_ptr[:-1].copy()
+    leaf_rows = np.empty(n * n_trees, dtype=np.int32)
+    for i in range(n):
+        for t in range(n_trees):
+            j = offsets[t] + leaves[i, t]
+            leaf_rows[fill[j]] = i
+            fill[j] += 1
+    return leaf_rows, leaf_ptr
