@@ -40,7 +40,8 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     forest_kind, n_estimators, max_depth, max_features, learning_rate : the forest fitted when ``forest`` is
         None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
     penalty, gamma, mcp_scaling, lambda_f, fusion_ratio, max_rules, lambdas, n_lambdas, lambda_min_ratio, tol,
-    max_iter, block_selection, inner_iters, validation_fraction : the path (:class:`solver.spec.PathSpec`,
+    max_iter, block_selection, inner_iters, min_support, polish, validation_fraction : the path
+        (:class:`solver.spec.PathSpec`,
         where each is documented with its default). ``fusion_ratio=None`` means 0.5 unless ``lambda_f`` is
         given; 0 turns fusion off.
     random_state : int, RandomState or None
@@ -64,6 +65,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
                  max_rules=_PATH.max_rules, lambdas=_PATH.lambdas, n_lambdas=_PATH.n_lambdas,
                  lambda_min_ratio=_PATH.lambda_min_ratio, tol=_PATH.tol, max_iter=_PATH.max_iter,
                  block_selection=_PATH.block_selection, inner_iters=_PATH.inner_iters,
+                 min_support=_PATH.min_support, polish=_PATH.polish,
                  validation_fraction=_PATH.validation_fraction, random_state=None):
         self.forest = forest
         self.forest_kind = forest_kind
@@ -84,6 +86,8 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.block_selection = block_selection
         self.inner_iters = inner_iters
+        self.min_support = min_support
+        self.polish = polish
         self.validation_fraction = validation_fraction
         self.random_state = random_state
 

@@ -51,6 +51,14 @@ class LeafMatrix:
             raise ValueError(f"sample_weight must have shape ({n_rows},), got {row_weight.shape}")
         return leaf_column_sums(self.leaves, self.offsets, self.shape[1], row_weight)
 
+    def without_small_leaves(self, min_rows: int) -> "LeafMatrix":
+        """The same matrix with a zero column for every leaf that fewer than ``min_rows`` of its rows reach:
+        such leaves cannot become rules (``PathSpec.min_support``; the solver keeps zero columns at zero)."""
+        if min_rows <= 1:
+            return self
+        small = self.column_counts() < min_rows
+        return LeafMatrix(self.leaves, np.where(small, 0.0, self.values), self.offsets)
+
     def to_csc(self) -> scipy.sparse.csc_matrix:
         """M as an explicit scipy.sparse CSC matrix (n, R)."""
         n_rows, n_trees = self.leaves.shape

@@ -103,6 +103,12 @@ class PathSpec(_Spec):
     block_selection: str = field(default="greedy", metadata=_doc(
         "'greedy': steepest trees and leaves first (the paper's GBCD); 'cyclic': every tree in turn"))
     inner_iters: int = field(default=3, metadata=_doc("fused proximal steps per visit of a tree"))
+    min_support: int | float = field(default=0, metadata=_doc(
+        "leaves that fewer training rows reach are not candidate rules: a row count (an integer >= 0) or a "
+        "fraction of the training rows in (0, 1)"))
+    polish: bool = field(default=False, metadata=_doc(
+        "refit the weights of each step's rules (and the intercept) by least squares on the training rows, "
+        "keeping the rules the penalties selected (solver.polish)"))
     validation_fraction: float = field(default=0.2, metadata=_doc(
         "share of the rows held out to select the step when no validation rows are given"))
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
@@ -141,10 +147,20 @@ class PathSpec(_Spec):
                  f"must be one of {list(BLOCK_SELECTIONS)}, got {self.block_selection!r}")
         _require(_is_count(self.inner_iters) and self.inner_iters >= 1, "inner_iters",
                  f"must be an integer >= 1, got {self.inner_iters!r}")
+        _require((_is_count(self.min_support) and self.min_support >= 0)
+                 or (_is_number(self.min_support) and 0 < self.min_support < 1), "min_support",
+                 f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}")
+        _require(isinstance(self.polish, bool), "polish", f"must be true or false, got {self.polish!r}")
         _require(_is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
                  "validation_fraction", f"must be in [0, 1), got {self.validation_fraction!r}")
         _require(_is_count(self.random_state) and 0 <= self.random_state < 2**32, "random_state",
                  f"must be an integer in [0, 2**32), got {self.random_state!r}")
+
+    def min_support_rows(self, n_rows: int) -> int:
+        """The fewest training rows (of ``n_rows``) a leaf must hold to be a candidate rule."""
+        if _is_count(self.min_support):
+            return int(self.min_support)
+        return math.ceil(self.min_support * n_rows)
 
     def fusion_strength(self, lambda_s: float) -> float:
         """lambda_f at the step with sparsity ``lambda_s``."""

@@ -44,6 +44,10 @@ def test_fit_path_has_no_defaults_of_its_own():
     ({"max_iter": 0}, "max_iter"),
     ({"block_selection": "random"}, "block_selection"),
     ({"inner_iters": 0}, "inner_iters"),
+    ({"min_support": -1}, "min_support"),
+    ({"min_support": 1.5}, "min_support"),
+    ({"min_support": True}, "min_support"),
+    ({"polish": 1}, "polish"),
     ({"validation_fraction": 1.0}, "validation_fraction"),
     ({"random_state": -1}, "random_state"),
     ({"gamma_typo": 2.0}, "gamma_typo"),
@@ -52,6 +56,12 @@ def test_each_bad_path_setting_is_named(changes, field):
     with pytest.raises(SpecError) as raised:
         PathSpec.from_dict(changes)
     assert raised.value.field == field
+
+
+def test_min_support_is_rows_or_a_fraction_of_the_training_rows():
+    assert PathSpec(min_support=30).min_support_rows(1000) == 30
+    assert PathSpec(min_support=0.011).min_support_rows(1000) == 11
+    assert PathSpec(min_support=0).min_support_rows(1000) == 0
 
 
 @pytest.mark.parametrize("changes, field", [
