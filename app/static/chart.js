@@ -212,6 +212,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     };
     chart.addEventListener("pointermove", event => showTooltip(pointAt(event), scales, width));
     chart.addEventListener("pointerleave", () => { tooltip.hidden = true; });
+    chart.addEventListener("blur", () => { tooltip.hidden = true; });
     chart.addEventListener("click", event => { const index = pointAt(event); if (index !== null) onShow(index); });
     chart.addEventListener("keydown", event => {
       const moves = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1, PageDown: -5, PageUp: 5 };
