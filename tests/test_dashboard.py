@@ -48,12 +48,16 @@ class Served:
 
     def __enter__(self) -> "Served":
         self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
-        for worker in self.workers:
-            worker.wait_registered(self.redis)
+        try:
+            deadline = time.monotonic() + 30
+            while not self.server.started:
+                assert time.monotonic() < deadline, "uvicorn did not start"
+                time.sleep(0.05)
+            for worker in self.workers:
+                worker.wait_registered(self.redis)
+        except BaseException:
+            self.__exit__(None, None, None)  # no worker is left behind
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
