@@ -1,7 +1,6 @@
 """Limits and the event loop: heavy uploads never hold other requests up, oversized or hostile bodies are refused
 early with a 4xx naming the fix, and the silent coercions of before are refused."""
 import gzip
-import io
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from app.main import create_app
 from service_fixtures import (REPO_ROOT, abalone_frame, api, free_port, isolated_settings, settings_env,  # noqa: F401
                               stack)
 from test_service_datasets import assert_problem
-from test_service_jobs import abalone, submit, train_forest  # noqa: F401
+from test_service_jobs import abalone, submit  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

@@ -16,14 +16,16 @@ api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False,
                                           "names the tenant whose data the request sees")
 
 
-def get_core(request: Request) -> Core:
+# The dependencies that do no I/O are coroutines: FastAPI would run a plain function in its thread pool, a thread
+# hop per dependency per request.
+async def get_core(request: Request) -> Core:
     return request.app.state.core
 
 
 CoreDep = Annotated[Core, Depends(get_core)]
 
 
-def require_tenant(core: CoreDep, api_key: Annotated[str | None, Security(api_key_header)] = None) -> str:
+async def require_tenant(core: CoreDep, api_key: Annotated[str | None, Security(api_key_header)] = None) -> str:
     keys = core.tenant_keys
     if not keys.required:
         return DEFAULT_TENANT
@@ -39,7 +41,7 @@ def require_tenant(core: CoreDep, api_key: Annotated[str | None, Security(api_ke
 TenantDep = Annotated[str, Depends(require_tenant)]
 
 
-def require_redis(core: CoreDep) -> None:
+async def require_redis(core: CoreDep) -> None:
     """503 at once while this process knows Redis is down, instead of each request waiting for a timeout."""
     core.redis_health.check()
 
@@ -55,7 +57,7 @@ class CpuLane:
         return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
 
-def get_cpu(request: Request) -> CpuLane:
+async def get_cpu(request: Request) -> CpuLane:
     return request.app.state.cpu
 
 

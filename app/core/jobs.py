@@ -316,9 +316,16 @@ class JobService:
                           [FieldFault(field, "expired", "run the job again")])
         weights, intercept = stored
         if self.forests.find(result.forest_id) is None:
-            raise Expired(f"The forest of job {job_id} was deleted: its rules cannot be rebuilt.",
-                          [FieldFault(field, f"forest {result.forest_id} deleted", "run the job again on a forest")])
-        return result, RuleEnsemble.from_weights(self.forests.load(result.forest_id), weights, intercept)
+            raise _deleted("forest", result.forest_id, job_id, field)
+        if self.datasets.find(result.dataset_id) is None:
+            raise _deleted("dataset", result.dataset_id, job_id, field)
+        # as the library builds them (solver.fitting.fit_rules): in the table's columns, with the support and
+        # threshold precision of the training rows
+        X, _ = self.datasets.load_arrays(result.dataset_id)
+        train_rows = TrainingRows.for_path(result.parameters.path, result.parameters.validation_dataset_id)
+        return result, RuleEnsemble.from_weights(self.forests.load(result.forest_id), weights, intercept,
+                                                 encoding=self.datasets.read(result.dataset_id).encoding,
+                                                 X=X[train_rows.select(len(X))])
 
     # ---- cancellation -----------------------------------------------------------------------------------
 
@@ -369,6 +376,11 @@ class JobService:
             Job.fetch(record.rq_job_id, connection=self.redis, serializer=JSONSerializer).delete()
         except NoSuchJobError:
             pass  # RQ already let it expire
+
+
+def _deleted(kind: str, stored_id: str, job_id: str, field: str) -> Expired:
+    return Expired(f"The {kind} of job {job_id} was deleted: its rules cannot be rebuilt.",
+                   [FieldFault(field, f"{kind} {stored_id} deleted", "run the job again")])
 
 
 _NO_RESULT_FIX = {

@@ -13,7 +13,7 @@ from pydantic import Field
 from app.core.blobs import BlobStore, Document, jsonable
 from app.core.config import Settings
 from app.core.datasets import MAX_ABS_VALUE, DatasetStore, table_invalid
-from app.core.errors import Expired, FieldFault, Invalid, NotFound, TooLarge
+from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
 from app.core.job_documents import PathJobSpec
 from app.core.jobs import JobService
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
@@ -113,11 +113,7 @@ class ModelStore:
         step = result.selected if step is None else step
         result, ensemble = self.jobs.step_rules(job_id, step, tenant=tenant)
         chosen = result.steps[step]
-        dataset = self.datasets.find(result.dataset_id)
-        if dataset is None:
-            raise Expired(f"The dataset of job {job_id} was deleted: its columns are unknown.",
-                          [FieldFault("job_id", f"dataset {result.dataset_id} deleted",
-                                      "upload the dataset again and rerun the job")])
+        dataset = self.datasets.read(result.dataset_id)  # step_rules found it
         model = ModelInfo(
             id=model_id, tenant=tenant, name=name,
             version=int(self.blobs.redis.incr(self._version_key(tenant, name))),
