@@ -90,6 +90,7 @@ def browser():
 
 def shoot(page, name: str) -> None:
     """Full-page screenshots at 1280x800 and 400 px wide, each without a horizontal scroll bar."""
+    assert "[object " not in page.inner_text("body"), f"{name} shows an object where it means its content"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for label, size in SIZES.items():
         page.set_viewport_size(size)

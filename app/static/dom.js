@@ -156,7 +156,7 @@ export function loadedView(main, title, load) {
 export async function fill(target, load) {
   target.replaceChildren(loading());
   try {
-    target.replaceChildren(...[await load()].flat().filter(Boolean));
+    target.replaceChildren(...[await load()].flat(Infinity).filter(Boolean));
   } catch (error) {
     if (error.name === "AbortError") return;
     target.replaceChildren(problemAlert(error));

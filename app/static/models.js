@@ -5,7 +5,7 @@ import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatSigned, formatTime, h, idText, link,
          loadedView, pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { indicatorFeatures, rulesTable } from "./rules.js";
+import { columnImportance, ruleId, rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
 
 const versionColumns = [
@@ -57,23 +57,23 @@ function probabilities(value) {
 }
 
 /** The prediction of the first row, its probabilities where the model gives them, and the rules that fired. */
-function scoreView(model, answer, indicators) {
+function scoreView(model, answer) {
   const fired = answer.explanations?.[0] ?? [];
-  const total = fired.reduce((sum, id) => sum + model.ensemble.rules[id].contribution, 0);
+  const contributions = new Map(model.ensemble.rules.map((rule, position) => [ruleId(rule, position), rule.contribution]));
+  const total = fired.reduce((sum, id) => sum + contributions.get(id), 0);
   return [
     h("p", null, "Prediction: ", h("span", { class: "prediction", id: "prediction" }, typeof answer.predictions[0] === "number"
       ? formatNumber(answer.predictions[0], 6) : String(answer.predictions[0]))),
     probabilities(answer.probabilities?.[0]),
     h("p", { class: "breakdown" }, `intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} `
       + `${formatNumber(Math.abs(total), 6)} from ${fired.length} ${fired.length === 1 ? "rule" : "rules"} that fired`),
-    rulesTable(model.ensemble, { indicators, only: fired, caption: "Rules that fired for this row" }),
+    rulesTable(model.ensemble, { columns: model.columns, only: fired, caption: "Rules that fired for this row" }),
   ];
 }
 
 export function showModel(main, { modelId }, { signal }) {
   loadedView(main, "Model", async () => {
     const [model, all] = await Promise.all([get(`/v1/models/${encodeURIComponent(modelId)}`, signal), get("/v1/models", signal)]);
-    const indicators = indicatorFeatures(model.columns);
     const source = model.provenance;
     const scored = h("div", { "aria-live": "polite", id: "score" });
     return { title: `Model ${model.name} v${model.version}`, content: [
@@ -87,8 +87,9 @@ export function showModel(main, { modelId }, { signal }) {
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
         card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics))))),
       card("Predict one row", h("p", { class: "muted" }, `The training table's columns; leave a value empty for a missing one.`),
-        rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer, indicators).filter(Boolean))), scored),
-      card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { indicators })),
+        rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
+      card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),
+      model.ensemble.importance ? card("Columns by importance", columnImportance(model.ensemble.importance)) : null,
       card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: versionColumns,
                                                     rowProps: other => ({ class: other.id === model.id ? "chosen" : null }) })),
     ] };

@@ -5,7 +5,7 @@ import { get, post } from "./api.js";
 import { metricPairs } from "./chart.js";
 import { definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, h, link } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { indicatorFeatures, rulesTable } from "./rules.js";
+import { columnImportance, rulesTable } from "./rules.js";
 import { selectedLeaves, treeFigures } from "./trees.js";
 
 const TREES_AT_FIRST = 12;
@@ -94,7 +94,6 @@ function treesSection(forestId, ensemble, signal) {
 export function stepPanel({ jobId, result, dataset, signal, navigate }) {
   const element = h("section", { class: "card", id: "step", "aria-live": "polite" });
   let current = null;
-  const indicators = indicatorFeatures(dataset?.columns);
   const stepLink = (k, text) => (k >= 0 && k < result.steps.length ? link(`/dashboard/jobs/${jobId}/steps/${k}`, text) : null);
 
   function show(k) {
@@ -107,7 +106,9 @@ export function stepPanel({ jobId, result, dataset, signal, navigate }) {
       const order = h("select", { id: "rule-order" }, h("option", { value: "contribution" }, "largest contribution first"),
                       h("option", { value: "tree" }, "tree and leaf"));
       const table = h("div");
-      const drawTable = () => table.replaceChildren(rulesTable(rules.rules, { indicators, order: order.value, onTree: trees.focusTree }));
+      const drawTable = () => table.replaceChildren(rulesTable(rules.rules, { columns: dataset?.columns, order: order.value,
+                                                                            onTree: trees.focusTree }));
+      const importance = columnImportance(rules.rules.importance);
       order.addEventListener("change", drawTable);
       drawTable();
       return [
@@ -120,6 +121,7 @@ export function stepPanel({ jobId, result, dataset, signal, navigate }) {
         h("h3", null, `Rules (${rules.rules.rules.length}), intercept ${formatNumber(rules.rules.intercept, 5)}`),
         h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
         table,
+        importance ? [h("h3", null, "Columns by importance"), importance] : null,
         h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
         h("p", { class: "muted" }, "Selected leaves are coloured by the sign of their contribution (#rule below); the splits ",
           "they need are highlighted, darker where several selected leaves share them."),

@@ -4,6 +4,7 @@
 
 import { drawAtWidth } from "./chart.js";
 import { formatNumber, formatSigned, h, svg } from "./dom.js";
+import { ruleId } from "./rules.js";
 
 const FULL_TREE_LEAVES = 32; // larger trees show only the branches that lead to selected leaves
 const MIN_LEAF_PX = 30; // so do trees whose leaves would be narrower than this
@@ -127,10 +128,10 @@ function drawTree(container, width, tree, featureNames, selected, layout) {
 /** Selected leaves per tree of a rule ensemble: tree → (leaf → {rule, contribution of that leaf}). */
 export function selectedLeaves(ensemble) {
   const byTree = new Map();
-  ensemble.rules.forEach((rule, id) => {
+  ensemble.rules.forEach((rule, position) => {
     for (const member of rule.members) {
       if (!byTree.has(member.tree)) byTree.set(member.tree, new Map());
-      byTree.get(member.tree).set(member.leaf, { rule: id, contribution: member.weight * member.value });
+      byTree.get(member.tree).set(member.leaf, { rule: ruleId(rule, position), contribution: member.weight * member.value });
     }
   });
   return byTree;
