@@ -194,7 +194,8 @@ def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
         fused_lasso_prox(point, lam_f / step_curvature, theta)
         largest_move = 0.0
         for k in range(size):
-            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty)
+            # a leaf whose column is zero (no training rows, or below min_support) stays at zero
+            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty) if curvature[k] > 0.0 else 0.0
             largest_move = max(largest_move, abs(theta[k] - out[k]))
         if it == 0:
             measure = step_curvature * largest_move

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from . import gbcd
 from .leaf_matrix import count_antecedents
+from .polish import polish
 from .problem import Problem, State
 from .spec import PathSpec
 
@@ -109,6 +110,9 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
     ``callback(step)`` runs after every step; a truthy return stops the path (progress, cancel, deadline).
     The path also stops after the first step whose rule count passes ``max_rules``. The validation split
     settings of the spec are the caller's business (``solver.fitting``): here validation rows are given.
+    Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
+    records (weights, intercept, losses) refitted on its rules (``solver.polish``), the path itself running on
+    the penalized solutions (its warm starts, ``objective``).
     """
     spec = spec or PathSpec()
     if settings:
@@ -130,6 +134,7 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
             raise ValueError("y_val must have one value per row of val_matrix")
 
     weights = _validated_sample_weight(sample_weight, n)
+    matrix = matrix.without_small_leaves(spec.min_support_rows(n))
     problem = Problem.from_leaf_matrix(matrix, weights, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
     state = State.initial(problem, y)
@@ -151,11 +156,15 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
         lam_f = spec.fusion_strength(lam)
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
         objective = gbcd.objective_value(problem, state, float(lam), lam_f)
-        step = _record_step(index, lam, lam_f, problem, state, objective, n_iter, converged, val_matrix, y_val,
-                            leaf_ancestors, time.perf_counter() - started)
-        nonzero = np.flatnonzero(state.w)
-        rows.append((nonzero, state.w[nonzero].copy()))
-        intercepts.append(state.intercept[0])
+        w, intercept, residual = state.w, state.intercept[0], state.residual
+        if spec.polish:
+            w, intercept = polish(matrix, y, weights, state.w)
+            residual = y - matrix.matvec(w)
+        step = _record_step(index, lam, lam_f, problem, w, intercept, residual, objective, n_iter, converged,
+                            val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)
+        nonzero = np.flatnonzero(w)
+        rows.append((nonzero, w[nonzero].copy()))
+        intercepts.append(intercept)
         steps.append(step)
         if callback is not None and callback(step):
             stop_reason = "callback"
@@ -171,16 +180,15 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
     return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason)
 
 
-def _record_step(index, lam, lam_f, problem, state, objective, n_iter, converged, val_matrix, y_val,
-                 leaf_ancestors, seconds):
-    active = state.w != 0
-    intercept = state.intercept[0]
+def _record_step(index, lam, lam_f, problem, w, intercept, residual, objective, n_iter, converged, val_matrix,
+                 y_val, leaf_ancestors, seconds):
+    active = w != 0
     per_tree = np.add.reduceat(active.astype(np.int64), problem.offsets[:-1])
-    train_residual = state.residual - intercept
+    train_residual = residual - intercept
     train_loss = float(np.dot(problem.sample_weight, train_residual**2) / problem.weight_total)
     val_loss = None
     if val_matrix is not None:
-        val_loss = float(np.mean((y_val - intercept - val_matrix.matvec(state.w)) ** 2))
+        val_loss = float(np.mean((y_val - intercept - val_matrix.matvec(w)) ** 2))
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(active, *leaf_ancestors))

@@ -5,7 +5,7 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import Lasso
 
-from solver import LeafMatrix, TreeEnsemble, fit_path, leaf_matrix
+from solver import LeafMatrix, PathSpec, TreeEnsemble, fit_path, leaf_matrix
 from solver.gbcd import direction_vector, solve_cyclic, solve_greedy
 from solver.penalties import L1, MCP, fused_lasso_prox, mcp_value, penalty_prox
 from solver.problem import Problem, State
@@ -257,3 +257,39 @@ def test_invalid_arguments_are_rejected(small_problem):
         fit_path(matrix, np.where(np.arange(len(y)) == 3, np.nan, y))
     with pytest.raises(ValueError, match="shape"):
         fit_path(matrix, y[:-1])
+
+
+def test_min_support_keeps_small_leaves_out_of_every_step():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 4))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=400)
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=20, max_depth=5, random_state=0).fit(X, y))
+    M = leaf_matrix(forest, X)
+    counts = M.column_counts()
+    for fusion_ratio in (0.0, 1.0):
+        result = fit_path(M, y, n_lambdas=20, min_support=12, fusion_ratio=fusion_ratio)
+        selected = np.flatnonzero(np.abs(result.coef_path).sum(axis=0))
+        assert len(selected) and counts[selected].min() >= 12 and (counts < 12).any()
+    assert PathSpec(min_support=0.03).min_support_rows(400) == 12
+    same = fit_path(M, y, n_lambdas=20, min_support=0.03)
+    np.testing.assert_array_equal(same.coef_path.toarray(), fit_path(M, y, n_lambdas=20, min_support=12).coef_path.toarray())
+
+
+def test_polish_refits_each_steps_rules_by_least_squares():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 4))
+    y = 2 * X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.normal(size=300)
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=15, max_depth=3, random_state=0).fit(X, y))
+    M = leaf_matrix(forest, X)
+    plain = fit_path(M, y, n_lambdas=15, fusion_ratio=2.0, polish=False)
+    polished = fit_path(M, y, n_lambdas=15, fusion_ratio=2.0, polish=True)
+    dense = M.to_csc().toarray()
+    for k, step in enumerate(polished.steps):
+        support = np.flatnonzero(polished.coef(k))
+        np.testing.assert_array_equal(support, np.flatnonzero(plain.coef(k)))  # same rules, other amounts
+        design = np.column_stack([np.ones(len(y)), dense[:, support]])
+        exact = np.linalg.lstsq(design, y, rcond=None)[0]
+        fitted = polished.intercepts[k] + dense[:, support] @ polished.coef(k)[support]
+        np.testing.assert_allclose(fitted, design @ exact, atol=1e-4 * np.abs(y).max())
+        assert step.train_loss <= plain.steps[k].train_loss + 1e-12
+        assert step.objective == plain.steps[k].objective
