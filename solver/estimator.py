@@ -39,7 +39,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         Use these trees instead of fitting a forest (they should not have seen the validation rows).
     forest_kind, n_estimators, max_depth, max_features, learning_rate : the forest fitted when ``forest`` is
         None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
-    penalty, gamma, mcp_scaling, lambda_f, fusion_ratio, max_rules, lambdas, n_lambdas, lambda_min_ratio, tol,
+    penalty, gamma, mcp_scaling, scaling, lambda_f, fusion_ratio, max_rules, lambdas, n_lambdas, lambda_min_ratio, tol,
     max_iter, block_selection, inner_iters, min_support, polish, validation_fraction : the path
         (:class:`solver.spec.PathSpec`,
         where each is documented with its default). ``fusion_ratio=None`` means 0.5 unless ``lambda_f`` is
@@ -61,7 +61,8 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, forest=None, forest_kind=_FOREST.kind, n_estimators=_FOREST.n_estimators,
                  max_depth=_FOREST.max_depth, max_features=_FOREST.max_features,
                  learning_rate=_FOREST.learning_rate, penalty=_PATH.penalty, gamma=_PATH.gamma,
-                 mcp_scaling=_PATH.mcp_scaling, lambda_f=_PATH.lambda_f, fusion_ratio=_PATH.fusion_ratio,
+                 mcp_scaling=_PATH.mcp_scaling, scaling=_PATH.scaling, lambda_f=_PATH.lambda_f,
+                 fusion_ratio=_PATH.fusion_ratio,
                  max_rules=_PATH.max_rules, lambdas=_PATH.lambdas, n_lambdas=_PATH.n_lambdas,
                  lambda_min_ratio=_PATH.lambda_min_ratio, tol=_PATH.tol, max_iter=_PATH.max_iter,
                  block_selection=_PATH.block_selection, inner_iters=_PATH.inner_iters,
@@ -76,6 +77,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         self.penalty = penalty
         self.gamma = gamma
         self.mcp_scaling = mcp_scaling
+        self.scaling = scaling
         self.lambda_f = lambda_f
         self.fusion_ratio = fusion_ratio
         self.max_rules = max_rules

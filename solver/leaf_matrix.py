@@ -59,6 +59,16 @@ class LeafMatrix:
         small = self.column_counts() < min_rows
         return LeafMatrix(self.leaves, np.where(small, 0.0, self.values), self.offsets)
 
+    def unit_columns(self, sample_weight=None) -> tuple["LeafMatrix", np.ndarray]:
+        """(the matrix with unit-norm columns on these rows, ``scale``): column j becomes ``1/sqrt(S_j)`` on its
+        rows (``S_j`` the weighted row count), so weights ``w'`` of this matrix are ``w = scale * w'`` of this one
+        (``scale_j = 1 / (v_j sqrt(S_j))``); a zero column stays zero (scale 0)."""
+        counts = self.column_counts(sample_weight)
+        usable = (counts > 0) & (self.values != 0)
+        root = np.sqrt(np.where(usable, counts, 1.0))
+        scale = np.where(usable, 1.0 / (np.where(usable, self.values, 1.0) * root), 0.0)
+        return LeafMatrix(self.leaves, np.where(usable, 1.0 / root, 0.0), self.offsets), scale
+
     def to_csc(self) -> scipy.sparse.csc_matrix:
         """M as an explicit scipy.sparse CSC matrix (n, R)."""
         n_rows, n_trees = self.leaves.shape

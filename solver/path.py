@@ -110,7 +110,9 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
     ``callback(step)`` runs after every step; a truthy return stops the path (progress, cancel, deadline).
     The path also stops after the first step whose rule count passes ``max_rules``. The validation split
     settings of the spec are the caller's business (``solver.fitting``): here validation rows are given.
-    Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
+    With ``scaling="unit"`` the solver runs on M with unit-norm columns (``LeafMatrix.unit_columns``;
+    ``lambda_s``, ``lambda_f`` and ``objective`` are in those units) and every recorded weight is mapped back to
+    M's. Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
     records (weights, intercept, losses) refitted on its rules (``solver.polish``), the path itself running on
     the penalized solutions (its warm starts, ``objective``).
     """
@@ -135,7 +137,11 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
 
     weights = _validated_sample_weight(sample_weight, n)
     matrix = matrix.without_small_leaves(spec.min_support_rows(n))
-    problem = Problem.from_leaf_matrix(matrix, weights, penalty, gamma, mcp_scaling)
+    if spec.scaling == "unit":  # the solver's weights w' are w / scale
+        solved, scale = matrix.unit_columns(weights)
+    else:
+        solved, scale = matrix, np.ones(matrix.values.shape[0])
+    problem = Problem.from_leaf_matrix(solved, weights, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
     state = State.initial(problem, y)
     lambda_max = gbcd.lambda_max(problem, state)
@@ -156,9 +162,9 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
         lam_f = spec.fusion_strength(lam)
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
         objective = gbcd.objective_value(problem, state, float(lam), lam_f)
-        w, intercept, residual = state.w, state.intercept[0], state.residual
+        w, intercept, residual = state.w * scale, state.intercept[0], state.residual
         if spec.polish:
-            w, intercept = polish(matrix, y, weights, state.w)
+            w, intercept = polish(matrix, y, weights, w)
             residual = y - matrix.matvec(w)
         step = _record_step(index, lam, lam_f, problem, w, intercept, residual, objective, n_iter, converged,
                             val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)

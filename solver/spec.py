@@ -13,13 +13,21 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from numbers import Integral, Real
 
 PENALTIES = ("mcp", "l1")
+SCALINGS = ("unit", "leaf_value")
 MCP_SCALINGS = ("block", "plain")
 BLOCK_SELECTIONS = ("greedy", "cyclic")
 FOREST_KINDS = ("random_forest", "extra_trees", "gradient_boosting")
 MAX_FEATURES_NAMES = ("sqrt", "log2")
-# lambda_f = DEFAULT_FUSION_RATIO * lambda_s where neither lambda_f nor fusion_ratio is given: the paper's
-# 0.5; bench/results/quality.md found it neutral under 15 rules and better at 25-50 rules on deeper forests.
+# lambda_f = DEFAULT_FUSION_RATIO * lambda_s where neither lambda_f nor fusion_ratio is given: the paper's 0.5; in
+# the default unit scaling it shares antecedents at no cost in error under 15 rules (bench/results/quality.md).
 DEFAULT_FUSION_RATIO = 0.5
+# 1% of the training rows: no rule of a handful of rows (airquality's support-1 rules); neutral on depth-3 forests,
+# lower test error on depth-7 ones (bench/results/quality.md)
+DEFAULT_MIN_SUPPORT = 0.01
+# The documented setting for rule sets that share antecedents (fusion that pays): stronger fusion (in the default
+# unit scaling) selects leaves next to each other in fewer trees, the polish (a default) removes the shrinkage it
+# puts on their weights. bench/results/quality.md measures it against MCP alone at 10-15 rules.
+READABLE = {"fusion_ratio": 0.8}
 
 
 class SpecError(ValueError):
@@ -85,6 +93,10 @@ class PathSpec(_Spec):
         "MCP concavity (> 1 in block scaling, > 0 in plain); near 1 selects aggressively, large acts like l1"))
     mcp_scaling: str = field(default="block", metadata=_doc(
         "'block': the paper's per-tree concavity gamma / L_t; 'plain': one gamma for every leaf"))
+    scaling: str = field(default="unit", metadata=_doc(
+        "units the penalties weigh a rule in: 'unit' (its column of M scaled to unit norm on the training rows, "
+        "so lambda_s and lambda_f mean the same for a rule of 10 rows as of 1000 and fusion compares neighbours' "
+        "contributions per row) or 'leaf_value' (M's columns are the leaf values, as in the paper)"))
     lambda_f: float | None = field(default=None, metadata=_doc(
         "fixed fusion strength; give this or fusion_ratio, not both"))
     fusion_ratio: float | None = field(default=None, metadata=_doc(
@@ -103,10 +115,10 @@ class PathSpec(_Spec):
     block_selection: str = field(default="greedy", metadata=_doc(
         "'greedy': steepest trees and leaves first (the paper's GBCD); 'cyclic': every tree in turn"))
     inner_iters: int = field(default=3, metadata=_doc("fused proximal steps per visit of a tree"))
-    min_support: int | float = field(default=0, metadata=_doc(
+    min_support: int | float = field(default=DEFAULT_MIN_SUPPORT, metadata=_doc(
         "leaves that fewer training rows reach are not candidate rules: a row count (an integer >= 0) or a "
         "fraction of the training rows in (0, 1)"))
-    polish: bool = field(default=False, metadata=_doc(
+    polish: bool = field(default=True, metadata=_doc(
         "refit the weights of each step's rules (and the intercept) by least squares on the training rows, "
         "keeping the rules the penalties selected (solver.polish)"))
     validation_fraction: float = field(default=0.2, metadata=_doc(
@@ -117,6 +129,7 @@ class PathSpec(_Spec):
         _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
         _require(self.mcp_scaling in MCP_SCALINGS, "mcp_scaling",
                  f"must be one of {list(MCP_SCALINGS)}, got {self.mcp_scaling!r}")
+        _require(self.scaling in SCALINGS, "scaling", f"must be one of {list(SCALINGS)}, got {self.scaling!r}")
         floor = 1.0 if self.mcp_scaling == "block" else 0.0
         _require(_is_number(self.gamma) and self.gamma > floor, "gamma",
                  f"must be a number > {floor:g} ({self.mcp_scaling} MCP scaling), got {self.gamma!r}")

@@ -16,8 +16,8 @@ from app.core.forests import TrainingRows
 from app.core.job_documents import Grid, JobState
 from app.core.jobs import PathSubmission
 from solver.path import PathStep
-from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES, ForestSpec,
-                         PathSpec, SpecError)
+from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES, SCALINGS,
+                         ForestSpec, PathSpec, SpecError)
 
 PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
@@ -111,6 +111,7 @@ class PathJobRequest(StrictBody):
     penalty: Literal[PENALTIES] = path_setting("penalty")
     gamma: float = path_setting("gamma")
     mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
+    scaling: Literal[SCALINGS] = path_setting("scaling")
     lambda_f: float | None = path_setting("lambda_f")
     fusion_ratio: float | None = path_setting("fusion_ratio")
     lambdas: list[float] | None = path_setting("lambdas")
@@ -121,6 +122,8 @@ class PathJobRequest(StrictBody):
     max_iter: int = path_setting("max_iter")
     block_selection: Literal[BLOCK_SELECTIONS] = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
+    min_support: int | float = path_setting("min_support")
+    polish: bool = path_setting("polish")
     grid: Grid | None = Field(None, description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
                                                 "64 by default); the best cell's selected step is kept")
 
