@@ -45,6 +45,8 @@ def serve(args: argparse.Namespace) -> None:
         print(f"no API keys configured: authentication is off, listening on loopback only ({args.host})",
               file=sys.stderr)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from app.main import create_app  # the API's imports first: they take seconds, and the workers' would compete
+
     stack = None
     try:
         if settings.redis_url is None:
@@ -59,8 +61,6 @@ def serve(args: argparse.Namespace) -> None:
             uvicorn.run("app.main:create_app", factory=True, workers=workers, host=args.host, port=args.port,
                         log_level=args.log_level)
         else:
-            from app.main import create_app
-
             uvicorn.run(create_app(get_settings()), host=args.host, port=args.port, log_level=args.log_level)
     finally:
         if stack is not None:

@@ -40,28 +40,34 @@ def percentile(values, q) -> float:
 
 
 class Service:
-    def __init__(self, redis_url: str):
+    """`fire-rules serve` (API only) and worker processes on the given Redis, under a fresh key prefix and queue
+    that `close` removes."""
+
+    def __init__(self, redis_url: str, api_processes: int = 1, workers: int = 1, env: dict | None = None):
         token = uuid.uuid4().hex[:10]
         self.prefix, self.queue = f"fire-bench-{token}:", f"fire-bench-{token}"
         self.redis = Redis.from_url(redis_url)
         self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIRE_REDIS_URL": redis_url,
-                    "FIRE_KEY_PREFIX": self.prefix, "FIRE_QUEUE_NAME": self.queue}
+                    "FIRE_KEY_PREFIX": self.prefix, "FIRE_QUEUE_NAME": self.queue,
+                    "FIRE_API_WORKERS": str(api_processes), **(env or {})}
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
         self.processes = [
             subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
-                             env=self.env, cwd=REPO_ROOT),
-            subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=self.env, cwd=REPO_ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                             env=self.env, cwd=REPO_ROOT, stderr=subprocess.DEVNULL),
+            *[subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=self.env, cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)],
         ]
         self.http = httpx.Client(base_url=self.base, timeout=60)
         self._wait_ready()
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 120
+        """Until a worker is ready (has compiled the solver), not only alive."""
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
-                if self.http.get("/readyz").status_code == 200:
+                response = self.http.get("/readyz")
+                if response.status_code == 200 and response.json()["status"] == "ready":
                     return
             except httpx.TransportError:
                 pass
@@ -73,7 +79,7 @@ class Service:
         for process in self.processes:
             process.terminate()
         for process in self.processes:
-            process.wait(timeout=30)
+            process.wait(timeout=60)
         job_ids = [i.decode() for i in self.redis.zrange(f"{self.prefix}jobs", 0, -1)]
         for pattern in [f"{self.prefix}*", f"rq:*{self.queue}*"] + [f"rq:*{j}*" for j in job_ids]:
             keys = list(self.redis.scan_iter(match=pattern, count=1000))

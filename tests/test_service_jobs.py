@@ -101,14 +101,21 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert second["version"] == model["version"] + 1 and second["n_rules"] == result["steps"][0]["n_rules"]
 
 
-def test_bad_scoring_requests_name_the_fault(stack, abalone):
+ABALONE_ROW = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
+               "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
+
+
+def scoring_url(stack, abalone, name: str) -> str:
+    """The predict URL of a model promoted from a short path job on the abalone forest."""
     dataset, forest_id = abalone
     job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10})
     stack.wait_for(job["id"], ("succeeded",))
-    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": "bad-inputs"}).json()
-    url = f"/v1/models/{model['id']}/predict"
-    row = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
-           "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
+    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": name}).json()
+    return f"/v1/models/{model['id']}/predict"
+
+
+def test_bad_scoring_requests_name_the_fault(stack, abalone):
+    url, row = scoring_url(stack, abalone, "bad-inputs"), ABALONE_ROW
     post = lambda body: stack.client.post(url, json=body)  # noqa: E731
     assert_problem(post({"dataframe_records": [{k: v for k, v in row.items() if k != "Height"}]}), 422, "Height")
     assert_problem(post({"dataframe_records": [{**row, "Color": "red"}]}), 422, "Color")

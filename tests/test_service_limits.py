@@ -16,7 +16,7 @@ from app.main import create_app
 from service_fixtures import (REPO_ROOT, abalone_frame, api, free_port, isolated_settings, settings_env,  # noqa: F401
                               stack)
 from test_service_datasets import assert_problem
-from test_service_jobs import abalone, submit  # noqa: F401
+from test_service_jobs import ABALONE_ROW, abalone, scoring_url, submit  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -138,14 +138,8 @@ def test_silent_coercions_and_unsafe_cells_are_refused(api):
     assert problem["errors"][0]["field"] == "body" and problem["title"] == "Unprocessable Content"
 
 
-def test_scoring_limits_and_values(stack, abalone, isolated_settings):
-    dataset, forest_id = abalone
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5, "max_rules": 5})
-    stack.wait_for(job["id"], ("succeeded",))
-    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": "limits"}).json()
-    url = f"/v1/models/{model['id']}/predict"
-    row = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
-           "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
+def test_scoring_limits_and_values(stack, abalone):
+    url, row = scoring_url(stack, abalone, "limits"), ABALONE_ROW
     post = lambda body: stack.client.post(url, json=body)  # noqa: E731
     assert_problem(post({"dataframe_records": [{**row, "Length": True}]}), 422, "body.dataframe_records.Length")
     problem = assert_problem(post({"dataframe_records": [{**row, "Height": 1e308}]}), 422, "Height")

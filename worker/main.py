@@ -150,8 +150,8 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
         os.nice(settings.worker_nice)
     queues = queue_names or [settings.queue_name]
     presence = Presence(WorkerRegistry(settings, data_redis(settings)), queues)
-    log.info("worker %s: compiling the solver (once per machine and solver version; jobs wait meanwhile)",
-             presence.name)
+    log.info("worker %s: preparing the solver (compiled once per machine and solver version, about a minute on "
+             "2 cores; loaded from numba's cache after that); jobs wait meanwhile", presence.name)
     started = time.perf_counter()
     with presence.beating(WARMING, settings.heartbeat_seconds):
         with one_compiler_at_a_time():

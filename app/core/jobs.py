@@ -272,12 +272,11 @@ class JobService:
         return None
 
     def watch_running(self) -> int:
-        """One watchdog pass over recent active jobs; returns how many it had to recover."""
+        """One watchdog pass over the queued and running jobs; returns how many it had to recover."""
         recovered = 0
-        for record in self.records.get_many(self.records.recent_ids(1000)):
-            if record is not None and record.status in ACTIVE:
-                after = self.reconcile(record)
-                recovered += (after.attempt, after.status) != (record.attempt, record.status)
+        for record in self.records.unfinished():
+            after = self.reconcile(record)
+            recovered += (after.attempt, after.status) != (record.attempt, record.status)
         return recovered
 
     def result(self, job_id: str, *, tenant: str, field: str = "job_id") -> JobResult:

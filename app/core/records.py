@@ -46,7 +46,8 @@ class JobRecords:
         self.settings = settings
         self.redis = redis
         self.prefix = settings.key_prefix
-        self.index_key = f"{self.prefix}jobs"  # every tenant's jobs: the watchdog's and the metrics' view
+        self.index_key = f"{self.prefix}jobs"  # every tenant's jobs: the metrics' view
+        self.unfinished_key = f"{self.prefix}unfinished-jobs"  # every queued or running job: the watchdog's view
         self._transition = redis.register_script(_TRANSITION)
 
     def tenant_index_key(self, tenant: str) -> str:
@@ -70,6 +71,7 @@ class JobRecords:
             pipe.hset(self.key(record.id), mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
             pipe.expire(self.key(record.id), self.settings.result_ttl_seconds)
             pipe.zadd(self.index_key, {record.id: record.created_at})
+            pipe.zadd(self.unfinished_key, {record.id: record.created_at})
             if record.tenant != DEFAULT_TENANT:
                 pipe.zadd(self.tenant_index_key(record.tenant), {record.id: record.created_at})
             pipe.execute()
@@ -124,7 +126,8 @@ class JobRecords:
     def delete(self, record: JobRecord) -> None:
         self.redis.unlink(self.key(record.id), self.heartbeat_key(record.id), self.cancel_key(record.id))
         with self.redis.pipeline(transaction=False) as pipe:
-            for index in {self.index_key, self.tenant_index_key(record.tenant), self.active_key(record.tenant)}:
+            for index in {self.index_key, self.unfinished_key, self.tenant_index_key(record.tenant),
+                          self.active_key(record.tenant)}:
                 pipe.zrem(index, record.id)
             pipe.execute()
 
@@ -136,7 +139,19 @@ class JobRecords:
         args = [len(allowed), *(_encode(s) for s in allowed), "" if on_attempt is None else _encode(on_attempt)]
         for name, value in fields.items():
             args += [name, _encode(value)]
-        return bool(self._transition(keys=[self.key(job_id)], args=args))
+        applied = bool(self._transition(keys=[self.key(job_id)], args=args))
+        if applied and fields.get("status") in TERMINAL:
+            self.redis.zrem(self.unfinished_key, job_id)  # a stale entry is pruned by the watchdog anyway
+        return applied
+
+    def unfinished(self) -> list[JobRecord]:
+        """Every job not known to have finished; entries of finished or vanished jobs are pruned."""
+        ids = [member.decode() for member in self.redis.zrange(self.unfinished_key, 0, -1)]
+        records = self.get_many(ids)
+        finished = [job_id for job_id, record in zip(ids, records) if record is None or record.status in TERMINAL]
+        if finished:
+            self.redis.zrem(self.unfinished_key, *finished)
+        return [record for record in records if record is not None and record.status not in TERMINAL]
 
     def beat(self, job_id: str, attempt: int) -> None:
         self.redis.set(self.heartbeat_key(job_id), attempt, px=int(self.settings.heartbeat_ttl_seconds * 1000))

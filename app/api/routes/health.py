@@ -38,10 +38,10 @@ def readyz(core: CoreDep):
         raise ProblemError(503, "No worker has sent a heartbeat recently.",
                            [FieldFault("workers", "none alive", fix)], headers={"Retry-After": "5"})
     if ready:
-        detail = f"{ready} workers ready" + (f", {warming} compiling the solver" if warming else "")
+        detail = f"{ready} worker(s) ready" + (f", {warming} preparing the solver" if warming else "")
     else:
-        detail = (f"{warming} workers are compiling the solver (once per machine and version, about a minute on "
-                  f"2 cores); the API serves and jobs wait in the queue until it is done")
+        detail = (f"{warming} worker(s) preparing the solver (its first compilation on a machine takes about a "
+                  f"minute on 2 cores); the API serves and jobs wait in the queue until then")
     return Readiness(status="ready" if ready else "warming", detail=detail, workers=ready, warming=warming,
                      queued=queued)
 
