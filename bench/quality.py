@@ -1,4 +1,4 @@
-"""Rule quality of FIRE against RuleFit-style L1 selection, imodels RuleFit and the full forest (issue 4).
+"""Rule quality of FIRE against the L1 path, imodels RuleFit, SIRUS, GLRM and the full forest (issues 4 and 9).
 
 Protocol (the paper's, sections 5-6 and its supplement):
 - the seven datasets in ../shared/datasets (target = last column; abalone's categorical ``Sex`` one-hot);
@@ -9,17 +9,13 @@ Protocol (the paper's, sections 5-6 and its supplement):
 - every method tuned on the validation split (the step of its path with the lowest validation MSE within
   the budget; imodels' max_rules on a small grid) and scored once on test.
 
-Methods on the depth-3 forest (all paths: n_lambdas=50, tol=1e-4, early stop at ``--path-rules`` rules):
-  fire          MCP gamma=1.1 (block scaling) + fusion lambda_f = 0.5 lambda_s   (the main configuration)
-  mcp           MCP gamma=1.1, no fusion
-  fire_strong   MCP gamma=1.1 + fusion lambda_f = 2 lambda_s
-  fire_lf01     MCP gamma=1.1 + fixed lambda_f = 0.1 (the paper's section 5 setting; see the report)
-  l1            the L1 path on the same forest (RuleFit's selection problem)
-  rulefit       imodels RuleFitRegressor (its own trees and L1 fit), max_rules tuned under 15 terms
-  forest        the full forest
-plus, for the defaults investigation (``--no-investigate`` skips them): MCP in plain scaling, block MCP
-with gamma = 3 and 10, fusion ratio 1, a 100-point grid, and unit-norm columns of M (emulated by handing
-the solver a LeafMatrix whose values are 1/sqrt(n_j): same rules, rescaled weights).
+Methods on the depth-3 forest (all paths: n_lambdas=50, tol=1e-4, early stop at ``--path-rules`` rules),
+``MAIN_METHODS``: the library's defaults (``fire``), the paper's MCP only (``mcp``: leaf-value columns, no
+min_support, no polish), the documented readable setting (``fire_readable``, ``solver.spec.READABLE``), the
+paper's section-5 fixed lambda_f=0.1 and the L1 path (RuleFit's problem on the same forest); rule learners with
+their own trees (``BASELINES``): imodels RuleFit, SIRUS (``sirus``), GLRM with debiasing (``aix360``, first
+split only); and the full forest. ``INVESTIGATE_METHODS`` (first ``investigate_splits`` splits;
+``--no-investigate`` skips them) vary one default at a time: polish, min_support, scaling, fusion strength.
 
 Usage::
 
@@ -48,7 +44,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "b
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from solver import LeafMatrix, TableEncoding, TreeEnsemble, fit_path, leaf_matrix  # noqa: E402
+from solver import TableEncoding, TreeEnsemble, fit_path, leaf_matrix  # noqa: E402
+from solver.spec import READABLE  # noqa: E402
 
 DATA_DIR = REPO_ROOT.parent / "shared" / "datasets"
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -58,45 +55,61 @@ BUDGETS = (5, 10, 15, 25, 50)
 HEADLINE_BUDGET = 14  # "fewer than 15 rules"
 BAND = (10, 15)       # the fusion-vs-MCP antecedent comparison: best step with 10..15 rules
 
-# name -> fit_path keyword arguments (depth-3 forest); "columns": "unit" rescales M's columns
+# name -> fit_path keyword arguments (depth-3 forest) on top of PathSpec's defaults; "path_rules" stops the path
+# earlier than Config.path_rules
+PAPER = dict(scaling="leaf_value", min_support=0, polish=False)  # the problem as the paper states it
 MAIN_METHODS = {
-    "fire": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5),
-    "mcp": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.0),
-    "fire_strong": dict(penalty="mcp", gamma=1.1, fusion_ratio=2.0),
-    "fire_lf01": dict(penalty="mcp", gamma=1.1, lambda_f=0.1, path_rules=16),
-    "l1": dict(penalty="l1", fusion_ratio=0.0),
+    "fire": dict(),                                    # the library's defaults
+    "mcp": dict(PAPER, fusion_ratio=0.0),              # the paper's "MCP only"
+    "fire_readable": dict(READABLE),                   # the documented readable setting
+    "fire_lf01": dict(PAPER, lambda_f=0.1, path_rules=16),
+    "l1": dict(PAPER, penalty="l1", fusion_ratio=0.0),  # RuleFit's selection problem on the same forest
 }
-# the investigation only needs the < 15 rule and 10-15 rule steps: paths stop after 16 rules
+# the defaults investigation only needs the < 15 rule and 10-15 rule steps: paths stop after 16 rules
 INVESTIGATE_METHODS = {
-    "mcp_plain": dict(penalty="mcp", gamma=1.1, mcp_scaling="plain", path_rules=16, fusion_ratio=0.0),
-    "fire_g3": dict(penalty="mcp", gamma=3.0, fusion_ratio=0.5, path_rules=16),
-    "fire_r1": dict(penalty="mcp", gamma=1.1, fusion_ratio=1.0, path_rules=16),
-    "mcp_n100": dict(penalty="mcp", gamma=1.1, n_lambdas=100, path_rules=16, fusion_ratio=0.0),
-    "fire_n100": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, n_lambdas=100, path_rules=16),
-    "fire_unit": dict(penalty="mcp", gamma=1.1, fusion_ratio=0.5, columns="unit", path_rules=16),
-    "l1_unit": dict(penalty="l1", columns="unit", path_rules=16, fusion_ratio=0.0),
+    "fire_paper": dict(PAPER, fusion_ratio=0.5, path_rules=16),
+    "fire_no_polish": dict(polish=False, path_rules=16),
+    "fire_ms0": dict(min_support=0, path_rules=16),
+    "fire_ms02": dict(min_support=0.02, path_rules=16),
+    "mcp_unit": dict(fusion_ratio=0.0, path_rules=16),
+    "fire_r075": dict(fusion_ratio=0.75, path_rules=16),
+    "fire_r1": dict(fusion_ratio=1.0, path_rules=16),
+    "fire_leaf_r2_polish": dict(PAPER, fusion_ratio=2.0, polish=True, path_rules=16),
+    "fire_leaf_r2": dict(PAPER, fusion_ratio=2.0, path_rules=16),
 }
-SWEEP_METHODS = ("fire", "mcp", "fire_strong", "l1")
-# methods whose < 15 and 10-15 rule steps are also scored after an unpenalized least-squares refit of the
-# selected leaves (a "polish"/debias step the solver does not have yet: see the report)
-POLISH_METHODS = ("fire", "mcp", "fire_strong", "fire_r1", "l1")
-COLORS = {"fire": "tab:blue", "mcp": "tab:orange", "fire_strong": "tab:green", "l1": "tab:red"}
-DEEP_SWEEP_METHODS = ("fire", "mcp", "l1")  # depths 5 and 7 (time budget)
+SWEEP_METHODS = ("fire", "mcp", "fire_readable", "l1")
+BASELINES = ("rulefit", "sirus", "glrm")  # rule learners with their own trees, run once per split
+# (target, competitor, goal): the median test-error decrease of the defaults ("fire") under 15 rules; the paper's
+# medians are 46% vs RuleFit on the same forest (our L1 path), 18% vs SIRUS, 24% vs GLRM with debiasing
+TARGETS = (("vs_l1", "l1", 0.30), ("vs_rulefit", "rulefit", 0.30), ("vs_sirus", "sirus", 0.18),
+           ("vs_glrm", "glrm", 0.24), ("vs_mcp", "mcp", 0.0))
+TARGET_LABELS = {"vs_l1": "L1 path (same forest)", "vs_rulefit": "imodels RuleFit", "vs_sirus": "SIRUS",
+                 "vs_glrm": "GLRM with debiasing", "vs_mcp": "MCP only (default no worse)"}
+COMPARISONS = ("l1", "rulefit", "sirus", "glrm", "mcp", "forest", "fire")
+COLORS = {"fire": "tab:blue", "fire_ms0": "tab:cyan", "mcp": "tab:orange", "fire_readable": "tab:green",
+          "l1": "tab:red"}
+# depths 5 and 7 (time budget): the defaults with and without min_support, the paper's MCP only and L1
+DEEP_SWEEP_METHODS = {"fire": MAIN_METHODS["fire"], "fire_ms0": dict(min_support=0), "mcp": MAIN_METHODS["mcp"],
+                      "l1": MAIN_METHODS["l1"]}
 LABELS = {
-    "fire": "FIRE (MCP g=1.1 + fusion 0.5 lambda_s)",
-    "mcp": "FIRE MCP only",
-    "fire_strong": "FIRE strong fusion (2 lambda_s)",
-    "fire_lf01": "FIRE fixed lambda_f=0.1",
+    "fire": "FIRE defaults (unit scaling, fusion 0.5 lambda_s, min_support 1%, polish)",
+    "mcp": "MCP only, as in the paper (leaf-value columns, no min_support, no polish)",
+    "fire_readable": "FIRE readable (defaults with fusion_ratio=0.8)",
+    "fire_lf01": "paper sec. 5: leaf-value columns, fixed lambda_f=0.1",
     "l1": "L1 path, same forest (RuleFit problem)",
     "rulefit": "imodels RuleFitRegressor",
+    "sirus": "SIRUS (sirus package)",
+    "glrm": "GLRM with debiasing (aix360)",
     "forest": "full forest",
-    "mcp_plain": "MCP plain scaling g=1.1",
-    "fire_g3": "FIRE block gamma=3",
-    "mcp_n100": "MCP only, n_lambdas=100",
-    "fire_r1": "FIRE fusion ratio 1",
-    "fire_n100": "FIRE n_lambdas=100",
-    "fire_unit": "FIRE, unit-norm columns",
-    "l1_unit": "L1, unit-norm columns",
+    "fire_paper": "FIRE as in the paper (leaf-value columns, 0.5 lambda_s, no min_support, no polish)",
+    "fire_no_polish": "defaults without polish",
+    "fire_ms0": "defaults with min_support=0",
+    "fire_ms02": "defaults with min_support=0.02",
+    "mcp_unit": "defaults without fusion (MCP, unit scaling, min_support, polish)",
+    "fire_r075": "defaults with fusion 0.75 lambda_s",
+    "fire_r1": "defaults with fusion 1 lambda_s",
+    "fire_leaf_r2_polish": "leaf-value columns, fusion 2 lambda_s + polish",
+    "fire_leaf_r2": "leaf-value columns, fusion 2 lambda_s (issue 9's 'strong fusion')",
 }
 
 
@@ -111,6 +124,10 @@ class Config:
     path_rules: int = 60
     rulefit_grid: tuple = (7, 14)
     rulefit_trees: int = 100
+    sirus_trees: int = 500          # SIRUS grows its own forest; its default grows until stable (minutes)
+    glrm_splits: int = 1            # GLRM's column generation takes ~30-60 s per fit: first split(s) only,
+    glrm_max_rows: int = 1500       # on at most this many training rows,
+    glrm_lambda0: float = 0.2       # with this rule penalty (lambda1 = lambda0 / 10): about 10-15 terms
     investigate: bool = True
     investigate_splits: int = 2  # the defaults investigation runs on the first splits only (time budget)
     n_jobs: int = 2
@@ -141,49 +158,14 @@ def _import_rulefit():
     return RuleFitRegressor
 
 
-def unit_columns(matrix: LeafMatrix, train_matrix: LeafMatrix) -> LeafMatrix:
-    """``matrix`` with each column rescaled to unit norm on the training rows (values 1/sqrt(n_j)).
-
-    Same leaves, so the same rules and antecedents; only the weights' scale (hence the penalty) changes.
-    """
-    counts = np.zeros(len(train_matrix.values))
-    leaves = train_matrix.leaves.astype(np.int64) + train_matrix.offsets[:-1][None, :]
-    np.add.at(counts, leaves.ravel(), 1.0)
-    values = 1.0 / np.sqrt(np.maximum(counts, 1.0))
-    return LeafMatrix(matrix.leaves, values, matrix.offsets)
-
-
 def _mse(a, b):
     return float(np.mean((np.asarray(a) - np.asarray(b)) ** 2))
 
 
-def selected_columns(matrix: LeafMatrix, leaves):
-    """Dense columns of M for the global leaves ``leaves`` (n x len(leaves))."""
-    out = np.zeros((matrix.leaves.shape[0], len(leaves)))
-    trees = np.searchsorted(matrix.offsets, leaves, side="right") - 1
-    for c, (leaf, t) in enumerate(zip(leaves, trees)):
-        hit = matrix.leaves[:, t].astype(np.int64) + matrix.offsets[t] == leaf
-        out[hit, c] = matrix.values[leaf]
-    return out
-
-
-def polished_errors(mats, ys, leaves):
-    """Validation and test MSE after refitting the weights of ``leaves`` (and the intercept) by least squares."""
-    tr, va, te = mats
-    design = np.column_stack([np.ones(tr.leaves.shape[0]), selected_columns(tr, leaves)])
-    coef, *_ = np.linalg.lstsq(design, ys[0], rcond=None)
-    val = _mse(coef[0] + selected_columns(va, leaves) @ coef[1:], ys[1])
-    test = _mse(coef[0] + selected_columns(te, leaves) @ coef[1:], ys[2])
-    return val, test
-
-
-def run_path(kwargs, forest, mats, y_train, y_val, y_test, cfg, budgets, polish=False):
+def run_path(kwargs, forest, mats, y_train, y_val, y_test, cfg, budgets):
     """One path; per budget the validation-selected step: rules, antecedents, val and test MSE."""
     kwargs = dict(kwargs)
-    columns = kwargs.pop("columns", None)
     tr, va, te = mats
-    if columns == "unit":
-        tr, va, te = unit_columns(tr, mats[0]), unit_columns(va, mats[0]), unit_columns(te, mats[0])
     kwargs.setdefault("n_lambdas", cfg.n_lambdas)
     path_rules = kwargs.pop("path_rules", cfg.path_rules)
     started = time.perf_counter()
@@ -206,18 +188,6 @@ def run_path(kwargs, forest, mats, y_train, y_val, y_test, cfg, budgets, polish=
         out["budgets"][str(budget)] = record(result.select(max_rules=budget))
     band = [s for s in result.steps if BAND[0] <= s.n_rules <= BAND[1]]
     out["band"] = record(min(band, key=lambda s: (s.val_loss, s.index)).index) if band else None
-    if polish:  # refit every candidate step's support, select on the refitted validation error
-        out["polish"] = {}
-        for key, (lo, hi) in (("headline", (1, HEADLINE_BUDGET)), ("band", BAND)):
-            best = None
-            for s in result.steps:
-                if lo <= s.n_rules <= hi:
-                    val, test = polished_errors((tr, va, te), (y_train, y_val, y_test),
-                                                np.flatnonzero(result.coef(s.index)))
-                    if best is None or val < best["val"]:
-                        best = {"step": s.index, "rules": s.n_rules, "antecedents": s.n_antecedents,
-                                "val": val, "test": test}
-            out["polish"][key] = best
     return out
 
 
@@ -255,6 +225,41 @@ def run_rulefit(X, y, idx, seed, cfg):
                 tried=tried)
 
 
+def run_sirus(X, y, idx, seed, cfg):
+    """SIRUS (the ``sirus`` package): its own stable rules from ``cfg.sirus_trees`` depth-2 trees, 14 rules."""
+    from sirus import SirusRegressor
+
+    tr, _, te = idx
+    started = time.perf_counter()
+    model = SirusRegressor(num_rules=HEADLINE_BUDGET, num_trees=cfg.sirus_trees, random_state=seed,
+                           n_jobs=cfg.n_jobs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X[tr], y[tr])
+    used = [rule for rule, weight in zip(model.rules_, model.rule_weights_) if weight != 0]
+    return {"terms": len(used), "conditions": sum(len(rule.conditions) for rule in used),
+            "test": _mse(model.predict(X[te]), y[te]), "seconds": time.perf_counter() - started}
+
+
+def run_glrm(X, y, idx, cfg):
+    """GLRM with debiasing (aix360 LinearRuleRegression, debias=True) on at most ``cfg.glrm_max_rows`` rows."""
+    from aix360.algorithms.rbm import FeatureBinarizer, LinearRuleRegression
+
+    tr, _, te = idx
+    tr = tr[:cfg.glrm_max_rows]
+    columns = [f"x{j}" for j in range(X.shape[1])]
+    started = time.perf_counter()
+    binarizer = FeatureBinarizer(negations=True)
+    model = LinearRuleRegression(lambda0=cfg.glrm_lambda0, lambda1=cfg.glrm_lambda0 / 10, debias=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(binarizer.fit_transform(pd.DataFrame(X[tr], columns=columns)), y[tr])
+        test = _mse(model.predict(binarizer.transform(pd.DataFrame(X[te], columns=columns))), y[te])
+    terms = [rule for rule in model.explain()["rule"] if rule != "(intercept)"]
+    return {"terms": len(terms), "conditions": sum(rule.count(" AND ") + 1 for rule in terms), "test": test,
+            "over_budget": len(terms) > HEADLINE_BUDGET, "seconds": time.perf_counter() - started}
+
+
 def run_split(name, X, y, seed, cfg, log):
     tr, va, te = split_indices(len(y), seed)
     if cfg.max_rows is not None:
@@ -276,16 +281,19 @@ def run_split(name, X, y, seed, cfg, log):
             if cfg.investigate and seed < cfg.investigate_splits:
                 methods.update(INVESTIGATE_METHODS)
         else:
-            methods = {m: MAIN_METHODS[m] for m in DEEP_SWEEP_METHODS}
+            methods = DEEP_SWEEP_METHODS
         for method, kwargs in methods.items():
             entry["methods"][method] = run_path(kwargs, forest, mats, ys[tr], ys[va], ys[te], cfg,
-                                                (HEADLINE_BUDGET,) + BUDGETS,
-                                                polish=depth == 3 and method in POLISH_METHODS)
+                                                (HEADLINE_BUDGET,) + BUDGETS)
         record["depths"][str(depth)] = entry
         log(f"  {name} split {seed} depth {depth}: forest {fit_seconds:.1f}s, paths "
             f"{sum(m['seconds'] for m in entry['methods'].values()):.1f}s")
     record["rulefit"] = run_rulefit(X, ys, (tr, va, te), seed, cfg)
-    log(f"  {name} split {seed} rulefit: {record['rulefit']['seconds']:.1f}s")
+    record["sirus"] = run_sirus(X, ys, (tr, va, te), seed, cfg)
+    if seed < cfg.glrm_splits:
+        record["glrm"] = run_glrm(X, ys, (tr, va, te), cfg)
+    log(f"  {name} split {seed} baselines: " + ", ".join(f"{m} {record[m]['seconds']:.1f}s" for m in BASELINES
+                                                         if m in record))
     return record
 
 
@@ -322,8 +330,8 @@ def evaluate(cfg: Config, log=print):
 
 def _headline(rec, method):
     """Test MSE, rules, antecedents of ``method`` at the < 15 rule budget on the depth-3 forest."""
-    if method == "rulefit":
-        r = rec["rulefit"]
+    if method in BASELINES:
+        r = rec[method]
         return {"test": r["test"], "rules": r["terms"], "antecedents": r["conditions"]}
     d3 = rec["depths"]["3"]
     if method == "forest":
@@ -333,7 +341,7 @@ def _headline(rec, method):
 
 
 def _has(rec, method):
-    return method in ("rulefit", "forest") or method in rec["depths"]["3"]["methods"]
+    return method == "forest" or method in rec or method in rec["depths"]["3"]["methods"]
 
 
 def _decrease(fire, comp):
@@ -343,7 +351,7 @@ def _decrease(fire, comp):
 def summarize(records, cfg):
     datasets = list(dict.fromkeys(r["dataset"] for r in records))
     depth3_methods = list(dict.fromkeys(m for r in records for m in r["depths"]["3"]["methods"]))
-    headline_methods = depth3_methods + ["rulefit", "forest"]
+    headline_methods = depth3_methods + [m for m in BASELINES if any(m in r for r in records)] + ["forest"]
     per_dataset = {}
     for name in datasets:
         recs = [r for r in records if r["dataset"] == name]
@@ -360,11 +368,11 @@ def summarize(records, cfg):
     decreases = {}
     for fire_m in depth3_methods:
         decreases[fire_m] = {}
-        for comp in ("l1", "rulefit", "mcp", "forest", "fire"):
-            if comp == fire_m:
-                continue
+        for comp in COMPARISONS:
             vals = [_decrease(_headline(r, fire_m)["test"], _headline(r, comp)["test"]) for r in records
-                    if _has(r, fire_m)]
+                    if _has(r, fire_m) and _has(r, comp)]
+            if comp == fire_m or not vals:
+                continue
             decreases[fire_m][comp] = {"median": float(np.median(vals)), "q25": float(np.percentile(vals, 25)),
                                        "q75": float(np.percentile(vals, 75)), "n": len(vals)}
     # fusion vs MCP only, best validation step with 10..15 rules
@@ -413,29 +421,6 @@ def summarize(records, cfg):
                                                      "dec_vs_l1": float(np.median(dec)),
                                                      "rules": float(np.mean(rules)),
                                                      "antecedents": float(np.mean(ants))}
-    polish = {}
-    for m in POLISH_METHODS:
-        rows = [r for r in records if _has(r, m) and "polish" in r["depths"]["3"]["methods"][m]]
-        if not rows:
-            continue
-        get = lambda r, mm, key: r["depths"]["3"]["methods"][mm]["polish"][key]  # noqa: E731
-        plain = [_headline(r, m)["test"] for r in rows]
-        polished = [get(r, m, "headline")["test"] for r in rows]
-        entry = {"pairs": len(rows),
-                 "gain_from_refit": float(np.median([_decrease(b, a) for a, b in zip(plain, polished)])),
-                 "dec_vs_l1_polished": float(np.median([_decrease(get(r, m, "headline")["test"],
-                                                                  get(r, "l1", "headline")["test"]) for r in rows])),
-                 "dec_vs_rulefit": float(np.median([_decrease(get(r, m, "headline")["test"], r["rulefit"]["test"])
-                                                    for r in rows]))}
-        ant, err = [], []
-        for r in rows:
-            a, b = get(r, m, "band"), get(r, "mcp", "band")
-            if a and b and b["antecedents"]:
-                ant.append(1.0 - a["antecedents"] / b["antecedents"])
-                err.append(a["test"] / b["test"] - 1.0)
-        entry["band_antecedent_reduction_vs_mcp"] = float(np.median(ant)) if ant else None
-        entry["band_error_change_vs_mcp"] = float(np.median(err)) if err else None
-        polish[m] = entry
     timing = {}
     for r in records:
         for depth, e in r["depths"].items():
@@ -444,11 +429,10 @@ def summarize(records, cfg):
     nonconv = {m: int(sum(r["depths"]["3"]["methods"][m]["not_converged"] for r in records if _has(r, m)))
                for m in depth3_methods}
     fire_vs = decreases["fire"]
-    best_fused = band.get("fire", {})
-    targets = {
-        "vs_l1": {"value": fire_vs["l1"]["median"], "goal": 0.30, "met": fire_vs["l1"]["median"] >= 0.30},
-        "vs_rulefit": {"value": fire_vs["rulefit"]["median"], "goal": 0.30,
-                       "met": fire_vs["rulefit"]["median"] >= 0.30},
+    best_fused = band.get("fire_readable", {})
+    targets = {name: {"value": fire_vs[comp]["median"], "goal": goal, "met": fire_vs[comp]["median"] >= goal}
+               for name, comp, goal in TARGETS if comp in fire_vs}
+    targets.update({
         "fusion_antecedents": {
             "reduction": best_fused.get("median_antecedent_reduction"),
             "error_increase": best_fused.get("median_error_increase"),
@@ -457,10 +441,10 @@ def summarize(records, cfg):
                         and best_fused["median_error_increase"] <= 0.05)},
         "near_forest": {"within": sum(v <= 0.15 for v in near_forest.values()), "of": len(near_forest),
                         "met": sum(v <= 0.15 for v in near_forest.values()) * 2 >= len(near_forest)},
-    }
+    })
     return {"datasets": datasets, "methods": headline_methods, "per_dataset": per_dataset,
             "decreases": decreases, "band": band, "near_forest": near_forest, "sweep": sweep,
-            "path_seconds": {m: float(np.mean(v)) for m, v in timing.items()}, "polish": polish,
+            "path_seconds": {m: float(np.mean(v)) for m, v in timing.items()},
             "not_converged_steps": nonconv, "targets": targets}
 
 
@@ -515,7 +499,7 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
     t = s["targets"]
     out = []
     w = out.append
-    w("# FIRE rule quality (issue 4)\n")
+    w("# FIRE rule quality (issues 4 and 9)\n")
     w(f"Generated by `{command}` in {report['seconds'] / 60:.1f} min on this 2-core machine (shared with other "
       f"jobs); solver at commit `{report.get('solver_version') or 'unknown'}`.\n")
     w("## Setup\n")
@@ -530,18 +514,24 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
     w(f"- imodels RuleFitRegressor: {cfg['rulefit_trees']} trees of its own (tree_size 4, linear terms "
       f"included as RuleFit does), cv=False, max_rules in {list(cfg['rulefit_grid'])} chosen on validation "
       "among fits with at most 14 non-zero terms (rules + linear terms); its 'antecedents' are the summed "
-      "conditions of its rules (no sharing).")
+      "conditions of its rules (no sharing), as for SIRUS and GLRM.")
+    w(f"- SIRUS (`sirus` package, SirusRegressor): num_rules=14, {cfg.get('sirus_trees')} trees (its default "
+      "grows trees until the rule set is stable, minutes per fit), rules aggregated by its non-negative ridge.")
+    w(f"- GLRM with debiasing (aix360 LinearRuleRegression, debias=True, FeatureBinarizer with negations): "
+      f"lambda0={cfg.get('glrm_lambda0')}, lambda1=lambda0/10, on the first {cfg.get('glrm_splits')} split(s) "
+      f"of each dataset and at most {cfg.get('glrm_max_rows')} training rows (column generation takes 30-90 s "
+      "per fit on this machine); its terms are rules and linear terms.")
     w("- Rules = non-zero leaf weights; antecedents = distinct internal nodes the selected leaves need "
       "(`TreeEnsemble.leaf_ancestors` / `count_antecedents`).\n")
 
     w(f"## Headline ({cfg['n_trees']} trees of depth 3, < 15 rules)\n")
     w("| target | goal | result | met |")
     w("|---|---|---|---|")
-    w(f"| FIRE median test-error decrease vs L1 path (same forest) | >= 30% | {_pct(t['vs_l1']['value'])} | "
-      f"{'yes' if t['vs_l1']['met'] else '**no**'} |")
-    w(f"| FIRE median test-error decrease vs imodels RuleFit | >= 30% | {_pct(t['vs_rulefit']['value'])} | "
-      f"{'yes' if t['vs_rulefit']['met'] else '**no**'} |")
-    w(f"| fusion (0.5 lambda_s) vs MCP only, 10-15 rules: fewer antecedents at <= 5% more error | >= 30% fewer | "
+    for name, _, goal in TARGETS:
+        if name in t:
+            w(f"| FIRE defaults: median test-error decrease vs {TARGET_LABELS[name]} | >= {_pct(goal)} | "
+              f"{_pct(t[name]['value'])} | {'yes' if t[name]['met'] else '**no**'} |")
+    w(f"| readable setting vs MCP only, 10-15 rules: fewer antecedents at <= 5% more error | >= 30% fewer | "
       f"{_pct(t['fusion_antecedents']['reduction'])} fewer, error {_pct(t['fusion_antecedents']['error_increase'])} | "
       f"{'yes' if t['fusion_antecedents']['met'] else '**no**'} |")
     w(f"| best-15-rule FIRE within 15% of the full forest | >= half the datasets | "
@@ -549,7 +539,7 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
     w("")
     w("Median percent decrease of test error, (err_comp - err_method) / err_comp, over datasets x splits "
       "(IQR in brackets):\n")
-    comps = ("l1", "rulefit", "mcp", "forest", "fire")
+    comps = [c for c in COMPARISONS if any(c in row for row in s["decreases"].values())]
     w("| method | pairs | " + " | ".join(f"vs {c}" for c in comps) + " |")
     w("|---|---|" + "---|" * len(comps))
     for m, row in s["decreases"].items():
@@ -562,7 +552,7 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
       "splits of every dataset only; 'vs fire' compares with the main configuration on the same splits.)\n")
 
     w("## Per dataset: mean test MSE (standardized y), < 15 rules, depth 3\n")
-    main_cols = ["fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest"]
+    main_cols = [*MAIN_METHODS, *BASELINES, "forest"]
     main_cols = [c for c in main_cols if c in s["methods"]]
     w("| dataset | " + " | ".join(main_cols) + " | FIRE / forest - 1 |")
     w("|---|" + "---|" * (len(main_cols) + 1))
@@ -595,19 +585,6 @@ def render_markdown(report, plot_name="quality_budget.png", command="PYTHONPATH=
         w(f"| {m}: {LABELS.get(m, m)} | {row['pairs']} | {'-' if ma is None else f'{ma:.1f}'} | "
           f"{_pct(row['median_antecedent_reduction'])} | {_pct(row['median_error_increase'])} |")
     w("")
-
-    if s.get("polish"):
-        w("## Refit experiment: least-squares polish of the selected rules (depth 3)\n")
-        w("Each candidate step's support is refitted by unpenalized least squares (intercept included) and "
-          "the step re-selected on the refitted validation error; not a solver feature (yet).\n")
-        w("| method | pairs | median gain from the refit | decrease vs refitted L1 | decrease vs imodels RuleFit | "
-          "10-15 rules: antecedents vs refitted MCP | 10-15 rules: test error vs refitted MCP |")
-        w("|---|---|---|---|---|---|---|")
-        for m, row in s["polish"].items():
-            w(f"| {m} + refit | {row['pairs']} | {_pct(row['gain_from_refit'])} | {_pct(row['dec_vs_l1_polished'])} | "
-              f"{_pct(row['dec_vs_rulefit'])} | {_pct(row['band_antecedent_reduction_vs_mcp'])} fewer | "
-              f"{_pct(row['band_error_change_vs_mcp'])} |")
-        w("")
 
     w(f"## Rule-budget sweep\n\n![budget sweep]({plot_name})\n")
     w("Median (datasets x splits) of test MSE / the same forest's test MSE at each rule budget:\n")

@@ -22,8 +22,8 @@ def _load_quality():
 def tiny_report():
     quality = _load_quality()
     cfg = quality.Config(datasets=("stock",), n_splits=1, n_trees=40, depths=(3, 5), rulefit_trees=20,
-                         rulefit_grid=(5, 14), investigate=True, investigate_splits=1, n_jobs=1,
-                         n_lambdas=30, data_dir=DATA_DIR)
+                         rulefit_grid=(5, 14), sirus_trees=50, glrm_max_rows=150, investigate=True,
+                         investigate_splits=1, n_jobs=1, n_lambdas=30, data_dir=DATA_DIR)
     return quality, cfg, quality.evaluate(cfg, log=lambda msg: None)
 
 
@@ -33,12 +33,13 @@ def test_report_structure(tiny_report, tmp_path):
     assert set(summary) >= {"datasets", "methods", "per_dataset", "decreases", "band", "near_forest", "sweep",
                             "targets"}
     assert summary["datasets"] == ["stock"]
-    for method in ("fire", "mcp", "fire_strong", "fire_lf01", "l1", "rulefit", "forest", *quality.INVESTIGATE_METHODS):
+    for method in (*quality.MAIN_METHODS, *quality.BASELINES, "forest", *quality.INVESTIGATE_METHODS):
         row = summary["per_dataset"]["stock"][method]
         assert row["test"] > 0
-    for comp in ("l1", "rulefit", "mcp", "forest"):
+    for comp in ("l1", *quality.BASELINES, "mcp", "forest"):
         assert -10 < summary["decreases"]["fire"][comp]["median"] < 1
-    assert set(summary["targets"]) == {"vs_l1", "vs_rulefit", "fusion_antecedents", "near_forest"}
+    assert set(summary["targets"]) == {"vs_l1", "vs_rulefit", "vs_sirus", "vs_glrm", "vs_mcp", "fusion_antecedents",
+                                       "near_forest"}
     assert all(isinstance(t["met"], bool) for t in summary["targets"].values())
     assert set(summary["sweep"]) == {"3", "5"}
     for name, depth in summary["sweep"].items():
@@ -49,7 +50,7 @@ def test_report_structure(tiny_report, tmp_path):
     markdown = quality.render_markdown(report)
     for heading in ("## Setup", "## Headline", "## Per dataset", "## Fusion vs MCP only", "## Rule-budget sweep"):
         assert heading in markdown
-    assert "| FIRE median test-error decrease vs L1 path" in markdown
+    assert "| FIRE defaults: median test-error decrease vs L1 path" in markdown
     table = quality.sweep_table(summary)
     assert table.splitlines()[0].split()[:2] == ["depth", "method"]
 
@@ -67,6 +68,7 @@ def test_rule_budgets_respected(tiny_report):
                 assert chosen["rules"] <= int(budget), (depth, method, budget, chosen)
                 assert chosen["antecedents"] is not None and chosen["antecedents"] >= 0
     headline = record["depths"]["3"]["methods"]
-    for method in ("fire", "mcp", "fire_strong", "l1"):
+    for method in ("fire", "mcp", "fire_readable", "l1"):
         assert headline[method]["budgets"][str(quality.HEADLINE_BUDGET)]["rules"] < 15
-    assert record["rulefit"]["terms"] < 15 or record["rulefit"].get("over_budget")
+    for baseline in quality.BASELINES:
+        assert record[baseline]["terms"] < 15 or record[baseline].get("over_budget")
