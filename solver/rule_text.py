@@ -19,7 +19,6 @@ What a condition says depends on the column it is about (the ensemble's :class:`
 
 from __future__ import annotations
 
-import math
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from typing import Any, Mapping, Sequence
 
