@@ -28,7 +28,8 @@ SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
 
 @pytest.fixture
 def core():
-    settings = Settings(redis_url="redis://fakeredis", key_prefix="rel:", queue_name="rel", max_active_jobs=3)
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="rel:", queue_name="rel", max_active_jobs=3,
+                        heartbeat_ttl_seconds=0.2)
     return build_core(settings, redis=fakeredis.FakeRedis())
 
 
@@ -52,7 +53,8 @@ def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_k
     monkeypatch.undo()
     retried = core.jobs.submit_path(submission(dataset), "retry-me", tenant=TENANT)
     assert [record.id for record in core.jobs.list(tenant=TENANT)] == [retried.id]  # no duplicate job
-    # the job was recorded but never queued: the next read (or the watchdog) queues it again
+    # the job was recorded but never queued: a read (or the watchdog) after the heartbeat TTL queues it again
+    time.sleep(0.25)
     requeued = core.jobs.get(retried.id, tenant=TENANT)
     assert requeued.attempt == 2 and requeued.rq_job_id in core.jobs.queue.job_ids
 

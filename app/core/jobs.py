@@ -262,7 +262,8 @@ class JobService:
             if now() - (record.started_at or now()) < self.settings.heartbeat_ttl_seconds:
                 return None
             return "the worker running this job stopped sending heartbeats (killed or crashed)"
-        if record.status == QUEUED:
+        if record.status == QUEUED and now() - record.queued_at >= self.settings.heartbeat_ttl_seconds:
+            # (a job queued moments ago has not vanished: this spares a poll a read of RQ's job)
             try:
                 rq_status = Job.fetch(record.rq_job_id, connection=self.redis, serializer=JSONSerializer).get_status()
             except NoSuchJobError:

@@ -36,7 +36,8 @@ def existing_job(job_id: str, core: CoreDep, tenant: TenantDep) -> JobRecord:
 
 @router.get("/{job_id}", response_model=JobView, summary="Status, progress, timings and errors of a job",
             responses=problem_responses(404))
-def get_job(job: Annotated[JobRecord, Depends(existing_job)], response: Response):
+async def get_job(job: Annotated[JobRecord, Depends(existing_job)], response: Response):
+    # a coroutine: the dependency read the job in a thread, what is left needs no second thread hop
     if job.status in ACTIVE:
         response.headers["Retry-After"] = str(POLL_SECONDS)
     return JobView.of(job)
