@@ -1,15 +1,29 @@
 """scikit-learn tree models as :class:`TreeEnsemble` and back.
 
 ``as_tree_ensemble`` takes a forest as users hold it (a TreeEnsemble or a fitted scikit-learn tree
-regressor); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes every row to
-the same leaf and predicts the same values, bit for bit.
+regressor or binary classifier); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes
+every row to the same leaf and predicts the same values (regressors bit for bit).
+
+Binary classifiers predict in the units their trees hold:
+
+* ``RandomForestClassifier``, ``ExtraTreesClassifier``, ``DecisionTreeClassifier``, ``ExtraTreeClassifier``:
+  the probability of ``classes_[1]``. A leaf's value is its share of ``classes_[1]`` minus the share at its
+  tree's root and ``base_score`` is the mean root share, so ``predict`` is ``predict_proba[:, 1]`` (to
+  rounding) and no leaf is a zero column of M just because it holds one class only (a pure leaf of the
+  other class would hold 0 and could never become a rule).
+* ``GradientBoostingClassifier``: the log-odds of ``classes_[1]`` (``decision_function``); leaf values are
+  log-odds, the learning rate folded in, ``base_score`` the initial log-odds.
 """
+
+import dataclasses
 
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
-from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
-from sklearn.tree import BaseDecisionTree, DecisionTreeRegressor, ExtraTreeRegressor
+from sklearn.dummy import DummyClassifier, DummyRegressor
+from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
+                              GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor)
+from sklearn.tree import (BaseDecisionTree, DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
+                          ExtraTreeRegressor)
 from sklearn.tree._tree import NODE_DTYPE
 from sklearn.tree._tree import Tree as SklearnTree
 from sklearn.utils.validation import check_is_fitted
@@ -18,62 +32,67 @@ from .forest import Tree, TreeEnsemble
 
 SKLEARN_REGRESSORS = (RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
                       DecisionTreeRegressor, ExtraTreeRegressor)
-_REGRESSOR_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS)
+SKLEARN_CLASSIFIERS = (RandomForestClassifier, ExtraTreesClassifier, GradientBoostingClassifier,
+                       DecisionTreeClassifier, ExtraTreeClassifier)
+_FOREST_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS)
 _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
 
 
 def as_tree_ensemble(forest) -> TreeEnsemble:
     """``forest`` itself if it is a TreeEnsemble, else the TreeEnsemble of a fitted scikit-learn
-    RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor, DecisionTreeRegressor or
-    ExtraTreeRegressor (converted on every call: convert once with ``TreeEnsemble.from_sklearn`` to
-    reuse it).
+    tree regressor or binary tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`;
+    converted on every call: convert once with ``TreeEnsemble.from_sklearn`` to reuse it).
 
-    Raises TypeError for any other object (classifiers included: their trees hold class
-    probabilities, not regression values) and sklearn's NotFittedError for an unfitted estimator.
+    Raises TypeError for any other object and sklearn's NotFittedError for an unfitted estimator.
     """
     if isinstance(forest, TreeEnsemble):
         return forest
-    _require_regressor(forest, TypeError, f"a TreeEnsemble or a fitted {_REGRESSOR_NAMES}")
+    _require_forest(forest, TypeError, f"a TreeEnsemble or a fitted {_FOREST_NAMES}")
     return from_sklearn(forest)
 
 
-def _require_regressor(estimator, error: type[Exception], expected: str) -> None:
-    if isinstance(estimator, SKLEARN_REGRESSORS):
+def _require_forest(estimator, error: type[Exception], expected: str) -> None:
+    if isinstance(estimator, SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS):
         return
     name = type(estimator).__name__
     if isinstance(estimator, BaseEstimator) and is_classifier(estimator):
-        raise error(f"{name} is a classifier; FIRE extracts rules from regression ensembles: fit a "
-                    "RandomForestRegressor, ExtraTreesRegressor or GradientBoostingRegressor instead")
+        raise error(f"unsupported classifier {name}: expected {expected}")
     raise error(f"unsupported {name}: expected {expected}")
 
 
 def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | None = None,
                  max_features: int | None = None) -> TreeEnsemble:
-    """The TreeEnsemble of a fitted single-output RandomForestRegressor, ExtraTreesRegressor,
-    GradientBoostingRegressor, DecisionTreeRegressor or ExtraTreeRegressor.
+    """The TreeEnsemble of a fitted single-output scikit-learn tree regressor or binary tree classifier
+    (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the module
+    docstring).
 
     No size limits unless given (TreeEnsemble's keyword limits): give them for an estimator
     unpacked from an untrusted file. Raises ValueError for anything else.
     """
-    _require_regressor(estimator, ValueError, f"a fitted {_REGRESSOR_NAMES}")
+    _require_forest(estimator, ValueError, f"a fitted {_FOREST_NAMES}")
     check_is_fitted(estimator)
     name = type(estimator).__name__
     if getattr(estimator, "n_outputs_", 1) != 1:
         raise ValueError(f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
-                         "output regression only: fit one model per target")
+                         "output models only: fit one model per target")
+    if is_classifier(estimator) and len(estimator.classes_) != 2:
+        raise ValueError(f"{name} has {len(estimator.classes_)} classes; FIRE classifies two classes only")
     base_score, scale = 0.0, 1.0
     if isinstance(estimator, BaseDecisionTree):
         kind, members, tree_weight = "decision_tree", [estimator], 1.0
-    elif isinstance(estimator, GradientBoostingRegressor):
+    elif isinstance(estimator, (GradientBoostingRegressor, GradientBoostingClassifier)):
         kind, members, tree_weight = "gradient_boosting", list(estimator.estimators_[:, 0]), 1.0
         scale = float(estimator.learning_rate)
         base_score = _constant_init_prediction(estimator)
     else:
-        kind = "extra_trees" if isinstance(estimator, ExtraTreesRegressor) else "random_forest"
+        kind = "extra_trees" if isinstance(estimator, (ExtraTreesRegressor, ExtraTreesClassifier)) else "random_forest"
         members = list(estimator.estimators_)
         tree_weight = 1.0 / len(members)
+    trees = [_tree_from_sklearn(member.tree_, scale) for member in members]
+    if isinstance(estimator, SKLEARN_CLASSIFIERS) and kind != "gradient_boosting":
+        trees, base_score = _centered_at_roots(trees, tree_weight)
     names = getattr(estimator, "feature_names_in_", None)
-    return TreeEnsemble([_tree_from_sklearn(member.tree_, scale) for member in members],
+    return TreeEnsemble(trees,
                         n_features=int(estimator.n_features_in_),
                         feature_names=None if names is None else [str(n) for n in names],
                         base_score=base_score, tree_weight=tree_weight, kind=kind,
@@ -81,16 +100,18 @@ def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | No
 
 
 def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
-    """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate).
+    """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate). A binary
+    classification tree's value is its share of the second class.
 
     sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
     equivalent for every finite float32 input (infinite inputs are rejected).
     """
-    if sklearn_tree.value.shape[1:] != (1, 1):
+    n_outputs, n_values = sklearn_tree.value.shape[1:]
+    if n_outputs != 1 or n_values > 2:
         raise ValueError(f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
-                         "single-output regression trees (one value per node) are supported")
+                         "single-output trees (one value or two class shares per node) are supported")
     threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
-    value = sklearn_tree.value[:, 0, 0]
+    value = sklearn_tree.value[:, 0, n_values - 1]
     return Tree(children_left=sklearn_tree.children_left,
                 children_right=sklearn_tree.children_right,
                 feature=sklearn_tree.feature,
@@ -100,16 +121,30 @@ def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
                 n_samples=sklearn_tree.n_node_samples)
 
 
+def _centered_at_roots(trees: list[Tree], tree_weight: float) -> tuple[list[Tree], float]:
+    """(the trees with every value minus its tree's root value, the base score that keeps the prediction):
+    ``tree_weight * sum_t root_t``."""
+    roots = [float(tree.value[0]) for tree in trees]
+    centered = [dataclasses.replace(tree, value=tree.value - root) for tree, root in zip(trees, roots)]
+    return centered, tree_weight * float(np.sum(roots))
+
+
 def _constant_init_prediction(boosting) -> float:
-    """The constant initial prediction of a fitted GradientBoostingRegressor (its base_score)."""
+    """The constant initial raw prediction of a fitted gradient boosting model (its base_score): the
+    regressor's constant, the binary classifier's log-odds of its prior (as scikit-learn computes it)."""
     init = boosting.init_
     if isinstance(init, str) and init == "zero":
         return 0.0
-    if not isinstance(init, DummyRegressor):
-        raise ValueError(f"GradientBoostingRegressor init={init!r} is not a constant prediction; "
+    constant = DummyClassifier if is_classifier(boosting) else DummyRegressor
+    if not isinstance(init, constant):
+        raise ValueError(f"{type(boosting).__name__} init={init!r} is not a constant prediction; "
                          "FIRE needs a constant base score: refit with init=None (default), "
-                         "'zero' or a DummyRegressor")
+                         f"'zero' or a {constant.__name__}")
     probe = np.zeros((1, boosting.n_features_in_))
+    if is_classifier(boosting):
+        eps = np.finfo(np.float32).eps  # scikit-learn's clip before the logit
+        share = np.clip(init.predict_proba(probe)[0, 1], eps, 1 - eps, dtype=np.float64)
+        return float(np.log(share / (1.0 - share)))
     return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
 
 

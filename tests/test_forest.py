@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import scipy.sparse
 from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
+from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
                               GradientBoostingRegressor, RandomForestClassifier,
                               RandomForestRegressor)
 from sklearn.exceptions import NotFittedError
-from sklearn.linear_model import LinearRegression
-from sklearn.tree import DecisionTreeRegressor
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from solver import (LeafMatrix, RuleEnsemble, Tree, TreeEnsemble, as_tree_ensemble, count_antecedents,
                     leaf_matrix, mapping_matrix)
@@ -202,6 +202,35 @@ def test_gradient_boosting_base_score_and_learning_rate(housing):
     assert forest.leaf_values[0] == 0.3 * first.value[leaf, 0, 0]
     zero = GradientBoostingRegressor(n_estimators=3, init="zero").fit(X, y)
     assert TreeEnsemble.from_sklearn(zero).base_score == 0.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomForestClassifier(n_estimators=30, max_depth=3, random_state=0),
+    lambda: ExtraTreesClassifier(n_estimators=30, max_depth=4, random_state=0),
+    lambda: DecisionTreeClassifier(max_depth=6, random_state=0),
+])
+def test_binary_classifier_forests_predict_the_probability_from_centered_leaves(nan_data, make):
+    _, X, y = nan_data
+    labels = np.where(y > np.quantile(y, 0.8), "yes", "no")
+    est = make().fit(X, labels)
+    forest = TreeEnsemble.from_sklearn(est)
+    np.testing.assert_allclose(forest.predict(X), est.predict_proba(X)[:, 1], rtol=0, atol=1e-12)
+    # every leaf is its share of "yes" minus its tree's root share: pure "no" leaves are not zero columns
+    roots = np.repeat([member.tree_.value[0, 0, 1] for member in getattr(est, "estimators_", [est])],
+                      np.diff(forest.leaf_offsets))
+    shares = forest.leaf_values + roots
+    assert np.all((shares >= -1e-15) & (shares <= 1 + 1e-15))
+    pure_no = np.abs(shares) < 1e-15
+    assert pure_no.any() and np.all(forest.leaf_values[pure_no] < 0)
+
+
+def test_gradient_boosting_classifier_predicts_log_odds(housing):
+    X, y, _ = housing
+    labels = np.where(y > np.quantile(y, 0.7), "high", "low")
+    for init in (None, "zero"):
+        gb = GradientBoostingClassifier(n_estimators=20, max_depth=2, init=init, random_state=0).fit(X, labels)
+        forest = TreeEnsemble.from_sklearn(gb)
+        np.testing.assert_allclose(forest.predict(X), gb.decision_function(X), rtol=0, atol=1e-12)
 
 
 def test_sparse_products_match_explicit_matrix(housing):
@@ -411,21 +440,21 @@ def test_other_forests_are_refused_by_type(housing):
         leaf_matrix(LinearRegression().fit(X, y), X)
     with pytest.raises(TypeError, match="unsupported dict"):
         mapping_matrix(small_tree_dict(), X)
-    with pytest.raises(TypeError, match="classifier"):
-        RuleEnsemble.from_weights(RandomForestClassifier(n_estimators=2).fit(X, labels), [], 0.0)
+    with pytest.raises(TypeError, match="unsupported classifier"):
+        leaf_matrix(LogisticRegression().fit(X, labels), X)
     with pytest.raises(NotFittedError):
         as_tree_ensemble(GradientBoostingRegressor())
 
 
 # -- rejected estimators ---------------------------------------------------------------------
 
-def test_rejects_classifiers_multioutput_and_non_constant_init(housing):
+def test_rejects_multiclass_multioutput_and_non_constant_init(housing):
     X, y, _ = housing
-    labels = (y > np.median(y)).astype(int)
-    with pytest.raises(ValueError, match="classifier"):
-        TreeEnsemble.from_sklearn(RandomForestClassifier(n_estimators=2).fit(X, labels))
-    with pytest.raises(ValueError, match="classifier"):
-        TreeEnsemble.from_sklearn(GradientBoostingClassifier(n_estimators=2).fit(X, labels))
+    classes = np.digitize(y, np.quantile(y, [0.3, 0.6]))
+    with pytest.raises(ValueError, match="3 classes"):
+        TreeEnsemble.from_sklearn(RandomForestClassifier(n_estimators=2).fit(X, classes))
+    with pytest.raises(ValueError, match="3 classes"):
+        TreeEnsemble.from_sklearn(GradientBoostingClassifier(n_estimators=2).fit(X, classes))
     with pytest.raises(ValueError, match="2 outputs"):
         TreeEnsemble.from_sklearn(
             RandomForestRegressor(n_estimators=2).fit(X, np.column_stack([y, y])))

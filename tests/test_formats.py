@@ -264,11 +264,23 @@ def test_xgboost_pruned_nodes_are_dropped_and_errors_keep_xgboost_ids(data):
     _raises(_mutated(doc, bad_feature), "invalid", _tree_path() + f"/split_indices/{last_split}", "column index")
 
 
+@pytest.mark.parametrize("objective", ["binary:logistic", "binary:logitraw"])
+def test_xgboost_binary_classifiers_predict_their_margin(data, objective):
+    """The log-odds of label 1: binary:logistic's base_score is a probability, logitraw's a margin."""
+    X, Xnan, y = data
+    booster = _xgb_train(Xnan, (y > np.quantile(y, 0.7)).astype(float), rounds=20, objective=objective)
+    margin = booster.predict(xgb.DMatrix(Xnan, feature_names=FEATURES), output_margin=True)
+    for raw_format in ("json", "ubj"):
+        forest = load_forest(bytes(booster.save_raw(raw_format)))
+        np.testing.assert_allclose(forest.predict(Xnan), margin, rtol=2e-6, atol=2e-6 * np.abs(margin).max())
+    broken = _xgb_json(booster)
+    broken["learner"]["learner_model_param"]["base_score"] = "[1E0]"
+    if objective == "binary:logistic":
+        _raises(json.dumps(broken).encode(), "invalid", "/learner/learner_model_param/base_score", "probability")
+
+
 def test_xgboost_unsupported_models(data):
     X, _, y = data
-    clf = _xgb_train(X, (y > np.median(y)).astype(float), rounds=3, objective="binary:logistic")
-    _raises(bytes(clf.save_raw("json")), "invalid", "/learner/objective/name", "classification")
-    _raises(bytes(clf.save_raw("ubj")), "invalid", "/learner/objective/name", "classification")
     multi = _xgb_train(X, np.digitize(y, np.quantile(y, [0.33, 0.66])), rounds=2,
                        objective="multi:softprob", num_class=3)
     _raises(bytes(multi.save_raw("json")), "invalid", "/learner/objective/name", "classification")
@@ -354,6 +366,17 @@ def test_lightgbm_renamed_features_are_matched_to_the_table(data):
     assert match_feature_names(matched, encoding.feature_names) == (matched, {})
 
 
+@pytest.mark.parametrize("sigmoid", [1.0, 2.5])
+def test_lightgbm_binary_classifier_predicts_log_odds(data, sigmoid):
+    """``binary``: the log-odds of label 1 are ``sigmoid * raw score`` (the sigmoid goes into tree_weight)."""
+    X, Xnan, y = data
+    booster = _lgb_train(Xnan, (y > np.quantile(y, 0.7)).astype(float), rounds=20, objective="binary",
+                         sigmoid=sigmoid)
+    forest = load_forest(json.dumps(booster.dump_model()).encode())
+    probability = booster.predict(Xnan)
+    np.testing.assert_allclose(forest.predict(Xnan), np.log(probability / (1 - probability)), atol=1e-9)
+
+
 def test_lightgbm_missing_type_none_and_rf(data):
     X, Xnan, y = data
     # trained without NaN (missing_type "None"): LightGBM maps NaN to 0.0 at prediction time
@@ -398,15 +421,13 @@ def test_lightgbm_malformed_and_unsupported(data, lgb_dump):
     _raises(mut(lambda d: node(d).update(missing_type="Sometimes")), "invalid", root + "/missing_type")
     _raises(mut(lambda d: node(d).update(left_child={"leaf_index": 0, "leaf_value": float("inf")})), "invalid",
             root + "/left_child/leaf_value", "finite")
-    _raises(mut(lambda d: d.update(objective="binary sigmoid:1")), "invalid", "/objective", "classification")
+    _raises(mut(lambda d: d.update(objective="multiclass num_class:3")), "invalid", "/objective", "classification")
+    _raises(mut(lambda d: d.update(objective="binary sigmoid:-1")), "invalid", "/objective", "sigmoid")
     _raises(mut(lambda d: d.update(objective="poisson")), "invalid", "/objective", "log-link")
     _raises(mut(lambda d: d.update(objective="regression sqrt")), "invalid", "/objective", "sqrt")
     _raises(mut(lambda d: d.update(num_class=3)), "invalid", "/num_class")
     _raises(json.dumps(lgb_dump).encode(), "invalid", None, "depth", max_depth=2)
-    # real models: binary classifier, zero_as_missing, categorical split, linear trees
-    clf = lgb.train({"objective": "binary", "verbose": -1, "num_threads": 1},
-                    lgb.Dataset(X, (y > np.median(y)).astype(float)), 2)
-    _raises(json.dumps(clf.dump_model()).encode(), "invalid", "/objective", "classification")
+    # real models: zero_as_missing, categorical split, linear trees
     zam = _lgb_train(X, y, rounds=2, zero_as_missing=True)
     _raises(json.dumps(zam.dump_model()).encode(), "invalid", "/tree_info/*", "zero_as_missing")
     Xc = X.copy()

@@ -1,5 +1,7 @@
 """LightGBM models as the dict of ``Booster.dump_model()`` serialized as JSON: numerical splits, one
-output, an identity-link objective (:data:`IDENTITY_OBJECTIVES`).
+output, an identity-link objective (:data:`IDENTITY_OBJECTIVES`) or ``binary`` (a binary classifier: the
+ensemble predicts the log-odds of label 1, ``sigmoid * raw score``, the objective's ``sigmoid`` folded into
+``tree_weight``).
 
 Exactness: LightGBM compares the double value with a double threshold; we compare ``float32(x)``.
 The routing is identical whenever the inputs are float32-representable (e.g. the model was trained
@@ -41,7 +43,7 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
         if count != 1:
             raise ForestFormatError(f"/{key}", f"the model has {count} {what}; only single-output "
                                     "regression is supported.")
-    _check_objective(document.get("objective"))
+    log_odds_per_raw_score = _raw_score_scale(document.get("objective"))
     info = get(document, "tree_info", "", list)
     trees, node_paths = [], []
     for t, entry in enumerate(info):
@@ -66,26 +68,40 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
         trees, {"n_features": "/max_feature_idx", "feature_names": "/feature_names"}, tree_field, limits,
         n_features=integer(get(document, "max_feature_idx", ""), "/max_feature_idx") + 1,
         feature_names=given_names(document.get("feature_names")),
-        base_score=0.0, tree_weight=1.0 / len(trees) if average and trees else 1.0, kind="lightgbm")
+        base_score=0.0, kind="lightgbm",
+        tree_weight=log_odds_per_raw_score * (1.0 / len(trees) if average and trees else 1.0))
 
 
-def _check_objective(objective: Any) -> None:
+def _raw_score_scale(objective: Any) -> float:
+    """What the ensemble predicts per unit of LightGBM's raw score: 1, or ``sigmoid`` for ``binary`` (its
+    probability is ``1 / (1 + exp(-sigmoid * raw score))``)."""
     if not isinstance(objective, str) or not objective.strip():
         raise ForestFormatError("/objective", "the dump has no objective (custom objective?): only the "
-                                f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... are supported.")
+                                f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... and binary are "
+                                "supported.")
     name, *options = objective.split()
+    if name == "binary":
+        sigmoids = [option.partition(":")[2] for option in options if option.startswith("sigmoid:")]
+        try:
+            sigmoid = float(sigmoids[0]) if sigmoids else 1.0
+        except ValueError:
+            sigmoid = float("nan")
+        if not 0.0 < sigmoid < float("inf"):
+            raise ForestFormatError("/objective", f"objective '{objective:.60}': sigmoid must be a positive number.")
+        return sigmoid
     if name not in IDENTITY_OBJECTIVES:
-        kind = ("classification" if name in ("binary", "multiclass", "multiclassova", "cross_entropy",
-                                             "xentropy", "cross_entropy_lambda", "xentlambda") else
+        kind = ("classification" if name in ("multiclass", "multiclassova", "cross_entropy", "xentropy",
+                                             "cross_entropy_lambda", "xentlambda") else
                 "ranking" if name in ("lambdarank", "rank_xendcg", "xendcg") else
                 "log-link regression" if name in ("poisson", "gamma", "tweedie") else "unsupported")
         raise ForestFormatError(
             "/objective", f"objective '{objective:.60}' is {kind}: only regression objectives whose "
-            "prediction is the raw score are supported (regression, regression_l1, huber, fair, quantile, "
-            "mape).")
+            "prediction is the raw score (regression, regression_l1, huber, fair, quantile, mape) and binary "
+            "are supported.")
     if "sqrt" in options:
         raise ForestFormatError("/objective", "objective with reg_sqrt=True: predictions are squared raw "
                                 "scores, which is not a sum of trees. Retrain with reg_sqrt=False.")
+    return 1.0
 
 
 def _tree(root: Any, path: str) -> tuple[Tree, list[str]]:

@@ -1,6 +1,7 @@
 """XGBoost models as written by ``Booster.save_model`` (``.json``/``.ubj``) or
 ``Booster.save_raw("json" | "ubj")``: gbtree or dart booster, numerical splits, one output, an
-objective whose prediction is the raw margin (:data:`IDENTITY_OBJECTIVES`).
+objective whose prediction is the raw margin (:data:`IDENTITY_OBJECTIVES`) or a binary classifier's
+log-odds (:data:`LOGISTIC_OBJECTIVES`: the ensemble predicts the margin, the log-odds of label 1).
 
 Exactness: XGBoost goes left iff ``float32(x) < float32(split_condition)``. For float32 values
 ``x < t`` is ``x <= nextafter(t, -inf)``, so the threshold stored is
@@ -11,7 +12,8 @@ XGBoost's float32 values; XGBoost sums them in float32, we sum in float64, so pr
 All trees are used, as ``Booster.predict`` does by default (``XGBRegressor.predict`` stops at
 ``best_iteration`` after early stopping: save ``booster[: best_iteration + 1]`` to get that model).
 ``base_score`` (``"[5E-1]"`` in 3.x, ``"5E-1"`` before) is the margin for the identity-link
-objectives accepted. dart: each tree's leaves are scaled by its ``weight_drop``.
+objectives and ``binary:logitraw``, a probability for ``binary:logistic`` (the margin is its logit, in
+float32 as XGBoost computes it). dart: each tree's leaves are scaled by its ``weight_drop``.
 ``num_parallel_tree > 1`` (boosted random forests) is a plain sum of all trees.
 """
 
@@ -28,6 +30,7 @@ from .fields import get, given_names, integer, type_name
 
 IDENTITY_OBJECTIVES = frozenset({"reg:squarederror", "reg:linear", "reg:absoluteerror",
                                  "reg:pseudohubererror", "reg:quantileerror", "reg:squaredlogerror"})
+LOGISTIC_OBJECTIVES = frozenset({"binary:logistic", "binary:logitraw"})
 # where TreeEnsemble's per-node arrays come from in an XGBoost tree
 _SOURCE_ARRAYS = {"children_left": "left_children", "children_right": "right_children",
                   "feature": "split_indices", "threshold": "split_conditions",
@@ -49,7 +52,7 @@ def load_ubjson(data: bytes, limits: Mapping[str, int]) -> TreeEnsemble:
 def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     """The TreeEnsemble of a parsed XGBoost model; ``limits`` are TreeEnsemble's size limits."""
     learner = get(document, "learner", "", dict)
-    _check_objective(learner)
+    objective = _checked_objective(learner)
     trees_path, trees, weight_drop = _trees(learner)
     model_param = _single_output_param(learner)
     feature_types = learner.get("feature_types")
@@ -75,7 +78,7 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
         tree_field, limits,
         n_features=integer(get(model_param, "num_feature", _PARAM_PATH), f"{_PARAM_PATH}/num_feature"),
         feature_names=given_names(learner.get("feature_names")),
-        base_score=_base_score(get(model_param, "base_score", _PARAM_PATH), f"{_PARAM_PATH}/base_score"),
+        base_score=_base_margin(get(model_param, "base_score", _PARAM_PATH), objective),
         tree_weight=1.0, kind="xgboost")
 
 
@@ -122,10 +125,10 @@ def _trees(learner: dict) -> tuple[str, list, np.ndarray]:
     return f"{model_path}/trees", trees, weight_drop
 
 
-def _check_objective(learner: dict) -> None:
+def _checked_objective(learner: dict) -> str:
     objective = get(get(learner, "objective", "/learner", dict), "name", "/learner/objective", str)
-    if objective in IDENTITY_OBJECTIVES:
-        return
+    if objective in IDENTITY_OBJECTIVES | LOGISTIC_OBJECTIVES:
+        return objective
     kind = ("classification" if objective.startswith(("binary:", "multi:", "reg:logistic")) else
             "ranking" if objective.startswith("rank:") else
             "survival" if objective.startswith("survival:") else
@@ -134,7 +137,21 @@ def _check_objective(learner: dict) -> None:
     raise ForestFormatError(
         "/learner/objective/name",
         f"objective '{objective:.60}' is {kind}: only regression objectives whose prediction is the raw "
-        f"margin are supported ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}).")
+        f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}) and binary classifiers "
+        f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) are supported.")
+
+
+def _base_margin(value: Any, objective: str) -> float:
+    """The margin every prediction starts from: ``base_score``, or its logit for binary:logistic."""
+    path = f"{_PARAM_PATH}/base_score"
+    base_score = _base_score(value, path)
+    if objective != "binary:logistic":
+        return base_score
+    if not 0.0 < base_score < 1.0:
+        raise ForestFormatError(path, f"base_score {base_score} of a {objective} model must be a probability in "
+                                "(0, 1).")
+    probability = np.float32(base_score)
+    return float(-np.log(np.float32(1.0) / probability - np.float32(1.0)))
 
 
 def _base_score(value: Any, path: str) -> float:
