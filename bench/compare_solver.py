@@ -11,10 +11,10 @@ Per configuration it reports the after/before time ratio (median of the per-repe
 both trees found the same paths: max relative objective difference per step, equal rule counts and equal
 passes per step.
 
-Usage (the reference as a git worktree):
+Usage (the reference as a git worktree; any folder holding a ``solver`` package will do):
     git worktree add /tmp/solver-before HEAD
-    PYTHONPATH=. .venv/bin/python bench/compare_solver.py --before /tmp/solver-before [--after .] \\
-        [--repeats 3] [--out bench/results/gbcd_refactor.md]
+    .venv/bin/python bench/compare_solver.py --before /tmp/solver-before [--after .] [--repeats 3] \\
+        [--data wind elevators] [--datasets-dir ../shared/datasets] [--out bench/results/gbcd_refactor.md]
 """
 import os
 import sys
@@ -30,6 +30,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import gzip  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
@@ -48,26 +49,27 @@ CYCLIC_CELLS = (("wind", 3),)
 CYCLIC_N_LAMBDAS = 20
 
 
-def configs(n_lambdas):
-    """Every path fit to compare: (cell, penalty label, block selection, number of lambdas)."""
-    greedy = [(f"{data}-d{depth}", label, "greedy", n_lambdas) for data, depth in CELLS for label in PENALTIES]
+def configs(n_lambdas, names, selections):
+    """Every path fit to compare on the datasets ``names``: (cell, penalty label, block selection, lambdas)."""
+    greedy = [(f"{data}-d{depth}", label, "greedy", n_lambdas)
+              for data, depth in CELLS if data in names for label in PENALTIES]
     cyclic = [(f"{data}-d{depth}", label, "cyclic", min(n_lambdas, CYCLIC_N_LAMBDAS))
-              for data, depth in CYCLIC_CELLS for label in PENALTIES]
-    return greedy + cyclic
+              for data, depth in CYCLIC_CELLS if data in names for label in PENALTIES]
+    return [config for config in greedy + cyclic if config[2] in selections]
 
 
 # ---------------------------------------------------------------------------------------------- worker
-def fit(matrices, config, n_lambdas):
+def fit(matrices, config, n_lambdas, settings):
     from solver import fit_path
 
     cell, label, selection, _ = config
     matrix, y = matrices[cell]
     penalty, fusion_ratio = PENALTIES[label]
     return fit_path(matrix, y, penalty=penalty, gamma=GAMMA, mcp_scaling="block", fusion_ratio=fusion_ratio,
-                    n_lambdas=n_lambdas, lambda_min_ratio=1e-3, block_selection=selection)
+                    n_lambdas=n_lambdas, lambda_min_ratio=1e-3, block_selection=selection, **settings)
 
 
-def worker(data_dir):
+def worker(data_dir, settings):
     """Serve path fits with the `solver` of PYTHONPATH: a config (JSON line) in, a result (JSON line) out.
 
     The first request of a config first runs a short path of it, untimed: numba compiles (or loads its
@@ -84,10 +86,10 @@ def worker(data_dir):
             with np.load(Path(data_dir) / f"{cell}.npz") as saved:
                 matrices[cell] = LeafMatrix(saved["leaves"], saved["values"], saved["offsets"]), saved["y"]
         if config not in warm:
-            fit(matrices, config, 3)
+            fit(matrices, config, 3, settings)
             warm.add(config)
         started, cpu = time.perf_counter(), time.process_time()
-        result = fit(matrices, config, config[3])
+        result = fit(matrices, config, config[3], settings)
         record = dict(solver=solver.__file__, seconds=time.perf_counter() - started, cpu=time.process_time() - cpu,
                       objectives=[s.objective for s in result.steps], rules=[s.n_rules for s in result.steps],
                       passes=[s.n_iter for s in result.steps], converged=sum(s.converged for s in result.steps))
@@ -97,10 +99,10 @@ def worker(data_dir):
 class Worker:
     """A worker process on one source tree."""
 
-    def __init__(self, tree, data_dir):
+    def __init__(self, tree, data_dir, settings):
         self.tree = Path(tree).resolve()
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", data_dir],
+            [sys.executable, __file__, "--worker", data_dir, "--fit-settings", json.dumps(settings)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(self.tree)))
 
     def fit(self, config):
@@ -120,17 +122,18 @@ class Worker:
 
 
 # ---------------------------------------------------------------------------------------------- driver
-def training_rows(name):
+def training_rows(path):
     """bench/solver.py's training split: 66 % of the rows (seed 0), y standardised."""
-    with gzip.open(DATASETS / f"{name}.csv.gz", "rt") as fh:
+    with gzip.open(path, "rt") as fh:
         data = np.loadtxt(fh, delimiter=",", skiprows=1)
     train = np.random.default_rng(0).permutation(len(data))[:int(round(0.66 * len(data)))]
     X, y = data[train, :-1], data[train, -1]
     return X, (y - y.mean()) / y.std()
 
 
-def build_matrices(before, out_dir):
-    """Leaf matrices of every cell, built with the reference tree's code (the same input for both trees)."""
+def build_matrices(before, out_dir, cells, datasets_dir):
+    """Leaf matrices of the ``cells`` (config names), built with the reference tree's code (the same input for
+    both trees)."""
     sys.path.insert(0, str(before))
     from sklearn.ensemble import RandomForestRegressor
 
@@ -138,7 +141,9 @@ def build_matrices(before, out_dir):
 
     sizes = {}
     for data, depth in sorted(set(CELLS) | set(CYCLIC_CELLS)):
-        X, y = training_rows(data)
+        if f"{data}-d{depth}" not in cells:
+            continue
+        X, y = training_rows(Path(datasets_dir) / f"{data}.csv.gz")
         forest = RandomForestRegressor(n_estimators=250, max_depth=depth, max_features="sqrt", random_state=0,
                                        n_jobs=1).fit(X, y)
         matrix = leaf_matrix(TreeEnsemble.from_sklearn(forest), X)
@@ -149,12 +154,16 @@ def build_matrices(before, out_dir):
 
 
 def tree_version(tree):
-    def git(*args):
-        return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True).stdout.strip()
-
-    dirty = git("status", "--porcelain", "--", "solver").splitlines()
-    changes = f", uncommitted: {' '.join(line.split()[-1] for line in dirty)}" if dirty else ", clean"
-    return f"`{tree}`: HEAD {git('rev-parse', '--short', 'HEAD')}{changes}"
+    """The tree's git HEAD and uncommitted solver files where it is a checkout, and a digest of its solver."""
+    digest = hashlib.md5(b"".join(p.read_bytes() for p in sorted(Path(tree, "solver").glob("*.py")))).hexdigest()
+    text = f"`{tree}`: md5 of solver/*.py {digest[:8]}"
+    git = ["git", "-C", str(tree)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "solver"], capture_output=True, text=True)
+        changed = " ".join(line.split()[-1] for line in dirty.stdout.splitlines()) or "none"
+        text += f", HEAD {head.stdout.strip()}, uncommitted solver files: {changed}"
+    return text
 
 
 def summarize(config_list, records, sizes):
@@ -183,12 +192,18 @@ def yes_no(flag):
     return "yes" if flag else "**no**"
 
 
-def report(rows, args, trees, seconds):
+def cpu_model():
+    with open("/proc/cpuinfo") as fh:
+        return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "?")
+
+
+def report(rows, args, trees, seconds, load_at_start):
     out = ["# Solver before/after comparison (`bench/compare_solver.py`)\n",
            f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-           f"- command: `PYTHONPATH=. .venv/bin/python {' '.join(sys.argv)}`",
-           f"- machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy "
-           f"{np.__version__}; one thread per library; machine shared with other jobs, timings noisy",
+           f"- command: `python {' '.join(sys.argv)}` (python: {sys.executable})",
+           f"- machine: {platform.node()}, {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+           f"numpy {np.__version__}; one thread per library; load average (1 min) {load_at_start:.1f} at the start, "
+           f"{os.getloadavg()[0]:.1f} at the end",
            f"- before: {trees[0]}", f"- after: {trees[1]}",
            f"- total wall time: {seconds / 60:.1f} min\n",
            f"Paths of {args.n_lambdas} λ (at most {CYCLIC_N_LAMBDAS} with cyclic selection) from λ_max to 1e-3·λ_max, "
@@ -222,24 +237,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, help="source tree of the reference solver")
     parser.add_argument("--after", type=Path, default=_HERE.parent, help="source tree of the changed solver")
+    parser.add_argument("--data", nargs="+", default=["wind", "elevators"], help="datasets of the cells to compare")
+    parser.add_argument("--datasets-dir", type=Path, default=DATASETS, help="where <name>.csv.gz are")
+    parser.add_argument("--selections", nargs="+", default=["greedy", "cyclic"], help="block selections to compare")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-lambdas", type=int, default=100)
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a further fit_path keyword for both trees, VALUE as JSON "
+                        "(e.g. scaling='\"leaf_value\"'): pins a setting whose default differs between the trees")
     parser.add_argument("--out", help="write the markdown table here")
     parser.add_argument("--worker", metavar="DATA_DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--fit-settings", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, json.loads(args.fit_settings))
         return
     if args.before is None:
         parser.error("--before is required")
 
-    started = time.perf_counter()
-    config_list = configs(args.n_lambdas)
+    started, load_at_start = time.perf_counter(), os.getloadavg()[0]
+    config_list = configs(args.n_lambdas, args.data, args.selections)
     records = {"before": [[] for _ in config_list], "after": [[] for _ in config_list]}
     with tempfile.TemporaryDirectory() as data_dir:
-        sizes = build_matrices(args.before, data_dir)
+        sizes = build_matrices(args.before, data_dir, {config[0] for config in config_list}, args.datasets_dir)
         print(f"[{time.perf_counter() - started:6.1f}s] matrices built", flush=True)
-        workers = {name: Worker(getattr(args, name), data_dir) for name in records}
+        settings = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.setting)}
+        workers = {name: Worker(getattr(args, name), data_dir, settings) for name in records}
         for rep in range(args.repeats):
             for k, config in enumerate(config_list):
                 order = ("before", "after") if (rep + k) % 2 == 0 else ("after", "before")
@@ -251,7 +274,8 @@ def main():
         for each in workers.values():
             each.close()
     rows = summarize(config_list, records, sizes)
-    text = report(rows, args, (tree_version(args.before), tree_version(args.after)), time.perf_counter() - started)
+    text = report(rows, args, (tree_version(args.before), tree_version(args.after)), time.perf_counter() - started,
+                  load_at_start)
     if args.out:
         Path(args.out).write_text(text)
     print(text)
