@@ -114,6 +114,18 @@ def test_idempotency_keys_belong_to_a_tenant(tenants):
     assert again.json()["id"] == first.json()["id"]
 
 
+def test_a_retried_promotion_gives_the_same_model(tenants):
+    client = tenants.client
+    job = run_job(tenants, ALICE, upload(client, ALICE, 400).json()["id"])
+    key = {**ALICE, "Idempotency-Key": "promote-nightly"}
+    models = [client.post("/v1/models", json={"job_id": job["id"], "name": "retried"}, headers=key) for _ in range(3)]
+    assert [m.status_code for m in models] == [201] * 3
+    assert len({m.json()["id"] for m in models}) == 1 and models[0].json()["version"] == 1
+    assert [m["name"] for m in client.get("/v1/models", headers=ALICE).json()].count("retried") == 1
+    assert_problem(client.post("/v1/models", json={"job_id": job["id"], "name": "other"}, headers=key), 422,
+                   "header.Idempotency-Key")
+
+
 def test_delete_handles_what_depends_on_the_thing(tenants):
     client = tenants.client
     dataset = upload(client, ALICE, 700).json()
