@@ -140,7 +140,7 @@ def test_a_killed_worker_s_job_is_retried_and_succeeds(stack):
     with ServiceStack(settings, n_workers=2, clean_keys=False) as own:
         dataset = own.upload_dataset(rows=1000)
         response = own.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {
-            "n_estimators": 150, "max_depth": 5}, "n_lambdas": 60, "fusion_ratio": 1.0})
+            "n_estimators": 150, "max_depth": 5}, "n_lambdas": 30, "max_rules": 15})
         job_id = response.json()["id"]
         own.wait_for(job_id, ("running",))
         [busy] = [worker for worker in own.workers if worker.work_horses()]
