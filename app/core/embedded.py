@@ -150,6 +150,8 @@ class EmbeddedStack:
         stop it, and an unfinished job runs again at the next start), then Redis (it writes its AOF)."""
         self._stopping.set()
         if self._supervisor is not None:
+            # a child the supervisor restarted gets its parent-death signal (SIGTERM) as this thread ends: the
+            # kernel ties it to the thread that forked the child; the SIGTERMs below then find it stopping
             self._supervisor.join()
         for worker in self.workers:
             worker.signal(signal.SIGTERM)
