@@ -197,6 +197,8 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
     summary = f"# {ensemble.n_rules} rules"
     if ensemble.n_antecedents is not None:
         summary += f", {ensemble.n_antecedents} antecedents"
+    if ensemble.response is not None:
+        summary += f"; amounts in {ensemble.response}"
     lines = [summary, f"{'':{id_width}}  {intercept:>{width}}  intercept"]
     for rule_id, amount, rule in zip(ids, amounts, rules):
         lines.append(f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule['conditions'])}"

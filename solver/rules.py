@@ -31,6 +31,8 @@ JSON schema ``fire-rules`` version 2 (``to_dict``/``from_dict``; version 1, with
                 "members": [{"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35,
                              "support": 120 | null}]}]}
 
+``response`` (optional, null where absent) says what the intercept and contributions add up to when it is not
+the target itself: a classifier's ``"log-odds of 'yes'"`` (its probability is the sigmoid of the prediction).
 Only ``conditions`` and ``contribution`` affect predictions; ``support`` counts the training rows the rule
 fires on (the forest's leaf count where no training rows were given); the other rule keys describe where the
 rule comes from (``tree``/``leaf``/``weight``/``value`` of its first member). ``importance`` is each column's
@@ -59,7 +61,7 @@ MAX_RULES = 1_000_000
 MAX_CONDITIONS_PER_RULE = 1_000
 
 _TOP_LEVEL_KEYS = {"format", "version", "feature_names", "intercept", "n_antecedents", "columns",
-                   "importance", "rules"}
+                   "importance", "rules", "response"}
 _RULE_KEYS = {"id", "conditions", "contribution", "tree", "leaf", "weight", "value", "support",
               "members"}
 _MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
@@ -126,8 +128,9 @@ class RuleEnsemble:
 
     def __init__(self, rules: list[dict], intercept: float, feature_names: Sequence[str],
                  n_antecedents: int | None = None, encoding: TableEncoding | None = None,
-                 importance: dict[str, float] | None = None):
+                 importance: dict[str, float] | None = None, response: str | None = None):
         self.rules = rules
+        self.response = response
         for position, rule in enumerate(rules):
             rule["id"] = position
         self.intercept = float(intercept)
@@ -157,7 +160,7 @@ class RuleEnsemble:
 
     @classmethod
     def from_weights(cls, forest, weights, intercept: float, *, encoding: TableEncoding | None = None,
-                     X=None) -> "RuleEnsemble":
+                     X=None, response: str | None = None) -> "RuleEnsemble":
         """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
         scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M.
 
@@ -170,7 +173,7 @@ class RuleEnsemble:
         its names replace the forest's); without one, the features are numeric columns that had
         missing values where ``X`` has NaN. ``X``: the training rows (encoded): thresholds are shown at
         the precision that separates their values, ``support`` counts the rows each rule fires on and
-        ``importance`` is computed from them.
+        ``importance`` is computed from them. ``response``: see the module docstring.
         """
         forest = as_tree_ensemble(forest)
         weights = np.asarray(weights, dtype=np.float64)
@@ -214,7 +217,7 @@ class RuleEnsemble:
         for rule in rules:
             for condition in rule["conditions"]:
                 condition["feature"] = feature_names[condition["feature_index"]]
-        ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding)
+        ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding, response=response)
         if X is not None:
             ensemble._count_training_rows(X32)
         return ensemble
@@ -274,6 +277,7 @@ class RuleEnsemble:
                 "feature_names": list(self.feature_names), "intercept": self.intercept,
                 "n_antecedents": self.n_antecedents, "columns": self.encoding.to_dict(),
                 "importance": None if self.importance is None else dict(self.importance),
+                "response": self.response,
                 "rules": [_copy_rule(rule) for rule in self.rules]}
 
     @classmethod
@@ -306,7 +310,10 @@ class RuleEnsemble:
         for r, rule in enumerate(rules):
             if isinstance(rule, Mapping) and rule.get("id", r) != r:
                 raise RuleSchemaError(f"rules/{r}/id", f"is {rule['id']!r}: a rule's id is its position {r}")
-        return cls(checked, intercept, feature_names, n_antecedents, encoding, importance)
+        response = document.get("response")
+        if response is not None and not isinstance(response, str):
+            raise RuleSchemaError("response", "must be a string or null")
+        return cls(checked, intercept, feature_names, n_antecedents, encoding, importance, response)
 
 
 # ----------------------------------------------------------------------------------------------
