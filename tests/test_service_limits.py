@@ -55,7 +55,7 @@ def live_api(isolated_settings):
 
 
 def test_a_heavy_upload_does_not_hold_other_requests_up(live_api):
-    body = wide_csv(3000, 1000)  # about 22 MB: seconds of parsing and encoding
+    body = wide_csv(4000, 1500)  # about 45 MB: seconds of parsing and encoding
     outcome = {}
 
     def upload():
@@ -72,7 +72,7 @@ def test_a_heavy_upload_does_not_hold_other_requests_up(live_api):
         time.sleep(0.05)
     uploading.join()
     assert outcome["response"].status_code == 201, outcome["response"].text
-    assert len(latencies) >= 10, "the upload was too quick to show anything"
+    assert len(latencies) >= 5, "the upload was too quick to show anything"
     # before, the whole parse ran on the event loop (seconds here); now only receiving the body does
     assert max(latencies) < 1.0, f"healthz waited {max(latencies):.2f} s during the upload"
 
