@@ -124,8 +124,6 @@ class PathJobRequest(StrictBody):
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
     polish: bool = path_setting("polish")
-    min_support: int | float = path_setting("min_support")
-    polish: bool = path_setting("polish")
     grid: Grid | None = Field(None, description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
                                                 "64 by default); the best cell's selected step is kept")
 
