@@ -94,7 +94,7 @@ DEEP_SWEEP_METHODS = {"fire": MAIN_METHODS["fire"], "fire_ms0": dict(min_support
 LABELS = {
     "fire": "FIRE defaults (unit scaling, fusion 0.5 lambda_s, min_support 1%, polish)",
     "mcp": "MCP only, as in the paper (leaf-value columns, no min_support, no polish)",
-    "fire_readable": "FIRE readable (defaults with fusion_ratio=0.8)",
+    "fire_readable": "FIRE readable (defaults with fusion_ratio=1)",
     "fire_lf01": "paper sec. 5: leaf-value columns, fixed lambda_f=0.1",
     "l1": "L1 path, same forest (RuleFit problem)",
     "rulefit": "imodels RuleFitRegressor",

@@ -27,7 +27,7 @@ DEFAULT_MIN_SUPPORT = 0.01
 # The documented setting for rule sets that share antecedents (fusion that pays): stronger fusion (in the default
 # unit scaling) selects leaves next to each other in fewer trees, the polish (a default) removes the shrinkage it
 # puts on their weights. bench/results/quality.md measures it against MCP alone at 10-15 rules.
-READABLE = {"fusion_ratio": 0.8}
+READABLE = {"fusion_ratio": 1.0}
 
 
 class SpecError(ValueError):
