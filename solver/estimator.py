@@ -1,49 +1,84 @@
-"""scikit-learn style estimator: a forest in, a small weighted rule set out."""
+"""scikit-learn style estimators: a forest in, a small weighted rule set out.
 
+``FireRegressor`` (squared loss) and ``FireClassifier`` (logistic loss, any two labels) share everything but
+their target: the parameters, which are the fields of :class:`solver.spec.ForestSpec` and
+:class:`solver.spec.PathSpec` with their defaults (``forest_kind`` for the forest's ``kind``; ``loss`` is the
+estimator's, ``random_state`` seeds both), the fit through :func:`solver.fitting.fit_rules`, the encoding of
+tables with text columns, the rules and the JSON document.
+"""
+
+import inspect
 import numbers
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_y, assert_all_finite,
                                       check_consistent_length, check_is_fitted, check_random_state, validate_data)
 
+from .datafits import probability
 from .encoding import TableEncoding, has_text_columns
-from .fitting import fit_rules
+from .fitting import binary_labels, fit_rules
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 
 DOCUMENT_FORMAT = "fire-rule-model"
-_PATH = PathSpec()
-_FOREST = ForestSpec()
+# estimator parameter -> ForestSpec field, where the names differ
+_FOREST_FIELDS = {"forest_kind": "kind"}
 
 
-class FireRegressor(RegressorMixin, BaseEstimator):
-    """FIRE rule extraction (Liu & Mazumder, KDD 2023) as a scikit-learn regressor.
+def _parameters(**extra) -> dict:
+    """name -> default of an estimator's parameters, in order: ``forest``, the ForestSpec fields but its seed,
+    the PathSpec fields but ``loss`` and the seed, ``extra``, ``random_state`` (None: fresh seeds)."""
+    spec_name = {field: name for name, field in _FOREST_FIELDS.items()}
+    forest = {spec_name.get(name, name): default for name, default in ForestSpec.defaults().items()
+              if name != "random_state"}
+    path = {name: default for name, default in PathSpec.defaults().items() if name not in ("loss", "random_state")}
+    return {"forest": None, **forest, **path, **extra, "random_state": None}
+
+
+def _init_taking(parameters: dict):
+    """An ``__init__`` that stores each of ``parameters`` (keyword-only, their defaults where not given) and
+    shows them as its signature, which is where scikit-learn reads an estimator's parameters from."""
+    def __init__(self, **given):
+        unknown = sorted(set(given) - set(parameters))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got an unexpected parameter {unknown[0]!r}")
+        for name, default in parameters.items():
+            setattr(self, name, given.get(name, default))
+
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+           for name, default in parameters.items()])
+    return __init__
+
+
+class _FireEstimator(BaseEstimator):
+    """FIRE rule extraction (Liu & Mazumder, KDD 2023): what the regressor and the classifier share.
 
     Fits a tree ensemble (or takes a fitted one through ``forest``), treats every leaf as a candidate rule,
     computes a warm-started path of the FIRE problem (MCP or L1 sparsity plus fusion of neighbouring leaves
-    of each tree) and keeps the step with the lowest validation loss among those with at most ``max_rules``
-    rules. Without ``X_val``/``y_val`` in ``fit``, ``validation_fraction`` of the training rows is held out
-    for that choice (and the forest, when fitted here, is fitted on the remaining rows only). The work is
+    of each tree) and keeps the best step among those with at most ``max_rules`` rules (``selection``). Without
+    ``X_val``/``y_val`` in ``fit``, ``validation_fraction`` of the training rows is held out for that choice
+    (and the forest, when fitted here, is fitted on the remaining rows only). The work is
     :func:`solver.fitting.fit_rules`, the same orchestration the service's workers run: the same table,
     settings and ``random_state`` give the same rules in both.
 
     ``X`` may be a DataFrame with text columns: they are one-hot encoded (:class:`solver.encoding.TableEncoding`,
-    kept as ``encoding_``), and ``predict`` takes the original columns.
+    kept as ``encoding_``), and scoring takes the original columns.
 
-    Parameters
-    ----------
-    forest : fitted RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
-        DecisionTreeRegressor or solver.TreeEnsemble, default=None
-        Use these trees instead of fitting a forest (they should not have seen the validation rows).
+    Parameters (keyword-only)
+    -------------------------
+    forest : fitted scikit-learn tree ensemble (see ``solver.sklearn_adapters``) or solver.TreeEnsemble,
+        default=None. Use these trees instead of fitting a forest (they should not have seen the validation
+        rows).
     forest_kind, n_estimators, max_depth, max_features, learning_rate : the forest fitted when ``forest`` is
         None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
-    penalty, gamma, mcp_scaling, scaling, lambda_f, fusion_ratio, max_rules, lambdas, n_lambdas, lambda_min_ratio, tol,
-    max_iter, block_selection, inner_iters, min_support, polish, validation_fraction : the path
-        (:class:`solver.spec.PathSpec`,
-        where each is documented with its default). ``fusion_ratio=None`` means 0.5 unless ``lambda_f`` is
-        given; 0 turns fusion off.
+    penalty, gamma, mcp_scaling, scaling, ... : every other :class:`solver.spec.PathSpec` field, where each is
+        documented with its default.
     random_state : int, RandomState or None
         Seeds the forest and the validation split (an int is used as both seeds, as the service does).
 
@@ -51,47 +86,17 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     ----------
     forest_ : TreeEnsemble; estimator_ : the fitted scikit-learn forest (None when ``forest`` is given as a
     TreeEnsemble); encoding_ : TableEncoding of the training table (None for numeric input);
-    path_ : list of dicts, one per step (lambda_s, lambda_f, n_rules, n_trees, n_antecedents, train_loss,
-    val_loss, objective, n_iter, converged, seconds); coef_path_ : scipy.sparse CSR (steps x leaves);
-    selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
+    path_ : list of dicts, one per step (``solver.path.PathStep``); coef_path_ : scipy.sparse CSR (steps x
+    leaves); selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
     n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : list of rule dicts;
     n_features_in_, feature_names_in_ (the original columns).
     """
 
-    def __init__(self, forest=None, forest_kind=_FOREST.kind, n_estimators=_FOREST.n_estimators,
-                 max_depth=_FOREST.max_depth, max_features=_FOREST.max_features,
-                 learning_rate=_FOREST.learning_rate, penalty=_PATH.penalty, gamma=_PATH.gamma,
-                 mcp_scaling=_PATH.mcp_scaling, scaling=_PATH.scaling, lambda_f=_PATH.lambda_f,
-                 fusion_ratio=_PATH.fusion_ratio,
-                 max_rules=_PATH.max_rules, lambdas=_PATH.lambdas, n_lambdas=_PATH.n_lambdas,
-                 lambda_min_ratio=_PATH.lambda_min_ratio, tol=_PATH.tol, max_iter=_PATH.max_iter,
-                 block_selection=_PATH.block_selection, inner_iters=_PATH.inner_iters,
-                 min_support=_PATH.min_support, polish=_PATH.polish,
-                 validation_fraction=_PATH.validation_fraction, random_state=None):
-        self.forest = forest
-        self.forest_kind = forest_kind
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.max_features = max_features
-        self.learning_rate = learning_rate
-        self.penalty = penalty
-        self.gamma = gamma
-        self.mcp_scaling = mcp_scaling
-        self.scaling = scaling
-        self.lambda_f = lambda_f
-        self.fusion_ratio = fusion_ratio
-        self.max_rules = max_rules
-        self.lambdas = lambdas
-        self.n_lambdas = n_lambdas
-        self.lambda_min_ratio = lambda_min_ratio
-        self.tol = tol
-        self.max_iter = max_iter
-        self.block_selection = block_selection
-        self.inner_iters = inner_iters
-        self.min_support = min_support
-        self.polish = polish
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
+    _loss: str  # the PathSpec loss of the subclass
+
+    def __init_subclass__(cls, parameters: dict, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__init__ = _init_taking(parameters)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -101,39 +106,50 @@ class FireRegressor(RegressorMixin, BaseEstimator):
     def path_spec(self, seed: int) -> PathSpec:
         """The estimator's path settings as the :class:`PathSpec` the library and the service run."""
         return PathSpec.from_dict({name: getattr(self, name) for name in PathSpec.defaults()
-                                   if name != "random_state"} | {"random_state": seed})
+                                   if name not in ("loss", "random_state")}
+                                  | {"loss": self._loss, "random_state": seed})
 
     def forest_spec(self, seed: int) -> ForestSpec:
         """The forest fitted when none is given, as the :class:`ForestSpec` the service trains too."""
+        spec_fields = {_FOREST_FIELDS.get(name, name) for name in ForestSpec.defaults()}
+        names = {field: name for name, field in _FOREST_FIELDS.items()}
         try:
-            return ForestSpec(kind=self.forest_kind, n_estimators=self.n_estimators, max_depth=self.max_depth,
-                              max_features=self.max_features, learning_rate=self.learning_rate, random_state=seed)
+            return ForestSpec.from_dict({field: getattr(self, names.get(field, field)) for field in spec_fields
+                                         if field != "random_state"} | {"random_state": seed})
         except SpecError as error:  # named as the estimator's parameter
-            raise SpecError("forest_kind" if error.field == "kind" else error.field, error.detail) from None
+            raise SpecError(names.get(error.field, error.field), error.detail) from None
+
+    def _sample_weight(self, y, sample_weight):
+        """The row weights the forest and the path see (the classifier's class weights multiply them)."""
+        return sample_weight
 
     def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
         """Fit the forest (unless given), the FIRE path, and select the step within the rule budget."""
         self.encoding_ = TableEncoding.infer(X) if has_text_columns(X) else None
         if self.encoding_ is None:
-            X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", y_numeric=True, dtype=np.float64)
+            X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
         else:
             X = self._table(X, reset=True)
-            y = _check_y(y, y_numeric=True, estimator=self).astype(np.float64)
             check_consistent_length(X, y)
+        y = self._target(y, fitting=True)
         if X.shape[0] < 2:
-            raise ValueError(f"FireRegressor needs at least 2 samples, got n_samples = {X.shape[0]}")
+            raise ValueError(f"{type(self).__name__} needs at least 2 samples, got n_samples = {X.shape[0]}")
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.shape != (X.shape[0],):
                 raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {sample_weight.shape}")
+        sample_weight = self._sample_weight(y, sample_weight)
         if X_val is not None:
             X_val = self._table(X_val, reset=False)
+        if y_val is not None:
+            y_val = self._target(y_val, fitting=False)
         seed = (int(self.random_state) if isinstance(self.random_state, numbers.Integral)
                 else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max)))
         spec = self.path_spec(seed)
         fit = fit_rules(X, y, spec, forest=self.forest_spec(seed) if self.forest is None else self.forest,
                         X_val=X_val, y_val=y_val, sample_weight=sample_weight,
-                        feature_names=self._encoded_feature_names(), encoding=self.encoding_)
+                        feature_names=self._encoded_feature_names(), encoding=self.encoding_,
+                        classes=getattr(self, "classes_", None))
         self.estimator_, self.forest_ = fit.estimator, fit.forest
         self.path_ = [step.to_dict() for step in fit.path.steps]
         self.coef_path_ = fit.path.coef_path
@@ -176,10 +192,6 @@ class FireRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "rule_ensemble_")
         return self.path_[self.selected_step_]
 
-    def predict(self, X):
-        check_is_fitted(self, "rule_ensemble_")
-        return self.rule_ensemble_.predict(self._table(X, reset=False))
-
     def explain(self, X):
         """Per row, the rules that fired as ``{"id", "contribution"}`` (``RuleEnsemble.explain``)."""
         check_is_fitted(self, "rule_ensemble_")
@@ -208,6 +220,7 @@ class FireRegressor(RegressorMixin, BaseEstimator):
             "feature_names_in": None if not hasattr(self, "feature_names_in_")
             else [str(v) for v in self.feature_names_in_],
             "columns": None if self.encoding_ is None else self.encoding_.to_dict(),
+            "classes": self.classes_.tolist() if hasattr(self, "classes_") else None,
             "selected_step": int(self.selected_step_),
             "path": self.path_,
             "rule_ensemble": self.rule_ensemble_.to_dict(),
@@ -224,8 +237,78 @@ class FireRegressor(RegressorMixin, BaseEstimator):
             model.feature_names_in_ = np.asarray(document["feature_names_in"], dtype=object)
         columns = document.get("columns")
         model.encoding_ = None if columns is None else TableEncoding.from_dict(columns)
+        if document.get("classes") is not None:
+            model.classes_ = np.asarray(document["classes"])
         model.path_ = list(document["path"])
         model.selected_step_ = int(document["selected_step"])
         model.rule_ensemble_ = RuleEnsemble.from_dict(document["rule_ensemble"])
         model.intercept_ = float(model.rule_ensemble_.intercept)
         return model
+
+
+class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters()):
+    """FIRE as a scikit-learn regressor: the squared loss; ``predict`` is the rules' sum. See
+    :class:`_FireEstimator` for the parameters and attributes."""
+
+    _loss = "squared"
+
+    def _target(self, y, fitting):
+        return _check_y(y, y_numeric=True, estimator=self).astype(np.float64)
+
+    def predict(self, X):
+        check_is_fitted(self, "rule_ensemble_")
+        return self.rule_ensemble_.predict(self._table(X, reset=False))
+
+
+class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None)):
+    """FIRE as a scikit-learn binary classifier: the logistic loss; the rules add log-odds of ``classes_[1]``.
+
+    Any two labels (strings, booleans, numbers; ``classes_`` in sorted order, scikit-learn's convention).
+    ``decision_function`` is the rules' sum (intercept + M w, the log-odds), ``predict_proba`` its sigmoid,
+    ``predict`` the label of the larger probability (``classes_[0]`` on ties). The path records log loss, AUC
+    and accuracy per step; ``selection="auc"`` chooses the step by validation AUC instead of log loss.
+    ``class_weight``: None, "balanced" or {label: weight}, multiplying ``sample_weight`` in the forest and the
+    path alike. ``forest`` may be a fitted scikit-learn classifier (RandomForestClassifier, ExtraTreesClassifier,
+    GradientBoostingClassifier, ...), an XGBoost/LightGBM binary model loaded with ``solver.formats`` or a
+    regression forest. See :class:`_FireEstimator` for the other parameters and attributes.
+    """
+
+    _loss = "logistic"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _target(self, y, fitting):
+        y = _check_y(y, estimator=self)
+        if fitting:
+            check_classification_targets(y)
+            self.classes_, codes = binary_labels(y)
+            return codes
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise ValueError(f"y_val has labels the training labels {self.classes_.tolist()} do not: "
+                             f"{np.unique(y[unknown])[:5].tolist()}")
+        return (y == self.classes_[1]).astype(np.float64)
+
+    def _sample_weight(self, y, sample_weight):
+        if self.class_weight is None:
+            return sample_weight
+        labels = self.classes_[y.astype(np.int64)]
+        weights = compute_sample_weight(self.class_weight, labels)
+        return weights if sample_weight is None else weights * sample_weight
+
+    def decision_function(self, X):
+        """The log-odds of ``classes_[1]``: intercept + the contributions of the rules that fire."""
+        check_is_fitted(self, "rule_ensemble_")
+        return self.rule_ensemble_.predict(self._table(X, reset=False))
+
+    def predict_proba(self, X):
+        """Probabilities of ``classes_[0]`` and ``classes_[1]``: ``1 - p`` and ``p = 1 / (1 + exp(-score))``."""
+        p = probability(self.decision_function(X))
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X):
+        positive = self.decision_function(X) > 0.0  # first: it raises NotFittedError before classes_ is read
+        return self.classes_[positive.astype(np.int64)]

@@ -5,12 +5,18 @@
     forest + rows ─► leaf indices (computed here, or the caller's cached ones) ─► fit_path ─► best step
     best step ─► RuleEnsemble
 
+The path's loss decides the task: ``PathSpec(loss="logistic")`` fits a binary classifier on 0/1 ``y``
+(:func:`binary_labels` turns any two labels into them), trains the classifier variant of a ``ForestSpec`` and
+gives rules that add log-odds of ``classes[1]`` (``RuleEnsemble.response``); ``solver.datafits.probability``
+turns a rule ensemble's prediction into the probability of ``classes[1]``.
+
 Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
 responsibility: it should not have been trained on the validation rows either.
 """
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .forest import TreeEnsemble
 from .leaf_matrix import LeafMatrix, leaf_matrix
@@ -36,20 +42,42 @@ def holdout_split(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, 
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
-def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None):
-    """(fitted scikit-learn regressor, its TreeEnsemble) of ``spec`` on these rows."""
-    from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, y): the two distinct labels of ``values`` in sorted order (strings, booleans, numbers, as
+    given) and ``y`` = 1.0 where a value is ``classes[1]``, 0.0 elsewhere: scikit-learn's convention, so
+    ``classes[1]`` is the label whose log-odds logistic rules add. Anything but two distinct labels (missing
+    ones included) is a ValueError."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional, got shape {values.shape}")
+    if pd.isna(values).any():
+        raise ValueError("labels must not be missing")
+    classes = np.unique(values)
+    shown = [str(c) for c in classes[:5]]
+    if len(classes) > 2:  # scikit-learn's wording, which its estimator checks look for
+        raise ValueError(f"Only binary classification is supported: got {len(classes)} classes, {shown}")
+    if len(classes) < 2:
+        raise ValueError(f"binary classification needs two classes, got 1 class: {shown}")
+    return classes, (values == classes[1]).astype(np.float64)
+
+
+def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=PathSpec().loss):
+    """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared
+    loss, classifiers of 0/1 ``y`` for the logistic loss (whose TreeEnsemble predicts the probability, or the
+    log-odds for gradient boosting: see ``solver.sklearn_adapters``)."""
+    from sklearn import ensemble as forests
 
     X = np.asarray(X, dtype=np.float64)
     spec.check_data(X.shape[1], bool(np.isnan(X).any()))
     common = dict(n_estimators=spec.n_estimators, max_depth=spec.max_depth, max_features=spec.max_features,
                   random_state=spec.random_state)
+    task = "Classifier" if loss == "logistic" else "Regressor"
     if spec.kind == "gradient_boosting":
-        estimator = GradientBoostingRegressor(learning_rate=spec.learning_rate, **common)
+        estimator = getattr(forests, f"GradientBoosting{task}")(learning_rate=spec.learning_rate, **common)
     elif spec.kind == "extra_trees":
-        estimator = ExtraTreesRegressor(n_jobs=1, **common)
+        estimator = getattr(forests, f"ExtraTrees{task}")(n_jobs=1, **common)
     else:
-        estimator = RandomForestRegressor(n_jobs=1, **common)
+        estimator = getattr(forests, f"RandomForest{task}")(n_jobs=1, **common)
     estimator.fit(X, y, sample_weight=sample_weight)
     return estimator, _named(TreeEnsemble.from_sklearn(estimator), feature_names)
 
@@ -68,8 +96,9 @@ class RuleFit:
 
 
 def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_weight=None, feature_names=None,
-              encoding=None, leaves=None, val_leaves=None, callback=None) -> RuleFit:
-    """Forest, path, selected step and rule ensemble of the table ``X`` (float, encoded), ``y``.
+              encoding=None, classes=None, leaves=None, val_leaves=None, callback=None) -> RuleFit:
+    """Forest, path, selected step and rule ensemble of the table ``X`` (float, encoded), ``y`` (0/1 labels for
+    the logistic loss).
 
     ``forest``: a :class:`ForestSpec` (trained here on the training rows), a fitted scikit-learn forest or a
     :class:`TreeEnsemble`. Without ``X_val``/``y_val`` the rows are split by :func:`holdout_split` with the
@@ -77,7 +106,8 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
     (its feature names name the forest's features; the rules read in its words, see ``RuleEnsemble``).
     ``leaves``/``val_leaves``: the forest's leaf
     indices (n, T) on all rows of ``X``/``X_val`` where the caller has them (a cache); computed otherwise.
-    ``callback(step)``: as in :func:`solver.fit_path`.
+    ``classes``: the labels ``y``'s 0 and 1 stand for (logistic loss; :func:`binary_labels`), named by the
+    rules' response, ``"log-odds of 'yes'"``. ``callback(step)``: as in :func:`solver.fit_path`.
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -92,7 +122,8 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
     train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
 
     if isinstance(forest, ForestSpec):
-        estimator, ensemble = train_forest(forest, X[train_rows], y[train_rows], train_weight, feature_names)
+        estimator, ensemble = train_forest(forest, X[train_rows], y[train_rows], train_weight, feature_names,
+                                           loss=spec.loss)
     else:
         estimator = None if isinstance(forest, TreeEnsemble) else forest
         ensemble = _named(as_tree_ensemble(forest), feature_names)
@@ -115,8 +146,11 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
                     val_matrix=val_matrix, y_val=y_holdout, leaf_ancestors=ensemble.leaf_ancestors,
                     callback=callback)
     selected = path.select()
+    response = None
+    if spec.loss == "logistic":
+        response = f"log-odds of '{1 if classes is None else classes[1]}'"
     rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]),
-                                      encoding=encoding, X=X[train_rows])
+                                      encoding=encoding, X=X[train_rows], response=response)
     return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
 
 

@@ -2,7 +2,13 @@
 
 Objective, with sample weights ``s`` (normalised by the caller to sum to n) and an unpenalised intercept b::
 
-    1/2 sum_i s_i (y_i - b - (M w)_i)^2 + sum_j P(w_j; lam, gamma_j) + lam_f sum_t ||D_t w_t||_1
+    loss(b + M w) + sum_j P(w_j; lam, gamma_j) + lam_f sum_t ||D_t w_t||_1
+
+where the loss is a datafit of ``solver.datafits``: ``1/2 sum_i s_i (y_i - b - (M w)_i)^2`` (squared) or the
+logistic loss. The kernels here are loss-agnostic: they take the leaf gradient, a leaf move, the loss value and the
+intercept from the datafit, and use ``c_j``, a bound on the loss's curvature in ``w_j`` (exact for the squared
+loss, 1/4 of it for the logistic loss), for every step: the quadratic models below are exact for the squared loss
+and lie above the logistic loss, so every accepted step lowers the true objective either way.
 
 Structure used throughout (see docs/solver-api.md): every row falls in exactly one leaf per tree, so column
 j of M is ``v_j`` on the rows of leaf j and zero elsewhere, and the Gram matrix of a block is diagonal,
@@ -16,11 +22,12 @@ caches with the kernels: ``Problem``, everything fixed per training set and pena
 ``leaf_ptr``, v, s, S, c, ``L_t = max_{j in t} c_j``, the per-tree and per-leaf MCP concavities, the penalty
 code), built once by ``Problem.from_leaf_matrix``; and ``State``, the point being optimised, updated in
 place and warm-starting the next lambda: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w``
-(without the intercept), ``intercept`` [b] and ``residual_sum`` [sum_i s_i residual_i]. The intercept is kept
-at its exact optimum (the weighted mean of the residual) by every weight change, in O(1). The entry points
+(without the intercept), ``intercept`` [b] and ``residual_sum`` [sum_i s_i residual_i] for the squared loss, whose
+intercept every weight change keeps at its exact optimum (the weighted mean of the residual) in O(1); the
+logistic loss's residual, score and intercept steps are described in ``solver.datafits``. The entry points
 are ``solve_greedy`` and ``solve_cyclic`` (problem, state, lam, lam_f, tol, max_iter, inner_iters),
-``objective_value`` and ``lambda_max``; the loss gradient of a leaf is ``leaf_gradient``, the only place its
-formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do not know
+``objective_value`` and ``lambda_max``; the loss gradient of a leaf is ``solver.datafits.leaf_gradient``, the
+only place its formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do not know
 raises. A call that takes the bundles costs a reference count increment and decrement per array in them,
 so the per-leaf work runs in loops inside such calls, never one such call per leaf (``leaf_gradient`` and
 ``move_leaf`` are small enough for LLVM to inline).
@@ -29,8 +36,9 @@ Block updates. Without fusion a block's problem is separable, so its exact minim
 (global, also in MCP's nonconvex regime) coordinate minimisation per leaf, and leaves whose weight is zero and
 whose direction entry is zero need no visit at all. With fusion a block update runs up to ``inner_iters``
 proximal-gradient steps with the isotropic step ``1 / L_t`` (``L_t = max_j c_j``), each the fused-lasso prox
-followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while the exact block objective
-decreases (the block loss is an exact diagonal quadratic, so this check costs O(R_t)).
+followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while the block objective of the
+quadratic model decreases (a diagonal quadratic, exact for the squared loss and above the logistic loss, so this
+check costs O(R_t)).
 
 Block selection. The steepest-direction vector d (paper eq. 8) needs the full gradient, O(n T): as much as
 a whole sweep of block updates. So each direction computation ranks the candidates by it (blocks by
@@ -47,6 +55,7 @@ Cyclic selection instead sweeps all blocks until no block moves by more than ``t
 import numpy as np
 from numba import njit
 
+from .datafits import fit_intercept, intercept_gradient, leaf_gradient, loss_value, move_leaf, sync_intercept
 from .penalties import (
     fused_lasso_prox,
     fusion_value,
@@ -63,16 +72,6 @@ SHRINK_FRACTION = 0.1
 
 
 @njit(cache=True)
-def leaf_gradient(problem, state, j):
-    """The loss gradient of leaf j, ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)``: O(S_j)."""
-    total = 0.0
-    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-        i = problem.leaf_rows[p]
-        total += problem.sample_weight[i] * state.residual[i]
-    return -problem.values[j] * (total - state.intercept[0] * problem.leaf_weight[j])
-
-
-@njit(cache=True)
 def full_gradient(problem, state, out):
     """Every leaf's loss gradient into ``out`` (R,): O(n T)."""
     for j in range(out.shape[0]):
@@ -85,17 +84,6 @@ def lambda_max(problem, state):
     gradient = np.empty(problem.values.shape[0])
     full_gradient(problem, state, gradient)
     return np.abs(gradient).max()
-
-
-@njit(cache=True)
-def move_leaf(problem, state, j, delta):
-    """``w_j += delta`` keeping the residual and the optimal intercept exact: O(S_j)."""
-    state.w[j] += delta
-    change = problem.values[j] * delta
-    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-        state.residual[problem.leaf_rows[p]] -= change
-    state.residual_sum[0] -= problem.leaf_weight[j] * change
-    state.intercept[0] = state.residual_sum[0] / problem.weight_total
 
 
 @njit(cache=True)
@@ -257,23 +245,12 @@ def leaf_measures(problem, w, gradient, lam, moves, gains):
 @njit(cache=True)
 def objective_value(problem, state, lam, lam_f):
     """The FIRE objective at ``state``."""
-    loss = 0.0
-    for i in range(state.residual.shape[0]):
-        r = state.residual[i] - state.intercept[0]
-        loss += problem.sample_weight[i] * r * r
-    total = 0.5 * loss
+    total = loss_value(problem, state)
     w = state.w
     for j in range(w.shape[0]):
         if w[j] != 0.0:
             total += penalty_value(w[j], lam, problem.leaf_gamma[j], problem.penalty)
     return total + fusion_value(w, problem.offsets, lam_f)
-
-
-@njit(cache=True)
-def _sync_intercept(problem, state):
-    """Recompute the weighted residual sum and the intercept from the residual (no drift across solves)."""
-    state.residual_sum[0] = np.dot(problem.sample_weight, state.residual)
-    state.intercept[0] = state.residual_sum[0] / problem.weight_total
 
 
 @njit(cache=True)
@@ -313,12 +290,14 @@ def solve_cyclic(problem, state, lam, lam_f, tol, max_iter, inner_iters):
 
     Returns (passes, converged); ``max_iter`` caps the sweeps.
     """
-    _sync_intercept(problem, state)
+    sync_intercept(problem, state, tol)
     n_units = problem.offsets.shape[0] - 1 if lam_f > 0.0 else problem.values.shape[0]
     everything = np.arange(n_units)
     visit = np.ones(n_units, dtype=np.bool_)  # keep_above = -1 below: every unit stays in every sweep
     for passes in range(1, max_iter + 1):
-        if _pass(problem, state, everything, visit, lam, lam_f, inner_iters, -1.0) <= tol:
+        worst = _pass(problem, state, everything, visit, lam, lam_f, inner_iters, -1.0)
+        fit_intercept(problem, state, tol)
+        if worst <= tol:
             return passes, True
     return max_iter, False
 
@@ -419,6 +398,7 @@ def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol
     passes = 0
     while passes < max_passes:
         worst = _pass(problem, state, units, visit, lam, lam_f, inner_iters, SHRINK_FRACTION * inner_tol)
+        fit_intercept(problem, state, inner_tol)
         passes += 1
         if worst <= inner_tol:
             break
@@ -437,7 +417,7 @@ def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
 
     Returns (passes, converged); ``max_iter`` caps the passes: working-set passes and full-gradient checks.
     """
-    _sync_intercept(problem, state)
+    sync_intercept(problem, state, tol)
     fused = lam_f > 0.0
     n_leaves = problem.values.shape[0]
     gradient = np.empty(n_leaves)
@@ -446,6 +426,7 @@ def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
     measures = np.empty(problem.offsets.shape[0] - 1 if fused else n_leaves)
     passes = 0
     while passes < max_iter:
+        fit_intercept(problem, state, tol)
         full_gradient(problem, state, gradient)
         passes += 1
         direction_vector(problem, state.w, gradient, lam, lam_f, direction)
@@ -453,7 +434,7 @@ def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
             block_measures(problem, state.w, gradient, lam, lam_f, measures)
         else:
             leaf_measures(problem, state.w, gradient, lam, measures, gains)
-        largest = max(direction.max(), measures.max())
+        largest = max(direction.max(), measures.max(), abs(intercept_gradient(problem, state)))
         if largest <= tol:
             return passes, True
         units = _working_set(problem, state.w, direction, measures, gains, fused)

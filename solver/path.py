@@ -5,8 +5,10 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.metrics import roc_auc_score
 
 from . import gbcd
+from .datafits import LOGISTIC, mean_loss
 from .leaf_matrix import count_antecedents
 from .polish import polish
 from .problem import Problem, State
@@ -17,7 +19,9 @@ SOLVERS = {"greedy": gbcd.solve_greedy, "cyclic": gbcd.solve_cyclic}
 
 @dataclass
 class PathStep:
-    """What one lambda step of a path produced."""
+    """What one lambda step of a path produced. Losses are per-row means: squared error, or log loss for the
+    logistic loss, which also records AUC and accuracy (label 1 where the score is positive); the metrics a
+    path does not have (no validation rows, a squared loss) are None. JSON-ready through ``to_dict``."""
 
     index: int
     lambda_s: float
@@ -27,6 +31,10 @@ class PathStep:
     n_antecedents: int | None
     train_loss: float
     val_loss: float | None
+    train_auc: float | None
+    val_auc: float | None
+    train_accuracy: float | None
+    val_accuracy: float | None
     objective: float
     n_iter: int
     converged: bool
@@ -37,20 +45,26 @@ class PathStep:
 
     @classmethod
     def from_dict(cls, record):
-        """The step of a ``to_dict()`` record (keys it does not know are ignored)."""
-        return cls(**{f.name: record[f.name] for f in fields(cls)})
+        """The step of a ``to_dict()`` record (keys it does not know are ignored; the classification metrics
+        may be missing, as in records written before they existed)."""
+        optional = {"train_auc", "val_auc", "train_accuracy", "val_accuracy"}
+        return cls(**{f.name: record.get(f.name) if f.name in optional else record[f.name] for f in fields(cls)})
 
 
-def best_step(steps, max_rules=None):
+def best_step(steps, max_rules=None, selection=PathSpec().selection):
     """Position in ``steps`` of the best one within the rule budget, or None where no step fits it.
 
-    The one selection rule of the library and the service (final choice, progress, grid cells): the lowest
-    validation loss among steps with at most ``max_rules`` rules (the training loss where a step has no
-    validation loss), the earlier (sparser) step on ties.
+    The one selection rule of the library and the service (final choice, progress, grid cells): among steps
+    with at most ``max_rules`` rules, the lowest validation loss (``selection="loss"``) or the highest
+    validation AUC (``"auc"``; ``PathSpec.selection``), from the training rows where a step has no
+    validation metric; the earlier (sparser) step on ties.
     """
     eligible = [k for k, s in enumerate(steps) if max_rules is None or s.n_rules <= max_rules]
     if not eligible:
         return None
+    if selection == "auc":
+        has_val = all(steps[k].val_auc is not None for k in eligible)
+        return min(eligible, key=lambda k: (-(steps[k].val_auc if has_val else steps[k].train_auc), k))
     has_val = all(steps[k].val_loss is not None for k in eligible)
     return min(eligible, key=lambda k: (steps[k].val_loss if has_val else steps[k].train_loss, k))
 
@@ -73,7 +87,7 @@ class PathResult:
     def select(self, max_rules=None):
         """Index of the best step within ``max_rules`` (the spec's budget by default): see :func:`best_step`."""
         budget = self.spec.max_rules if max_rules is None else max_rules
-        k = best_step(self.steps, budget)
+        k = best_step(self.steps, budget, self.spec.selection)
         if k is None:
             raise ValueError(f"no step of the path has at most max_rules={budget} rules")
         return k
@@ -136,14 +150,18 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
             raise ValueError("y_val must have one value per row of val_matrix")
 
     weights = _validated_sample_weight(sample_weight, n)
+    if spec.loss == "logistic":
+        _check_labels(y, "y", weights)
+        if y_val is not None:
+            _check_labels(y_val, "y_val")
     matrix = matrix.without_small_leaves(spec.min_support_rows(n))
     if spec.scaling == "unit":  # the solver's weights w' are w / scale
         solved, scale = matrix.unit_columns(weights)
     else:
         solved, scale = matrix, np.ones(matrix.values.shape[0])
-    problem = Problem.from_leaf_matrix(solved, weights, penalty, gamma, mcp_scaling)
+    problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
-    state = State.initial(problem, y)
+    state = State.initial(problem)
     lambda_max = gbcd.lambda_max(problem, state)
 
     if spec.lambdas is not None:
@@ -162,11 +180,11 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
         lam_f = spec.fusion_strength(lam)
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
         objective = gbcd.objective_value(problem, state, float(lam), lam_f)
-        w, intercept, residual = state.w * scale, state.intercept[0], state.residual
+        w, intercept = state.w * scale, state.intercept[0]
         if spec.polish:
-            w, intercept = polish(matrix, y, weights, w)
-            residual = y - matrix.matvec(w)
-        step = _record_step(index, lam, lam_f, problem, w, intercept, residual, objective, n_iter, converged,
+            w, intercept = polish(matrix, y, weights, w, spec.loss)
+        train_score = _training_score(problem, state, matrix, w, intercept, spec.polish)
+        step = _record_step(index, lam, lam_f, problem, w, intercept, train_score, objective, n_iter, converged,
                             val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)
         nonzero = np.flatnonzero(w)
         rows.append((nonzero, w[nonzero].copy()))
@@ -186,19 +204,46 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
     return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason)
 
 
-def _record_step(index, lam, lam_f, problem, w, intercept, residual, objective, n_iter, converged, val_matrix,
-                 y_val, leaf_ancestors, seconds):
+def _check_labels(y, name, sample_weight=None):
+    """The logistic loss's labels: 0 and 1, each with some weight where ``sample_weight`` is given."""
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"the logistic loss needs {name} of 0/1 labels, got {np.unique(y)[:5]}")
+    if sample_weight is not None and not (np.any(sample_weight[y == 0] > 0) and np.any(sample_weight[y == 1] > 0)):
+        raise ValueError(f"the logistic loss needs both classes in {name}, each with positive weight")
+
+
+def _training_score(problem, state, matrix, w, intercept, polished):
+    """``intercept + M w`` on the training rows: from the squared loss's residual where the state's weights
+    are the step's (O(n)), else computed afresh (O(n T); the logistic state's score carries the rounding of
+    every move, enough to break the ties AUC counts)."""
+    if problem.loss == LOGISTIC or polished:
+        return intercept + matrix.matvec(w)
+    return problem.y - state.residual + state.intercept[0]
+
+
+def _record_step(index, lam, lam_f, problem, w, intercept, train_score, objective, n_iter, converged,
+                 val_matrix, y_val, leaf_ancestors, seconds):
     active = w != 0
     per_tree = np.add.reduceat(active.astype(np.int64), problem.offsets[:-1])
-    train_residual = residual - intercept
-    train_loss = float(np.dot(problem.sample_weight, train_residual**2) / problem.weight_total)
-    val_loss = None
+    train = _metrics(problem.loss, problem.y, train_score, problem.sample_weight)
+    val = {}
     if val_matrix is not None:
-        val_loss = float(np.mean((y_val - intercept - val_matrix.matvec(w)) ** 2))
+        val = _metrics(problem.loss, y_val, intercept + val_matrix.matvec(w))
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(active, *leaf_ancestors))
     return PathStep(index=index, lambda_s=float(lam), lambda_f=lam_f, n_rules=int(active.sum()),
                     n_trees=int(np.count_nonzero(per_tree)), n_antecedents=n_antecedents,
-                    train_loss=train_loss, val_loss=val_loss, objective=float(objective), n_iter=int(n_iter),
-                    converged=bool(converged), seconds=seconds)
+                    train_loss=train["loss"], val_loss=val.get("loss"), train_auc=train.get("auc"),
+                    val_auc=val.get("auc"), train_accuracy=train.get("accuracy"), val_accuracy=val.get("accuracy"),
+                    objective=float(objective), n_iter=int(n_iter), converged=bool(converged), seconds=seconds)
+
+
+def _metrics(loss, y, score, sample_weight=None):
+    """The step's metrics on rows with targets ``y`` and scores ``score`` (weighted means where weights are
+    given): {"loss"} for the squared loss; {"loss", "auc", "accuracy"} for the logistic loss."""
+    metrics = {"loss": mean_loss(loss, y, score, sample_weight)}
+    if loss == LOGISTIC:
+        metrics["auc"] = float(roc_auc_score(y, score, sample_weight=sample_weight)) if np.ptp(y) else None
+        metrics["accuracy"] = float(np.average((score > 0) == (y == 1), weights=sample_weight))
+    return metrics

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .datafits import CURVATURE_BOUND, LOGISTIC, loss_code
 from .penalties import MCP, penalty_code
 
 
@@ -21,23 +22,27 @@ class Problem(NamedTuple):
     leaf_ptr: np.ndarray       # (R+1,) int64
     values: np.ndarray         # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
     offsets: np.ndarray        # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
+    y: np.ndarray              # (n,) the response (squared loss) or 0/1 labels (logistic loss)
     sample_weight: np.ndarray  # (n,) s, normalised by the caller to sum to n
     weight_total: float        # sum_i s_i
     leaf_weight: np.ndarray    # (R,) S_j, the weighted row count of leaf j
-    curvature: np.ndarray      # (R,) c_j = S_j v_j^2, the diagonal of the Gram matrix
+    curvature: np.ndarray      # (R,) c_j = kappa S_j v_j^2: the loss's curvature in w_j, at most (solver.datafits)
     lipschitz: np.ndarray      # (T,) L_t = max_{j in t} c_j
     block_gamma: np.ndarray    # (T,) effective MCP concavity of each tree
     leaf_gamma: np.ndarray     # (R,) the same, repeated per leaf
     penalty: int               # solver.penalties.L1 or MCP
+    loss: int                  # solver.datafits.SQUARED or LOGISTIC
 
     @classmethod
-    def from_leaf_matrix(cls, matrix, sample_weight, penalty, gamma, mcp_scaling):
-        """The problem of ``matrix`` (a LeafMatrix) with normalised ``sample_weight`` and penalty name.
+    def from_leaf_matrix(cls, matrix, y, sample_weight, loss, penalty, gamma, mcp_scaling):
+        """The problem of ``matrix`` (a LeafMatrix) and targets ``y`` with normalised ``sample_weight``, loss
+        name and penalty name.
 
         ``mcp_scaling="block"`` is the paper's MCP thresholding operator, per-tree concavity ``gamma / L_t``
         (threshold ``gamma * lam / L_t``); ``"plain"`` (and L1, which ignores it) one ``gamma`` for all.
         """
         code = penalty_code(penalty)
+        loss = loss_code(loss)
         offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
         sizes = np.diff(offsets)
         if np.any(sizes < 1):
@@ -46,31 +51,40 @@ class Problem(NamedTuple):
         sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), offsets)
         leaf_weight = np.ascontiguousarray(matrix.column_counts(sample_weight), dtype=np.float64)
-        curvature = leaf_weight * values**2
+        curvature = CURVATURE_BOUND[loss] * leaf_weight * values**2
         lipschitz = np.maximum.reduceat(curvature, offsets[:-1])
         if code == MCP and mcp_scaling == "block":
             block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
         else:
             block_gamma = np.full(len(sizes), float(gamma))
-        return cls(leaf_rows, leaf_ptr, values, offsets, sample_weight, float(sample_weight.sum()), leaf_weight,
-                   curvature, lipschitz, block_gamma, np.repeat(block_gamma, sizes), code)
+        return cls(leaf_rows, leaf_ptr, values, offsets, np.ascontiguousarray(y, dtype=np.float64), sample_weight,
+                   float(sample_weight.sum()), leaf_weight, curvature, lipschitz, block_gamma,
+                   np.repeat(block_gamma, sizes), code, loss)
 
 
 class State(NamedTuple):
-    """The point being optimised, updated in place: every weight change keeps all four fields exact."""
+    """The point being optimised, updated in place: every weight change keeps every field exact
+    (``solver.datafits`` says what the residual and the intercept are for each loss)."""
 
     w: np.ndarray             # (R,) leaf weights
-    residual: np.ndarray      # (n,) y - M w, without the intercept
-    intercept: np.ndarray     # (1,) b, at its exact optimum: the weighted mean of the residual
-    residual_sum: np.ndarray  # (1,) sum_i s_i residual_i, so that a move updates b in O(1)
+    residual: np.ndarray      # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic)
+    intercept: np.ndarray     # (1,) b
+    residual_sum: np.ndarray  # (1,) sum_i s_i residual_i: the squared loss's b times sum_i s_i, -d loss/d b
+    score: np.ndarray         # (n,) b + M w (logistic); empty for the squared loss, whose residual is linear in w
 
     @classmethod
-    def initial(cls, problem, y):
-        """Where a path starts: w = 0, b at the weighted mean of ``y``."""
-        residual = np.array(y, dtype=np.float64)
-        residual_sum = np.dot(problem.sample_weight, residual)
-        return cls(np.zeros(problem.values.shape[0]), residual, np.array([residual_sum / problem.weight_total]),
-                   np.array([residual_sum]))
+    def initial(cls, problem):
+        """Where a path starts: w = 0, b at the weighted mean of ``y`` (squared) or at its log-odds (logistic)."""
+        y, weights = problem.y, problem.sample_weight
+        weighted_sum = np.dot(weights, y)
+        mean = weighted_sum / problem.weight_total
+        w = np.zeros(problem.values.shape[0])
+        if problem.loss == LOGISTIC:  # both labels present: checked by the caller
+            intercept = np.log(mean / (1.0 - mean))
+            residual = y - mean
+            return cls(w, residual, np.array([intercept]), np.array([np.dot(weights, residual)]),
+                       np.full(y.shape[0], intercept))
+        return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0))
 
 
 @njit(cache=True)

@@ -12,7 +12,9 @@ import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from numbers import Integral, Real
 
+LOSSES = ("squared", "logistic")
 PENALTIES = ("mcp", "l1")
+SELECTIONS = ("loss", "auc")
 SCALINGS = ("unit", "leaf_value")
 MCP_SCALINGS = ("block", "plain")
 BLOCK_SELECTIONS = ("greedy", "cyclic")
@@ -85,8 +87,11 @@ class _Spec:
 
 @dataclass(frozen=True)
 class PathSpec(_Spec):
-    """Every setting of a FIRE path: penalty, fusion, lambda grid, rule budget, solver, validation split."""
+    """Every setting of a FIRE path: loss, penalty, fusion, lambda grid, rule budget, solver, validation split."""
 
+    loss: str = field(default="squared", metadata=_doc(
+        "'squared' (regression) or 'logistic' (binary classification: y holds 0/1 labels and the rules add "
+        "log-odds of label 1)"))
     penalty: str = field(default="mcp", metadata=_doc(
         "sparsity penalty: 'mcp' (selects without shrinking large weights) or 'l1'"))
     gamma: float = field(default=1.1, metadata=_doc(
@@ -109,6 +114,9 @@ class PathSpec(_Spec):
     lambda_min_ratio: float = field(default=1e-3, metadata=_doc("smallest lambda_s as a fraction of lambda_max"))
     max_rules: int | None = field(default=None, metadata=_doc(
         "rule budget of the selected step; the path stops after the first step past it"))
+    selection: str = field(default="loss", metadata=_doc(
+        "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
+        "squared error, or log loss for the logistic loss) or 'auc' (the highest validation AUC; logistic only)"))
     tol: float = field(default=1e-4, metadata=_doc(
         "stationarity tolerance relative to lambda_max (no direction entry or block move larger)"))
     max_iter: int = field(default=10_000, metadata=_doc("cap on solver passes per lambda step"))
@@ -126,6 +134,7 @@ class PathSpec(_Spec):
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
 
     def __post_init__(self):
+        _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
         _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
         _require(self.mcp_scaling in MCP_SCALINGS, "mcp_scaling",
                  f"must be one of {list(MCP_SCALINGS)}, got {self.mcp_scaling!r}")
@@ -153,6 +162,10 @@ class PathSpec(_Spec):
                  f"must be in (0, 1), got {self.lambda_min_ratio!r}")
         _require(self.max_rules is None or (_is_count(self.max_rules) and self.max_rules >= 0), "max_rules",
                  f"must be a non-negative integer or None, got {self.max_rules!r}")
+        _require(self.selection in SELECTIONS, "selection",
+                 f"must be one of {list(SELECTIONS)}, got {self.selection!r}")
+        _require(self.selection != "auc" or self.loss == "logistic", "selection",
+                 "'auc' ranks classifiers: it needs loss='logistic'")
         _require(_is_number(self.tol) and 0 < self.tol < 1, "tol", f"must be in (0, 1), got {self.tol!r}")
         _require(_is_count(self.max_iter) and self.max_iter >= 1, "max_iter",
                  f"must be an integer >= 1, got {self.max_iter!r}")

@@ -87,7 +87,8 @@ def test_mcp_value_is_even():
 def test_direction_vector_hand_cases_with_tree_boundaries():
     # two trees of 3 leaves: global columns 0-2 and 3-5; row k falls in leaf k of both
     matrix = LeafMatrix(np.array([[0, 0], [1, 1], [2, 2]]), np.ones(6), np.array([0, 3, 6]))
-    problem = Problem.from_leaf_matrix(matrix, np.ones(3), "l1", gamma=10.0, mcp_scaling="plain")
+    problem = Problem.from_leaf_matrix(matrix, np.zeros(3), np.ones(3), "squared", "l1", gamma=10.0,
+                                       mcp_scaling="plain")
     w = np.array([0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
     lam, lam_f = 1.0, 0.5
     gradient = np.array([-2.0, 0.2, -3.0, 0.0, 0.0, 4.0])
@@ -113,14 +114,15 @@ def test_unknown_penalty_code_raises(small_problem):
     """An unknown code is an error everywhere, never silently one of the known penalties."""
     matrix, y, _ = small_problem
     with pytest.raises(ValueError, match="penalty"):
-        Problem.from_leaf_matrix(matrix, np.ones(len(y)), "l0", gamma=1.1, mcp_scaling="block")
+        Problem.from_leaf_matrix(matrix, y, np.ones(len(y)), "squared", "l0", gamma=1.1, mcp_scaling="block")
     for code in (-1, 2):
         with pytest.raises(ValueError, match="unknown penalty code"):
             penalty_prox(1.0, 1.0, 0.5, 3.0, code)
-        problem = Problem.from_leaf_matrix(matrix, np.ones(len(y)), "mcp", 1.1, "block")._replace(penalty=code)
+        problem = Problem.from_leaf_matrix(matrix, y, np.ones(len(y)), "squared", "mcp", 1.1, "block")
+        problem = problem._replace(penalty=code)
         for solve in (solve_greedy, solve_cyclic):
             with pytest.raises(ValueError, match="unknown penalty code"):
-                solve(problem, State.initial(problem, y), 1.0, 0.0, 1e-6, 100, 3)
+                solve(problem, State.initial(problem), 1.0, 0.0, 1e-6, 100, 3)
 
 
 @pytest.mark.parametrize("ratio", [0.5, 0.1, 0.02])

@@ -3,21 +3,26 @@ import inspect
 
 import pytest
 
-from solver import FireRegressor, fit_path
+from solver import FireClassifier, FireRegressor, fit_path
 from solver.spec import DEFAULT_FUSION_RATIO, ForestSpec, PathSpec, SpecError
 
 
-def test_the_estimator_takes_every_default_from_the_specs():
-    params = FireRegressor().get_params()
+@pytest.mark.parametrize("estimator, loss", [(FireRegressor, "squared"), (FireClassifier, "logistic")])
+def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
+    params = estimator().get_params()
     for name, default in PathSpec.defaults().items():
         if name == "random_state":  # scikit-learn's convention: None draws fresh seeds; an int is used as given
             assert params[name] is None
-            continue
-        assert params[name] == default, name
+        elif name == "loss":  # the estimator's own
+            assert name not in params and estimator().path_spec(0).loss == loss
+        else:
+            assert params[name] == default, name
     for name, default in ForestSpec.defaults().items():
         estimator_name = {"kind": "forest_kind", "random_state": "random_state"}.get(name, name)
         if name != "random_state":
             assert params[estimator_name] == default, name
+    assert set(params) - set(PathSpec.defaults()) - {"forest", "forest_kind"} - set(ForestSpec.defaults()) == (
+        {"class_weight"} if estimator is FireClassifier else set())
 
 
 def test_fit_path_has_no_defaults_of_its_own():
@@ -28,6 +33,9 @@ def test_fit_path_has_no_defaults_of_its_own():
 
 
 @pytest.mark.parametrize("changes, field", [
+    ({"loss": "hinge"}, "loss"),
+    ({"selection": "r2"}, "selection"),
+    ({"selection": "auc"}, "selection"),  # AUC ranks classifiers: loss='logistic' only
     ({"penalty": "l0"}, "penalty"),
     ({"gamma": 1.0}, "gamma"),
     ({"gamma": float("nan")}, "gamma"),
