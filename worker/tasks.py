@@ -125,14 +125,14 @@ class JobRun:
     def report_progress(self) -> None:
         self._last_progress = time.monotonic()
         step, path = self.steps[-1], self.spec.path
-        best = best_step(self.steps, path.max_rules)
+        best = best_step(self.steps, path.max_rules, path.selection)
         best_so_far = None if best is None else BestStep(
             step=self.steps[best].index, n_rules=self.steps[best].n_rules, val_loss=self.steps[best].val_loss,
-            train_loss=self.steps[best].train_loss)
+            train_loss=self.steps[best].train_loss, val_auc=self.steps[best].val_auc)
         self.records.transition(self.job_id, (RUNNING,), self.attempt, progress=Progress(
             phase="path", step=step.index + 1, n_steps=len(path.lambdas) if path.lambdas else path.n_lambdas,
             n_rules=step.n_rules, lambda_s=step.lambda_s, train_loss=step.train_loss, val_loss=step.val_loss,
-            best=best_so_far))
+            train_auc=step.train_auc, val_auc=step.val_auc, val_accuracy=step.val_accuracy, best=best_so_far))
 
     @property
     def orphaned(self) -> bool:
@@ -157,7 +157,7 @@ def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe 
         feature_names = run.core.datasets.read(recipe.dataset_id).feature_names
     with run.timed("train"):
         rows = recipe.rows.select(len(y))
-        _, ensemble = train_ensemble(recipe.params, X[rows], y[rows], feature_names=feature_names)
+        _, ensemble = train_ensemble(recipe.params, X[rows], y[rows], feature_names=feature_names, loss=recipe.loss)
     run.check_deadline()
     forests.save(ensemble, recipe, run.record.tenant)
     return ensemble
@@ -188,7 +188,7 @@ def run_path(job_id: str, attempt: int) -> None:
         run.phase("loading")
         with run.timed("load_data"):
             X, y = run.core.datasets.load_arrays(spec.dataset_id)
-            feature_names = run.core.datasets.read(spec.dataset_id).feature_names
+            dataset = run.core.datasets.read(spec.dataset_id)
             X_val = y_val = val_leaves = None
             if spec.validation_dataset_id is not None:
                 X_val, y_val = run.core.datasets.load_arrays(spec.validation_dataset_id)
@@ -200,8 +200,9 @@ def run_path(job_id: str, attempt: int) -> None:
         n_steps = len(spec.path.lambdas) if spec.path.lambdas else spec.path.n_lambdas
         run.phase("path", step=0, n_steps=n_steps)
         with run.timed("path"):
-            fit = fit_rules(X, y, spec.path, forest=forest, X_val=X_val, y_val=y_val, feature_names=feature_names,
-                            leaves=leaves, val_leaves=val_leaves, callback=run.on_step)
+            fit = fit_rules(X, y, spec.path, forest=forest, X_val=X_val, y_val=y_val,
+                            feature_names=dataset.feature_names, classes=dataset.classes, leaves=leaves,
+                            val_leaves=val_leaves, callback=run.on_step)
         run.report_progress()
         run.check_cancel()
         if run.orphaned:
@@ -242,7 +243,8 @@ def collect_grid(job_id: str, attempt: int) -> None:
             raise RuntimeError("no grid cell succeeded: " + "; ".join(
                 f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells))
         results = [jobs.stored_result(cell.id) for cell in done]
-        best = results[best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules)]
+        best = results[best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules,
+                                 run.spec.path.selection)]
         table = [GridCell(job_id=c.id, gamma=c.spec.path.gamma, fusion_ratio=c.spec.path.fusion_ratio,
                           status=c.status, summary=c.summary) for c in cells]
         result = GridJobResult(**{**dict(best), "kind": "grid", "job_id": job_id, "best_cell_id": best.job_id,

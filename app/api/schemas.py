@@ -16,8 +16,8 @@ from app.core.forests import TrainingRows
 from app.core.job_documents import Grid, JobState
 from app.core.jobs import PathSubmission
 from solver.path import PathStep
-from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES, SCALINGS,
-                         ForestSpec, PathSpec, SpecError)
+from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, LOSSES, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES,
+                         SCALINGS, SELECTIONS, ForestSpec, PathSpec, SpecError)
 
 PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
@@ -108,6 +108,9 @@ class PathJobRequest(StrictBody):
     forest: TrainingParams | None = Field(None, description="train a forest (on the training rows) for this job; "
                                                             "or give `forest_id`")
     validation: ValidationSpec = ValidationSpec()
+    loss: Literal[LOSSES] = Field(PATH_DEFAULTS["loss"], description=(
+        PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
+        "squared for regression (the default shown). logistic needs a classification dataset"))
     penalty: Literal[PENALTIES] = path_setting("penalty")
     gamma: float = path_setting("gamma")
     mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
@@ -118,12 +121,13 @@ class PathJobRequest(StrictBody):
     n_lambdas: int = path_setting("n_lambdas")
     lambda_min_ratio: float = path_setting("lambda_min_ratio")
     max_rules: int | None = path_setting("max_rules")
+    selection: Literal[SELECTIONS] = path_setting("selection")
     tol: float = path_setting("tol")
     max_iter: int = path_setting("max_iter")
     block_selection: Literal[BLOCK_SELECTIONS] = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
-    polish: bool = path_setting("polish")
+    polish: bool | None = path_setting("polish")
     grid: Grid | None = Field(None, description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
                                                 "64 by default); the best cell's selected step is kept")
 
@@ -144,7 +148,9 @@ class PathJobRequest(StrictBody):
     def submission(self) -> PathSubmission:
         return PathSubmission(dataset_id=self.dataset_id, forest_id=self.forest_id,
                               forest=self.forest.forest_spec() if self.forest else None,
-                              validation_dataset_id=self.validation.dataset_id, path=self.path_spec(), grid=self.grid)
+                              validation_dataset_id=self.validation.dataset_id, path=self.path_spec(),
+                              loss=self.loss if "loss" in self.model_fields_set else None,
+                              grid=self.grid)
 
     @model_validator(mode="after")
     def check_choices(self):
@@ -263,8 +269,19 @@ def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tup
 # ---- responses ----------------------------------------------------------------------------------------------
 
 class PredictResponse(BaseModel):
-    predictions: list[float]
-    explanations: list[list[int]] | None = Field(None, description="indices into the model's rules, per row")
+    """A regression model's predictions are numbers; a classifier's (loss logistic) are labels, with the
+    probability of classes[1] per row."""
+
+    predictions: list[float | str | bool | int] = Field(description=(
+        "per row: the prediction, or a classifier's label (classes[1] where its probability is above 0.5)"))
+    probabilities: list[float] | None = Field(None, description="a classifier's: the probability of classes[1] per "
+                                                               "row, 1 / (1 + exp(-log-odds))")
+    classes: list[str | bool | int | float] | None = Field(None, description="a classifier's two labels")
+    explanations: list[list[int]] | None = Field(None, description="explain=true: ids of the rules that fired, "
+                                                                   "per row")
+    contributions: list[list[float]] | None = Field(None, description=(
+        "explain=true: what each of those rules adds, per row (log-odds for a classifier); they sum to the "
+        "prediction (log-odds) minus the model's intercept"))
 
 
 class JobLinks(BaseModel):

@@ -11,7 +11,7 @@ import json
 import time
 import zlib
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,11 @@ from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver.encoding import TableEncoding, TableError
+from solver.fitting import binary_labels
+
+TASKS = ("classification", "regression")
+# the path loss a dataset's task calls for (a path job that names no loss gets it)
+TASK_LOSSES = {"classification": "logistic", "regression": "squared"}
 
 FORMATS = ("csv", "parquet", "json")
 _CONTENT_TYPE_FORMATS = {
@@ -47,6 +52,9 @@ def table_invalid(error: TableError) -> Invalid:
 
 
 class TargetSummary(Document):
+    """Of the target as stored: for classification, y is 0/1 (1 = ``classes[1]``), so the mean is the share of
+    ``classes[1]``."""
+
     mean: float
     std: float
     min: float
@@ -63,6 +71,11 @@ class DatasetInfo(Document):
     id: str
     tenant: str = DEFAULT_TENANT
     target: str
+    task: Literal[TASKS] = Field("regression", description=(
+        "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]) or regression"))
+    classes: list[str | bool | int | float] | None = Field(None, description=(
+        "classification: the target's two labels as given, in sorted order; path jobs fit the log-odds of "
+        "classes[1]"))
     n_rows: int
     n_features: int
     columns: list[dict[str, Any]] = Field(description="the table's encoding (solver.encoding.TableEncoding.to_dict)")
@@ -75,6 +88,15 @@ class DatasetInfo(Document):
     @property
     def encoding(self) -> TableEncoding:
         return TableEncoding.from_dict(self.columns)
+
+    @property
+    def loss(self) -> str:
+        """The path loss of this dataset's task."""
+        return TASK_LOSSES[self.task]
+
+    def response(self, loss: str) -> str | None:
+        """What rules fitted with ``loss`` add, as ``solver.fitting.fit_rules`` names it given these classes."""
+        return f"log-odds of '{self.classes[1]}'" if loss == "logistic" else None
 
 
 class DatasetStore:
@@ -91,26 +113,30 @@ class DatasetStore:
     def _arrays_key(self, dataset_id: str) -> str:
         return f"{self.settings.key_prefix}dataset:{dataset_id}:arrays"
 
-    def dataset_id(self, data: bytes, target: str, tenant: str) -> str:
-        """The content hash: the same bytes, target and categorical setting give the same id (per tenant)."""
+    def dataset_id(self, data: bytes, target: str, tenant: str, task: str | None = None) -> str:
+        """The content hash: the same bytes, target, task and categorical setting give the same id (per tenant)."""
         owner = b"" if tenant == DEFAULT_TENANT else tenant.encode() + b"\0"  # ids kept from before tenants
-        return "ds_" + hashlib.sha256(b"fire-dataset-v1\0" + owner + target.encode() + b"\0"
+        declared = b"" if task is None else b"task=" + task.encode() + b"\0"  # ids kept where it is detected
+        return "ds_" + hashlib.sha256(b"fire-dataset-v1\0" + owner + declared + target.encode() + b"\0"
                                       + self.settings.categorical.encode() + b"\0" + data).hexdigest()[:32]
 
     def create(self, data: bytes, *, tenant: str, target: str, content_type: str, filename: str | None,
-               declared_format: str | None) -> tuple[DatasetInfo, bool]:
-        """(info, created). Uploading the same bytes with the same target again is a no-op."""
-        dataset_id = self.dataset_id(data, target, tenant)
+               declared_format: str | None, task: str | None = None) -> tuple[DatasetInfo, bool]:
+        """(info, created). Uploading the same bytes with the same target (and task) again is a no-op.
+        ``task``: classification, regression, or None to detect it (:func:`target_task`)."""
+        check_task(task)
+        dataset_id = self.dataset_id(data, target, tenant, task)
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
-        encoding, features, y = validate_table(frame, target, self.settings)
+        encoding, features, y, classes = validate_table(frame, target, self.settings, task)
         del frame  # the encoded arrays are all that is kept
         missing = {name: int(count) for name, count in
                    zip(encoding.feature_names, np.isnan(features).sum(axis=0)) if count}
         info = DatasetInfo(
-            id=dataset_id, tenant=tenant, target=target, n_rows=features.shape[0], n_features=features.shape[1],
+            id=dataset_id, tenant=tenant, target=target, task="regression" if classes is None else "classification",
+            classes=classes, n_rows=features.shape[0], n_features=features.shape[1],
             columns=encoding.to_dict(), feature_names=encoding.feature_names, missing_values=missing,
             target_summary=TargetSummary(mean=y.mean(), std=y.std(), min=y.min(), max=y.max()),
             source=DatasetSource(filename=filename, format=table_format, bytes=len(data)), created_at=time.time())
@@ -278,9 +304,59 @@ def _out_of_range(values: np.ndarray) -> np.ndarray:
     return np.abs(values) > MAX_ABS_VALUE
 
 
-def validate_table(frame: pd.DataFrame, target: str, settings: Settings):
-    """(encoding, features float64 (n, p), y float64 (n,)), or Invalid naming every fault. Takes the target
-    column out of ``frame`` (no copy of the table)."""
+def check_task(task: str | None) -> None:
+    if task is not None and task not in TASKS:
+        raise Invalid(f"Unknown task '{task}'.", [FieldFault("task", f"unknown task {task[:40]!r}",
+                                                             f"use one of {list(TASKS)}, or leave it out to detect "
+                                                             "it from the target")])
+
+
+def _label(value) -> str | bool | int | float:
+    """A class label as a JSON value (numpy scalars unwrapped; anything else as its text)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return value if isinstance(value, (str, bool, int, float)) else str(value)
+
+
+def target_task(column: pd.Series, target: str, task: str | None) -> str:
+    """The task of a target column: as declared, or detected: exactly two distinct values (text, booleans or
+    numbers) is classification, any other target with numbers regression (its non-numeric rows are then faults
+    of their own). Invalid where the target cannot be either: labels none of which is a number other than
+    exactly two (multiclass), or a declared classification without two."""
+    try:
+        n_labels = int(column.nunique(dropna=True))
+    except TypeError:  # objects or lists in JSON records: no labels, and no numbers either (named as such)
+        return "regression" if task is None else task
+    numbers = pd.to_numeric(column, errors="coerce").notna()
+    if task is None:  # more than two values, some of them numbers: a numeric target whose other rows are named
+        task = "classification" if n_labels == 2 or not numbers.any() else "regression"
+    if task == "classification" and n_labels != 2:
+        shown = [str(label) for label in column.dropna().unique()[:5]]
+        multiclass = " (multiclass is not supported yet)" if n_labels > 2 else ""
+        raise Invalid(f"The target '{target}' has {n_labels} distinct values: classification needs exactly "
+                      f"two{multiclass}.",
+                      [FieldFault(f"columns.{target}", f"{n_labels} distinct values {shown}",
+                                  "multiclass is not supported yet; use task=regression for a numeric target, or "
+                                  "a target with two labels")])
+    return task
+
+
+def _classes(column: pd.Series, target: str, faults: list[FieldFault]) -> tuple[list, np.ndarray]:
+    """(classes as JSON values, y as 0/1 with 1 = classes[1]): the library's binary_labels."""
+    values = column.to_numpy()
+    try:
+        classes, y = binary_labels(values)
+    except TypeError:  # labels of mixed types (text and numbers, objects) have no order
+        faults.append(FieldFault(f"columns.{target}",
+                                 "labels that cannot be ordered (text mixed with numbers, or objects)",
+                                 "write every label the same way"))
+        return [], np.zeros(len(values))
+    return [_label(label) for label in classes], y
+
+
+def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: str | None = None):
+    """(encoding, features float64 (n, p), y float64 (n,), classes), or Invalid naming every fault. Takes the
+    target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
+    (:func:`target_task`); ``classes`` is the two labels of a classification target (y is then 0/1), else None."""
     if target not in frame.columns:
         raise Invalid(f"No column named '{target}'.",
                       [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")])
@@ -288,19 +364,25 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings):
         raise Invalid("A dataset needs at least 2 rows and one feature column besides the target.",
                       [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")])
     target_column = frame.pop(target)
-    y = pd.to_numeric(target_column, errors="coerce").to_numpy(dtype=np.float64)
+    task = target_task(target_column, target, task)
     faults = []
-    non_numeric = np.isnan(y) & target_column.notna().to_numpy()
-    if non_numeric.any():
-        faults.append(FieldFault(f"columns.{target}", f"non-numeric target in {_rows(non_numeric)}",
-                                 "the target must be a number"))
     missing_target = target_column.isna().to_numpy()
     if missing_target.any():
         faults.append(FieldFault(f"columns.{target}", f"missing target in {_rows(missing_target)}",
                                  "drop these rows or fill the target"))
-    if _out_of_range(y).any():
-        faults.append(FieldFault(f"columns.{target}", f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in "
-                                                      f"{_rows(_out_of_range(y))}", "drop these rows"))
+    classes = None
+    if task == "classification":
+        classes, y = _classes(target_column, target, faults) if not missing_target.any() else \
+            ([], np.zeros(len(target_column)))
+    else:
+        y = pd.to_numeric(target_column, errors="coerce").to_numpy(dtype=np.float64)
+        non_numeric = np.isnan(y) & ~missing_target
+        if non_numeric.any():
+            faults.append(FieldFault(f"columns.{target}", f"non-numeric target in {_rows(non_numeric)}",
+                                     "a regression target must be a number (two labels: task=classification)"))
+        if _out_of_range(y).any():
+            faults.append(FieldFault(f"columns.{target}", f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in "
+                                                          f"{_rows(_out_of_range(y))}", "drop these rows"))
     try:
         encoding = TableEncoding.infer(frame, settings.categorical, settings.max_categories)
         faults += [formula_fault(f"columns.{column['name']}", category) for column in encoding.to_dict()
@@ -316,4 +398,4 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings):
                                      "replace them with finite numbers in range or leave them empty (missing)"))
     if faults:
         raise Invalid("The table does not validate.", faults)
-    return encoding, features, y
+    return encoding, features, y, classes

@@ -15,7 +15,7 @@ from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver import TreeEnsemble
 from solver.fitting import holdout_split
 from solver.formats import ForestFormatError, load_forest
-from solver.spec import ForestSpec, PathSpec
+from solver.spec import LOSSES, ForestSpec, PathSpec
 
 _EXPORT_FIX = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), LightGBM dump_model() "
                "or skops")
@@ -50,10 +50,16 @@ class ForestRecipe(Document):
     dataset_id: str
     params: ForestSpec
     rows: TrainingRows
+    loss: Literal[LOSSES] = Field(PathSpec().loss, description=(
+        "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
+        "(solver.fitting.train_forest)"))
 
     @property
     def forest_id(self) -> str:
-        return "fo_" + canonical_hash(self.model_dump(mode="json", include=set(ForestRecipe.model_fields)))
+        recipe = self.model_dump(mode="json", include=set(ForestRecipe.model_fields))
+        if recipe["loss"] == PathSpec().loss:
+            del recipe["loss"]  # ids kept from before classification
+        return "fo_" + canonical_hash(recipe)
 
 
 class UploadedForest(Document):

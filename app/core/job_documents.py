@@ -60,6 +60,7 @@ class BestStep(Document):
     n_rules: int
     val_loss: float | None
     train_loss: float
+    val_auc: float | None = Field(None, description="classification (logistic loss): validation AUC")
 
 
 class Progress(Document):
@@ -72,6 +73,10 @@ class Progress(Document):
     lambda_s: float | None = None
     train_loss: float | None = None
     val_loss: float | None = None
+    train_auc: float | None = Field(None, description="classification (logistic loss) only, as val_auc and "
+                                                      "val_accuracy")
+    val_auc: float | None = None
+    val_accuracy: float | None = None
     best: BestStep | None = None
     unfinished: int | None = Field(None, description="grid cells still running")
     retry_of_attempt: int | None = None
@@ -104,6 +109,8 @@ class PathSummary(Document):
     n_rules: int
     val_loss: float | None
     train_loss: float
+    val_auc: float | None = Field(None, description="classification (logistic loss): the selected step's")
+    val_accuracy: float | None = None
     stop_reason: str
 
 
@@ -171,7 +178,8 @@ class PathJobResult(Document):
     def summary(self) -> PathSummary:
         chosen = self.steps[self.selected]
         return PathSummary(n_steps=len(self.steps), selected=self.selected, n_rules=chosen.n_rules,
-                           val_loss=chosen.val_loss, train_loss=chosen.train_loss, stop_reason=self.stop_reason)
+                           val_loss=chosen.val_loss, train_loss=chosen.train_loss, val_auc=chosen.val_auc,
+                           val_accuracy=chosen.val_accuracy, stop_reason=self.stop_reason)
 
 
 class GridCell(Document):

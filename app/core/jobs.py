@@ -1,5 +1,6 @@
 """Job submission, status, cancellation and lost-worker recovery; the work itself runs in worker/tasks.py."""
 import uuid
+from typing import Literal
 
 from pydantic import Field
 from redis import Redis
@@ -22,7 +23,7 @@ from app.core.queues import TASKS, make_queue, rq_job_id
 from app.core.records import JobRecords, now
 from app.core.results import ResultStore
 from solver import RuleEnsemble
-from solver.spec import ForestSpec, PathSpec, SpecError
+from solver.spec import LOSSES, ForestSpec, PathSpec, SpecError
 
 _RQ_LOST = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
 # RQ's own alarm in the work horse fires this long after FIRE_JOB_TIMEOUT: it stops a phase that has no
@@ -39,7 +40,10 @@ class PathSubmission(Document):
     forest_id: str | None = None
     forest: ForestSpec | None = None
     validation_dataset_id: str | None = None
-    path: PathSpec
+    path: PathSpec = Field(description="path.loss is replaced by ``loss`` or the dataset's task's loss")
+    loss: Literal[LOSSES] | None = Field(None, description=(
+        "the path's loss as asked for; None: the dataset's task's (logistic for classification, squared for "
+        "regression)"))
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
 
 
@@ -64,7 +68,7 @@ class JobService:
         dataset = self.datasets.get(dataset_id, tenant=tenant)
         self._check_training(dataset, params, "")
         self._check_holdout(dataset, rows)
-        recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=rows)
+        recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=rows, loss=dataset.loss)
         spec = TrainJobSpec(forest_id=recipe.forest_id, recipe=recipe)
         return self._submit_once(tenant, idempotency_key, spec.model_dump(mode="json"),
                                  lambda job_id: self._enqueue_new("train", spec, tenant, job_id=job_id, admit=True))
@@ -129,6 +133,7 @@ class JobService:
 
     def _resolve_path(self, submission: PathSubmission, tenant: str) -> PathJobSpec:
         dataset = self.datasets.get(submission.dataset_id, tenant=tenant)
+        path = submission.path.replace(loss=self._path_loss(dataset, submission.loss))
         validation_id = submission.validation_dataset_id
         if validation_id is not None:
             self._check_validation_dataset(dataset, self.datasets.get(validation_id, tenant=tenant,
@@ -144,10 +149,23 @@ class JobService:
         else:
             self._check_training(dataset, submission.forest, "forest.")
             recipe = ForestRecipe(dataset_id=dataset.id, params=submission.forest,
-                                  rows=TrainingRows.for_path(submission.path, validation_id))
+                                  rows=TrainingRows.for_path(submission.path, validation_id), loss=path.loss)
             forest_id = recipe.forest_id
         return PathJobSpec(dataset_id=dataset.id, forest_id=forest_id, recipe=recipe,
-                           validation_dataset_id=validation_id, path=submission.path)
+                           validation_dataset_id=validation_id, path=path)
+
+    @staticmethod
+    def _path_loss(dataset: DatasetInfo, asked: str | None) -> str:
+        """The loss asked for, or the dataset's task's. A logistic loss needs a classification dataset (a squared
+        loss on a classification dataset's 0/1 target is allowed when asked for)."""
+        if asked is None:
+            return dataset.loss
+        if asked == "logistic" and dataset.task != "classification":
+            raise Invalid("A logistic loss needs a classification dataset.",
+                          [FieldFault("loss", f"dataset {dataset.id} is a {dataset.task} dataset",
+                                      "use loss squared (or leave loss out), or upload the table with "
+                                      "task=classification if its target has two labels")])
+        return asked
 
     @staticmethod
     def _check_validation_dataset(dataset: DatasetInfo, validation: DatasetInfo) -> None:
@@ -159,6 +177,11 @@ class JobService:
             raise Invalid("The validation dataset's columns differ from the training dataset's.",
                           [FieldFault("validation.dataset_id", "different columns or categories",
                                       "upload the validation rows with the same columns and target")])
+        if (validation.task, validation.classes) != (dataset.task, dataset.classes):
+            raise Invalid("The validation dataset's target differs from the training dataset's.",
+                          [FieldFault("validation.dataset_id", f"{validation.task} {validation.classes or ''} "
+                                                               f"against {dataset.task} {dataset.classes or ''}",
+                                      "upload the validation rows with the same task and target labels")])
 
     @staticmethod
     def _check_holdout(dataset: DatasetInfo, rows: TrainingRows) -> None:
@@ -322,10 +345,11 @@ class JobService:
         # as the library builds them (solver.fitting.fit_rules): in the table's columns, with the support and
         # threshold precision of the training rows
         X, _ = self.datasets.load_arrays(result.dataset_id)
+        dataset = self.datasets.read(result.dataset_id)
         train_rows = TrainingRows.for_path(result.parameters.path, result.parameters.validation_dataset_id)
         return result, RuleEnsemble.from_weights(self.forests.load(result.forest_id), weights, intercept,
-                                                 encoding=self.datasets.read(result.dataset_id).encoding,
-                                                 X=X[train_rows.select(len(X))])
+                                                 encoding=dataset.encoding, X=X[train_rows.select(len(X))],
+                                                 response=dataset.response(result.parameters.path.loss))
 
     # ---- cancellation -----------------------------------------------------------------------------------
 

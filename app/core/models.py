@@ -5,7 +5,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -17,8 +17,9 @@ from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
 from app.core.job_documents import PathJobSpec
 from app.core.jobs import JobService
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
-from solver import RuleEnsemble
+from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
+from solver.spec import LOSSES, PathSpec
 
 
 class ModelMetrics(Document):
@@ -29,6 +30,11 @@ class ModelMetrics(Document):
     n_antecedents: int | None
     lambda_s: float
     lambda_f: float
+    train_auc: float | None = Field(None, description="classification (logistic loss) only, as the other "
+                                                      "AUC and accuracy metrics")
+    val_auc: float | None = None
+    train_accuracy: float | None = None
+    val_accuracy: float | None = None
 
 
 class ModelProvenance(Document):
@@ -55,6 +61,10 @@ class ModelSummary(Document):
 class ModelInfo(ModelSummary):
     description: str | None
     target: str
+    loss: Literal[LOSSES] = Field(PathSpec().loss, description=(
+        "logistic: a classifier whose rules add log-odds of classes[1]; scoring returns labels and probabilities"))
+    classes: list[str | bool | int | float] | None = Field(None, description=(
+        "a classifier's two labels as the dataset gave them; probabilities are of classes[1]"))
     columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
     intercept: float
     ensemble: dict[str, Any] = Field(description="the rules (solver.rules.RuleEnsemble.to_dict)")
@@ -71,12 +81,16 @@ class ScoringModel:
     ensemble: RuleEnsemble
     encoding: TableEncoding
     checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
+    classes: list | None = None  # a classifier's labels (its rules add log-odds of classes[1])
 
 
 @dataclass
 class Scores:
-    predictions: np.ndarray
+    predictions: list  # numbers (regression), or labels (a classifier: classes[1] where its log-odds are > 0)
     explanations: list[list[int]] | None  # indices of the rules that fired, per row, where asked for
+    contributions: list[list[float]] | None = None  # what each of those rules adds (log-odds for a classifier)
+    probabilities: list[float] | None = None  # a classifier's: of classes[1] (solver.probability of the log-odds)
+    classes: list | None = None
 
 
 class ModelStore:
@@ -117,7 +131,9 @@ class ModelStore:
         model = ModelInfo(
             id=model_id, tenant=tenant, name=name,
             version=int(self.blobs.redis.incr(self._version_key(tenant, name))),
-            description=description, created_at=time.time(), target=dataset.target, columns=dataset.columns,
+            description=description, created_at=time.time(), target=dataset.target,
+            loss=result.parameters.path.loss,
+            classes=dataset.classes if result.parameters.path.loss == "logistic" else None, columns=dataset.columns,
             n_rules=len(ensemble.rules), intercept=ensemble.intercept, ensemble=jsonable(ensemble.to_dict()),
             text=ensemble.to_text(),
             metrics=ModelMetrics(**{metric: getattr(chosen, metric) for metric in ModelMetrics.model_fields}),
@@ -167,7 +183,7 @@ class ModelStore:
             return cached
         model = self.get(model_id, tenant=tenant)
         scoring = ScoringModel(tenant, RuleEnsemble.from_dict(model.ensemble), TableEncoding.from_dict(model.columns),
-                               time.monotonic())
+                               time.monotonic(), model.classes)
         with self._cache_lock:
             self._scoring_cache[model_id] = scoring  # a model never changes: an entry is stale only once deleted
             while len(self._scoring_cache) > self.settings.model_cache_size:
@@ -193,8 +209,16 @@ class ModelStore:
             raise Invalid("Some values are infinite or out of range.",
                           [FieldFault(f"{location}.{name.split('=')[0]}", f"infinite or beyond ±{MAX_ABS_VALUE:.3g}",
                                       "send finite numbers in range, or null for a missing value") for name in names])
-        explanations = [[rule["id"] for rule in fired] for fired in scoring.ensemble.explain(X)] if explain else None
-        return Scores(scoring.ensemble.predict(X), explanations)
+        explanations = contributions = None
+        if explain:
+            fired_rules = scoring.ensemble.explain(X)
+            explanations = [[rule["id"] for rule in fired] for fired in fired_rules]
+            contributions = [[rule["contribution"] for rule in fired] for fired in fired_rules]
+        scores = scoring.ensemble.predict(X)
+        if scoring.classes is None:
+            return Scores(scores.tolist(), explanations, contributions)
+        labels = [scoring.classes[positive] for positive in (scores > 0.0).tolist()]
+        return Scores(labels, explanations, contributions, probability(scores).tolist(), scoring.classes)
 
 
 def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence], location: str) -> None:

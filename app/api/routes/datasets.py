@@ -1,11 +1,11 @@
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import ProblemError, problem_responses
 from app.api.uploads import receive_upload
-from app.core.datasets import DatasetInfo
+from app.core.datasets import TASKS, DatasetInfo
 from app.core.errors import FieldFault
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -17,7 +17,8 @@ _UPLOAD_BODY = {
                              "example": [{"x": 1.0, "y": 2.0}, {"x": 2.0, "y": 3.5}]},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
         "multipart/form-data": {"schema": {"type": "object", "properties": {
-            "file": {"type": "string", "format": "binary"}, "target": {"type": "string"}}}},
+            "file": {"type": "string", "format": "binary"}, "target": {"type": "string"},
+            "task": {"type": "string", "enum": list(TASKS)}}}},
     }, "description": "CSV (gzipped too), Parquet or JSON records; raw body or multipart"}}
 
 
@@ -27,7 +28,11 @@ _UPLOAD_BODY = {
                         **problem_responses(400, 413, 415, 422)})
 async def upload_dataset(request: Request, response: Response, core: CoreDep, cpu: CpuDep, tenant: TenantDep,
                          target: Annotated[str | None, Query(description="the target column")] = None,
-                         format: Annotated[str | None, Query(description="csv, parquet or json")] = None):
+                         format: Annotated[str | None, Query(description="csv, parquet or json")] = None,
+                         task: Annotated[Literal[TASKS] | None, Query(description=(
+                             "classification or regression; by default detected: a target with exactly two "
+                             "distinct values (text, booleans or numbers) is classification, any other numeric "
+                             "target regression"))] = None):
     upload = await receive_upload(request, core.settings.max_upload_bytes)
     target = target or upload.fields.get("target")
     if not target:
@@ -35,7 +40,7 @@ async def upload_dataset(request: Request, response: Response, core: CoreDep, cp
             "query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")])
     info, created = await cpu.run(lambda: core.datasets.create(
         upload.data, tenant=tenant, target=target, content_type=upload.content_type, filename=upload.filename,
-        declared_format=format or upload.fields.get("format")))
+        declared_format=format or upload.fields.get("format"), task=task or upload.fields.get("task")))
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{info.id}"
     return info

@@ -50,9 +50,10 @@ def scoring_answer(core: Core, model_id: str, body: bytes, explain: bool, tenant
     except ValidationError as error:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from error
     scores = core.models.score(model or core.models.scoring_model(model_id, tenant), request.table, explain)
-    answer = {"predictions": scores.predictions.tolist()}
-    if scores.explanations is not None:
-        answer["explanations"] = scores.explanations
+    answer = {"predictions": scores.predictions}
+    for name in ("probabilities", "classes", "explanations", "contributions"):
+        if getattr(scores, name) is not None:
+            answer[name] = getattr(scores, name)
     return Response(json.dumps(answer), media_type="application/json")
 
 
@@ -63,7 +64,8 @@ def scoring_answer(core: Core, model_id: str, body: bytes, explain: bool, tenant
                         **problem_responses(404, 413, 422)},
              summary="Score rows given in the dataset's original columns (MLflow body shapes)")
 async def predict(model_id: str, request: Request, core: CoreDep, cpu: CpuDep, tenant: TenantDep,
-                  explain: Annotated[bool, Query(description="add the indices of the rules that fired")] = False):
+                  explain: Annotated[bool, Query(description="add the ids of the rules that fired and what each "
+                                                                "adds (log-odds for a classifier)")] = False):
     # the body is read raw (its size bounded by FIRE_MAX_SCORING_BYTES): a small one for a model in this
     # process's cache is parsed and scored right here, faster than a thread hop and with no Redis call; anything
     # else in a worker thread, never holding the event loop
