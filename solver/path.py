@@ -181,9 +181,9 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
         objective = gbcd.objective_value(problem, state, float(lam), lam_f)
         w, intercept = state.w * scale, state.intercept[0]
-        if spec.polish:
+        if spec.polishes():
             w, intercept = polish(matrix, y, weights, w, spec.loss)
-        train_score = _training_score(problem, state, matrix, w, intercept, spec.polish)
+        train_score = _training_score(problem, state, matrix, w, intercept, spec.polishes())
         step = _record_step(index, lam, lam_f, problem, w, intercept, train_score, objective, n_iter, converged,
                             val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)
         nonzero = np.flatnonzero(w)

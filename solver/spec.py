@@ -126,9 +126,11 @@ class PathSpec(_Spec):
     min_support: int | float = field(default=DEFAULT_MIN_SUPPORT, metadata=_doc(
         "leaves that fewer training rows reach are not candidate rules: a row count (an integer >= 0) or a "
         "fraction of the training rows in (0, 1)"))
-    polish: bool = field(default=True, metadata=_doc(
-        "refit the weights of each step's rules (and the intercept) by least squares on the training rows, "
-        "keeping the rules the penalties selected (solver.polish)"))
+    polish: bool | None = field(default=None, metadata=_doc(
+        "refit the weights of each step's rules (and the intercept) without the penalties on the training rows, "
+        "keeping the rules the penalties selected (solver.polish); None: on for the squared loss, off for the "
+        "logistic loss (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
+        "tables, bench/classification.py, validation log loss rose from the first rule)"))
     validation_fraction: float = field(default=0.2, metadata=_doc(
         "share of the rows held out to select the step when no validation rows are given"))
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
@@ -176,7 +178,8 @@ class PathSpec(_Spec):
         _require((_is_count(self.min_support) and self.min_support >= 0)
                  or (_is_number(self.min_support) and 0 < self.min_support < 1), "min_support",
                  f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}")
-        _require(isinstance(self.polish, bool), "polish", f"must be true or false, got {self.polish!r}")
+        _require(self.polish is None or isinstance(self.polish, bool), "polish",
+                 f"must be true, false or null, got {self.polish!r}")
         _require(_is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
                  "validation_fraction", f"must be in [0, 1), got {self.validation_fraction!r}")
         _require(_is_count(self.random_state) and 0 <= self.random_state < 2**32, "random_state",
@@ -187,6 +190,10 @@ class PathSpec(_Spec):
         if _is_count(self.min_support):
             return int(self.min_support)
         return math.ceil(self.min_support * n_rows)
+
+    def polishes(self) -> bool:
+        """Whether each step is polished: ``polish``, or where it is None, for the squared loss only."""
+        return self.loss == "squared" if self.polish is None else self.polish
 
     def fusion_strength(self, lambda_s: float) -> float:
         """lambda_f at the step with sparsity ``lambda_s``."""

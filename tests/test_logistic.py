@@ -223,8 +223,9 @@ def test_class_and_sample_weights_change_the_fit(hmda):
     assert balanced.predict_proba(X)[:, 1].mean() > plain.predict_proba(X)[:, 1].mean() + 0.1
     as_weights = FireClassifier(forest=forest, n_lambdas=15, random_state=0).fit(
         X, y, sample_weight=np.where(y == "yes", (y == "no").mean() / (y == "yes").mean(), 1.0))
-    np.testing.assert_allclose(as_weights.decision_function(X), balanced.decision_function(X), rtol=1e-9,
-                               atol=1e-9)
+    # the same problem solved twice to the solver's tolerance (no polish for the logistic loss by default)
+    np.testing.assert_allclose(as_weights.decision_function(X), balanced.decision_function(X), rtol=1e-6,
+                               atol=1e-6)
     with pytest.raises(ValueError, match="Only binary classification"):
         FireClassifier(n_estimators=5).fit(X, np.where(y == "yes", "a", np.where(X["single"] == "yes", "b", "c")))
 

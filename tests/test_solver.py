@@ -289,7 +289,7 @@ def test_polish_refits_each_steps_rules_by_least_squares():
     M = leaf_matrix(forest, X)
     plain = fit_path(M, y, n_lambdas=15, fusion_ratio=2.0, polish=False)
     polished = fit_path(M, y, n_lambdas=15, fusion_ratio=2.0, polish=True)
-    assert PathSpec().polish and PathSpec().scaling == "unit"
+    assert PathSpec().polishes() and not PathSpec(loss="logistic").polishes() and PathSpec().scaling == "unit"
     dense = M.to_csc().toarray()
     for k, step in enumerate(polished.steps):
         support = np.flatnonzero(polished.coef(k))
