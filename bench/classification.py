@@ -204,7 +204,7 @@ def speed(log):
             for lam in lambdas:
                 pen = L1(lam / n) if penalty == "l1" else MCPenalty(lam / n, gamma)
                 coef, *_ = AndersonCD(fit_intercept=True, warm_start=True, tol=1e-6, max_iter=200).solve(
-                    csc, 2 * yy - 1, Logistic(), pen, w_init=coef)
+                    csc, 2 * yy - 1, Logistic(), pen, w_init=coef, Xw_init=csc @ coef[:-1] + coef[-1])
                 f_ref.append(objective(coef[:-1], coef[-1], lam))
             refs["skglm"] = (time.perf_counter() - started, f_ref)
             if penalty == "l1":
