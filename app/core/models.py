@@ -19,6 +19,7 @@ from app.core.jobs import JobService
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
+from solver.export import EXPORT_FORMATS, export_rules
 from solver.spec import LOSSES, PathSpec
 
 
@@ -67,7 +68,10 @@ class ModelInfo(ModelSummary):
         "a classifier's two labels as the dataset gave them; probabilities are of classes[1]"))
     columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
     intercept: float
-    ensemble: dict[str, Any] = Field(description="the rules (solver.rules.RuleEnsemble.to_dict)")
+    ensemble: dict[str, Any] = Field(description=(
+        "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
+        "give), conditions, contribution and support, and ``importance``, each column's share of the summed "
+        "|contribution| over the training rows (summing to 1)"))
     text: str
 
 # column names in the model's order -> (column -> values, n_rows, the field holding the rows)
@@ -91,6 +95,20 @@ class Scores:
     contributions: list[list[float]] | None = None  # what each of those rules adds (log-odds for a classifier)
     probabilities: list[float] | None = None  # a classifier's: of classes[1] (solver.probability of the log-odds)
     classes: list | None = None
+
+
+EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python"}
+EXPORT_SUFFIXES = {"sql": "sql", "python": "py"}
+EXPORT_COMMENTS = {"sql": "--", "python": "#"}
+assert set(EXPORT_MEDIA_TYPES) == set(EXPORT_FORMATS)
+
+
+@dataclass
+class ModelExport:
+    text: str  # the code, its first comment lines saying what it computes
+    filename: str
+    media_type: str
+    output: str  # what the code computes: "prediction of 'target'", or "log-odds of 'class'" for a classifier
 
 
 class ModelStore:
@@ -153,6 +171,28 @@ class ModelStore:
         if model is None:
             raise NotFound("model", model_id)
         return model
+
+    def export(self, model_id: str, format: str, *, tenant: str) -> ModelExport:
+        """The model's rules as code a user deploys without us (solver.export): a SQL expression over the
+        training table's original columns, or a dependency-free Python module defining ``predict(row)``. A
+        classifier's code gives the log-odds of classes[1]; its first comment lines say so and how to turn it
+        into a probability."""
+        model = self.get(model_id, tenant=tenant)
+        code = export_rules(RuleEnsemble.from_dict(model.ensemble), format)
+        if model.loss == "logistic" and model.classes:
+            output = f"log-odds of {model.classes[1]!r}"
+            notes = [f"FIRE model {model.name!r} v{model.version} ({model.id}): gives the {output} "
+                     f"(target {model.target!r}, classes {model.classes!r})",
+                     f"probability of {model.classes[1]!r} = 1/(1+exp(-score)); "
+                     f"predict {model.classes[1]!r} where score > 0, else {model.classes[0]!r}"]
+        else:
+            output = f"prediction of {model.target!r}"
+            notes = [f"FIRE model {model.name!r} v{model.version} ({model.id}): predicts {model.target!r}"]
+        comment = EXPORT_COMMENTS[format]
+        header = "".join(f"{comment} {line}\n" for line in notes)
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
+        return ModelExport(header + code, f"{safe_name}-v{model.version}.{EXPORT_SUFFIXES[format]}",
+                           EXPORT_MEDIA_TYPES[format], output)
 
     def list(self, *, tenant: str, limit: int = 100) -> list[ModelInfo]:
         return self.blobs.newest_documents(self._index_key(tenant), self._key, ModelInfo, limit)

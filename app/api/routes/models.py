@@ -1,5 +1,5 @@
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +33,29 @@ def list_models(core: CoreDep, tenant: TenantDep):
             responses=problem_responses(404))
 def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
     return core.models.get(model_id, tenant=tenant)
+
+
+@router.get("/{model_id}/export", response_class=Response, summary="The rules as SQL or a Python function",
+            description=("``format=sql``: one SQL expression (a sum of ``CASE`` terms) over the training table's "
+                         "original columns, to put in a ``SELECT``; ``format=python``: a dependency-free Python "
+                         "module defining ``predict(row)``, ``row`` a mapping from column name to value (None: "
+                         "missing). Both give the model's predictions exactly; a classifier's give the log-odds "
+                         "of classes[1] (probability = 1/(1+exp(-score))), as their first comment lines and the "
+                         "X-Fire-Output header say."),
+            responses={200: {"description": "the code", "headers": {
+                           "Content-Disposition": {"schema": {"type": "string"}},
+                           "X-Fire-Output": {"description": "what the code computes: prediction of 'target', "
+                                                            "or log-odds of 'classes[1]' for a classifier",
+                                             "schema": {"type": "string"}}},
+                             "content": {"application/sql": {"schema": {"type": "string"}},
+                                         "text/x-python": {"schema": {"type": "string"}}}},
+                       **problem_responses(404, 422)})
+def export_model(model_id: str, core: CoreDep, tenant: TenantDep,
+                 format: Annotated[Literal["sql", "python"], Query(description="sql or python")]) -> Response:
+    exported = core.models.export(model_id, format, tenant=tenant)
+    return Response(exported.text, media_type=exported.media_type, headers={
+        "Content-Disposition": f'attachment; filename="{exported.filename}"',
+        "X-Fire-Output": exported.output.encode("ascii", "backslashreplace").decode("ascii")})
 
 
 @router.delete("/{model_id}", status_code=204, response_class=Response, summary="Delete a model",
