@@ -41,6 +41,12 @@ def test_exports_reproduce_the_served_predictions_and_bad_requests_are_named(sta
     assert python.status_code == 200 and python.headers["x-fire-output"] == "prediction of 'rings'"
     np.testing.assert_allclose(python_predictions(python.text, features), served, rtol=0, atol=1e-9)
 
+    rules = f"/v1/jobs/{job['id']}/steps/{model['provenance']['step']}/rules"
+    auto, always = (client.get(f"{rules}?show_missing={how}").json()["text"] for how in ("auto", "always"))
+    assert "or missing" not in auto and "or missing" in always  # abalone has no missing values
+    assert [error["field"] for error in client.get(f"{rules}?show_missing=sometimes").json()["errors"]] == \
+        ["query.show_missing"]
+
     wrong = client.get(f"/v1/models/{model['id']}/export?format=xml")
     assert wrong.status_code == 422 and wrong.headers["content-type"] == "application/problem+json"
     assert [error["field"] for error in wrong.json()["errors"]] == ["query.format"]

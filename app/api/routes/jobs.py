@@ -1,8 +1,8 @@
 import asyncio
 from collections.abc import AsyncIterable
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import CoreDep, TenantDep
@@ -10,6 +10,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import JobView, PathJobRequest, StepRules
 from app.core.connections import REDIS_FAILURES
 from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
+from solver.rule_text import SHOW_MISSING
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 POLL_SECONDS = 1
@@ -89,7 +90,10 @@ def get_result(job_id: str, core: CoreDep, tenant: TenantDep):
 
 @router.get("/{job_id}/steps/{step}/rules", response_model=StepRules, summary="The rules of one path step",
             responses=problem_responses(404, 409, 410, 422))
-def get_step_rules(job_id: str, step: int, core: CoreDep, tenant: TenantDep):
+def get_step_rules(job_id: str, step: int, core: CoreDep, tenant: TenantDep,
+                   show_missing: Annotated[Literal[SHOW_MISSING], Query(description=(
+                       "'or missing' in the text: 'auto' where the training rows had missing values in that "
+                       "column, 'always' wherever the forest routes missing values, 'never'"))] = "auto"):
     result, ensemble = core.jobs.step_rules(job_id, step, tenant=tenant)
     return StepRules(**result.steps[step].to_dict(), job_id=job_id, step=step, selected=step == result.selected,
-                     rules=ensemble.to_dict(), text=ensemble.to_text())
+                     rules=ensemble.to_dict(), text=ensemble.to_text(show_missing=show_missing))
