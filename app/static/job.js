@@ -125,6 +125,11 @@ function stepsTable(result, jobId) {
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
       { label: "Train loss", numeric: true, cell: step => formatNumber(step.train_loss, 5) },
       { label: "Validation loss", numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      // a classification path (logistic loss) also records AUC and accuracy per step
+      ...(result.steps.some(step => step.val_auc != null) ? [
+        { label: "Validation AUC", numeric: true, cell: step => formatNumber(step.val_auc, 4) },
+        { label: "Validation accuracy", numeric: true, cell: step => formatNumber(step.val_accuracy, 4) },
+      ] : []),
       { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
     ],
   });
