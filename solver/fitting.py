@@ -61,6 +61,14 @@ def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
     return classes, (values == classes[1]).astype(np.float64)
 
 
+def rule_response(loss: str, classes=None) -> str | None:
+    """What rules fitted with ``loss`` add where it is not the target itself: ``"log-odds of 'yes'"`` for the
+    logistic loss (``classes[1]``, or 1 without classes), None for the squared loss (``RuleEnsemble.response``)."""
+    if loss != "logistic":
+        return None
+    return f"log-odds of '{1 if classes is None else classes[1]}'"
+
+
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=PathSpec().loss):
     """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared
     loss, classifiers of 0/1 ``y`` for the logistic loss (whose TreeEnsemble predicts the probability, or the
@@ -146,11 +154,8 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
                     val_matrix=val_matrix, y_val=y_holdout, leaf_ancestors=ensemble.leaf_ancestors,
                     callback=callback)
     selected = path.select()
-    response = None
-    if spec.loss == "logistic":
-        response = f"log-odds of '{1 if classes is None else classes[1]}'"
     rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]),
-                                      encoding=encoding, X=X[train_rows], response=response)
+                                      encoding=encoding, X=X[train_rows], response=rule_response(spec.loss, classes))
     return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
 
 

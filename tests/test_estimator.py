@@ -9,7 +9,7 @@ import pytest
 from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solver import FireRegressor, TreeEnsemble, leaf_matrix
+from solver import FireClassifier, FireRegressor, TreeEnsemble, leaf_matrix
 from solver.fitting import holdout_split
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -17,12 +17,13 @@ DATA = Path(__file__).resolve().parent / "data"
 EXPECTED_FAILED_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data":
         "a bootstrapped forest and the random validation hold-out see duplicated rows differently from "
-        "weighted rows; the path itself honours weights exactly (tests/test_solver.py)",
+        "weighted rows; the path itself honours weights exactly (tests/test_solver.py, tests/test_logistic.py)",
     "check_sample_weight_equivalence_on_sparse_data": "sparse input is not accepted",
 }
 
 
-@parametrize_with_checks([FireRegressor(n_estimators=15, n_lambdas=15, random_state=0)],
+@parametrize_with_checks([FireRegressor(n_estimators=15, n_lambdas=15, random_state=0),
+                          FireClassifier(n_estimators=15, n_lambdas=15, random_state=0)],
                          expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
 def test_sklearn_contract(estimator, check):
     check(estimator)

@@ -6,10 +6,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.special import expit
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from solver import (FireClassifier, ForestSpec, LeafMatrix, PathSpec, TableEncoding, TreeEnsemble, binary_labels,
                     best_step, fit_path, fit_rules, leaf_matrix, train_forest)
@@ -108,7 +106,7 @@ def test_fused_l1_logistic_matches_the_exponential_cone_reference(small, lam_rat
 def test_mcp_logistic_path_no_worse_than_skglm(small):
     """Plain MCP (one gamma): skglm's Logistic + MCPenalty with alpha = lam/n and gamma_skglm = n*gamma (its
     datafit is the mean loss), warm-started along our path from the same point (w = 0, the log-odds)."""
-    skglm = pytest.importorskip("skglm")
+    pytest.importorskip("skglm")
     from skglm.datafits import Logistic
     from skglm.penalties import MCPenalty
     from skglm.solvers import AndersonCD
@@ -261,17 +259,3 @@ def test_fit_rules_trains_the_classifier_variant_of_a_forest_spec(credit):
                                      y[:500], loss="logistic")
     np.testing.assert_allclose(forest.predict(np.nan_to_num(X[:500])),
                                estimator.decision_function(np.nan_to_num(X[:500])), atol=1e-12)
-
-
-EXPECTED_FAILED_CHECKS = {
-    "check_sample_weight_equivalence_on_dense_data":
-        "a bootstrapped forest and the random validation hold-out see duplicated rows differently from "
-        "weighted rows; the path itself honours weights exactly (test_sample_weights_equal_duplicated_rows)",
-    "check_sample_weight_equivalence_on_sparse_data": "sparse input is not accepted",
-}
-
-
-@parametrize_with_checks([FireClassifier(n_estimators=15, n_lambdas=15, random_state=0)],
-                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
-def test_sklearn_contract(estimator, check):
-    check(estimator)

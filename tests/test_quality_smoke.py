@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO_ROOT / "tests" / "data"  # stock.csv.gz ships there, as in ../shared/datasets
+DATA_DIR = REPO_ROOT / "tests" / "data"  # stock.csv.gz ships with the tests
 
 
 def _load_quality():

@@ -22,7 +22,7 @@ from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver.encoding import TableEncoding, TableError
-from solver.fitting import binary_labels
+from solver.fitting import binary_labels, rule_response
 
 TASKS = ("classification", "regression")
 # the path loss a dataset's task calls for (a path job that names no loss gets it)
@@ -95,8 +95,8 @@ class DatasetInfo(Document):
         return TASK_LOSSES[self.task]
 
     def response(self, loss: str) -> str | None:
-        """What rules fitted with ``loss`` add, as ``solver.fitting.fit_rules`` names it given these classes."""
-        return f"log-odds of '{self.classes[1]}'" if loss == "logistic" else None
+        """What rules fitted with ``loss`` add, named as ``solver.fitting.fit_rules`` names it."""
+        return rule_response(loss, self.classes)
 
 
 class DatasetStore:
