@@ -7,6 +7,7 @@ sees either a complete artifact or none: the header is written last, in the same
 import hashlib
 import io
 import json
+import threading
 from functools import lru_cache
 
 import numpy as np
@@ -14,8 +15,17 @@ import zstandard
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis import Redis
 
-_compressor = zstandard.ZstdCompressor(level=3)
-_decompressor = zstandard.ZstdDecompressor()
+
+class _Codecs(threading.local):
+    """zstd contexts per thread: python-zstandard's may not be used by two threads at once (a shared
+    decompressor failed reads answered by the API's thread pool in parallel)."""
+
+    def __init__(self):
+        self.compressor = zstandard.ZstdCompressor(level=3)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_codecs = _Codecs()
 
 
 @lru_cache(maxsize=None)
@@ -53,7 +63,7 @@ class BlobStore:
         self.chunk_bytes = chunk_bytes
 
     def put(self, key: str, data: bytes | memoryview, ttl: int | None = None) -> None:
-        compressed = _compressor.compress(data)
+        compressed = _codecs.compressor.compress(data)
         chunks = [compressed[i:i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
         header = json.dumps({"chunks": len(chunks), "size": len(data), "compressed": len(compressed)})
         with self.redis.pipeline(transaction=True) as pipe:
@@ -70,7 +80,7 @@ class BlobStore:
         chunks = self.redis.mget([f"{key}:{i}" for i in range(layout["chunks"])])
         if any(chunk is None for chunk in chunks):
             return None  # expired between the header read and the chunk read
-        return _decompressor.decompress(b"".join(chunks), max_output_size=layout["size"])
+        return _codecs.decompressor.decompress(b"".join(chunks), max_output_size=layout["size"])
 
     def exists(self, key: str) -> bool:
         return bool(self.redis.exists(key))
