@@ -59,10 +59,6 @@ class TableEncoding:
     def column_names(self) -> list[str]:
         return [column.name for column in self.columns]
 
-    @property
-    def has_categories(self) -> bool:
-        return bool(self._category_codes)
-
     @classmethod
     def numeric(cls, names: Sequence[str], missing: Sequence[bool] | None = None) -> "TableEncoding":
         """Numeric columns ``names``; ``missing``: whether each had missing values (None: unknown)."""

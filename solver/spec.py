@@ -185,6 +185,11 @@ class PathSpec(_Spec):
         _require(_is_count(self.random_state) and 0 <= self.random_state < 2**32, "random_state",
                  f"must be an integer in [0, 2**32), got {self.random_state!r}")
 
+    @property
+    def n_steps(self) -> int:
+        """How many lambda steps the path has at most (it may stop earlier at its rule budget)."""
+        return len(self.lambdas) if self.lambdas else self.n_lambdas
+
     def min_support_rows(self, n_rows: int) -> int:
         """The fewest training rows (of ``n_rows``) a leaf must hold to be a candidate rule."""
         if _is_count(self.min_support):

@@ -130,7 +130,7 @@ class JobRun:
             step=self.steps[best].index, n_rules=self.steps[best].n_rules, val_loss=self.steps[best].val_loss,
             train_loss=self.steps[best].train_loss, val_auc=self.steps[best].val_auc)
         self.records.transition(self.job_id, (RUNNING,), self.attempt, progress=Progress(
-            phase="path", step=step.index + 1, n_steps=len(path.lambdas) if path.lambdas else path.n_lambdas,
+            phase="path", step=step.index + 1, n_steps=path.n_steps,
             n_rules=step.n_rules, lambda_s=step.lambda_s, train_loss=step.train_loss, val_loss=step.val_loss,
             train_auc=step.train_auc, val_auc=step.val_auc, val_accuracy=step.val_accuracy, best=best_so_far))
 
@@ -197,8 +197,7 @@ def run_path(job_id: str, attempt: int) -> None:
         if X_val is not None:
             val_leaves, val_hit = _cached_leaves(run, forest, spec.validation_dataset_id, X_val)
             cache_hit = cache_hit and val_hit
-        n_steps = len(spec.path.lambdas) if spec.path.lambdas else spec.path.n_lambdas
-        run.phase("path", step=0, n_steps=n_steps)
+        run.phase("path", step=0, n_steps=spec.path.n_steps)
         with run.timed("path"):
             fit = fit_rules(X, y, spec.path, forest=forest, X_val=X_val, y_val=y_val,
                             feature_names=dataset.feature_names, classes=dataset.classes, leaves=leaves,

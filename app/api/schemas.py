@@ -192,12 +192,6 @@ class DataframeSplit(BaseModel):
     index: list[Any] | None = None
 
 
-class ScoringTable(BaseModel):
-    columns: dict[str, list[Any]]
-    n_rows: int
-    location: str = Field(description="the body field holding the rows, for faults")
-
-
 class PredictRequest(StrictBody):
     """MLflow scoring-server body: exactly one of the four fields, in the dataset's original columns."""
 

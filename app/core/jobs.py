@@ -107,7 +107,7 @@ class JobService:
 
     def _check_path_limits(self, submission: PathSubmission) -> None:
         settings, path = self.settings, submission.path
-        steps = len(path.lambdas) if path.lambdas else path.n_lambdas
+        steps = path.n_steps
         if steps > settings.max_lambdas:
             field = "lambdas" if path.lambdas else "n_lambdas"
             raise Invalid(f"A path may have at most {settings.max_lambdas} steps.",
