@@ -226,7 +226,8 @@ def speed(log):
                 refs["sklearn saga"] = (time.perf_counter() - started, f_ref)
             for ref, (seconds, f_ref) in refs.items():  # over the steps the reference finished within its cap
                 done = len(f_ref)
-                mine = sum(step.seconds for step in ours.steps[:done])
+                # the whole fit_path call (its setup included) less the steps the reference did not reach
+                mine = t_ours - sum(step.seconds for step in ours.steps[done:])
                 gaps = np.array(f_ours[:done]) / np.array(f_ref) - 1
                 out[f"{case} | {penalty} vs {ref}"] = {
                     "steps": done, "of": len(lambdas), "ours_s": mine, "ref_s": seconds, "speedup": seconds / mine,
