@@ -6,7 +6,11 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from fastapi.testclient import TestClient
 
+from app.core.models import MODEL_RECHECK_SECONDS
+from app.core.tenants import DEFAULT_TENANT
+from app.main import create_app
 from service_fixtures import ELEVATORS, KIN8NM, abalone_frame, idle_queue, own_queue, stack  # noqa: F401
 from solver import RuleEnsemble
 from test_service_datasets import assert_problem
@@ -128,6 +132,30 @@ def test_bad_scoring_requests_name_the_fault(stack, abalone):
     assert_problem(post({}), 422)
     assert_problem(stack.client.post("/v1/models/mdl_missing/predict", json={"dataframe_records": [row]}), 404)
     assert post({"dataframe_records": [row]}).status_code == 200
+
+
+def test_a_model_scored_steadily_is_rechecked_in_the_background_and_its_deletion_seen_in_time(stack, abalone):
+    url = scoring_url(stack, abalone, "rechecked")
+    model_id, body = url.split("/")[3], {"dataframe_records": [ABALONE_ROW]}
+    with TestClient(create_app(stack.settings)) as other:  # a second API process on the same Redis
+        models = other.app.state.core.models
+        assert other.post(url, json=body).status_code == 200  # reads the model into that process's cache
+        cached = models.recently_checked(model_id, DEFAULT_TENANT)
+        first_check = cached.checked_at
+        time.sleep(MODEL_RECHECK_SECONDS * 0.6)
+        # past half the interval a request is still answered from the cache, and sets off one recheck
+        assert models.recently_checked(model_id, DEFAULT_TENANT) is cached
+        deadline = time.monotonic() + MODEL_RECHECK_SECONDS / 2
+        while cached.checked_at == first_check and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cached.checked_at > first_check
+
+        assert stack.client.delete(url.removesuffix("/predict")).status_code == 204
+        deleted_at, deadline = time.monotonic(), time.monotonic() + MODEL_RECHECK_SECONDS + 0.5
+        while (scored := other.post(url, json=body)).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert_problem(scored, 404)
+        assert time.monotonic() - deleted_at <= MODEL_RECHECK_SECONDS + 0.1
 
 
 def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, abalone):

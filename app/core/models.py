@@ -4,11 +4,13 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from redis.exceptions import RedisError
 
 from app.core.blobs import BlobStore, Document, jsonable
 from app.core.config import Settings
@@ -119,6 +121,8 @@ class ModelStore:
         self.jobs = jobs
         self._scoring_cache: OrderedDict[str, ScoringModel] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._rechecking: set[str] = set()  # model ids a background recheck is looking up
+        self._recheck_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-recheck")
 
     def _key(self, model_id: str) -> str:
         return f"{self.settings.key_prefix}model:{model_id}"
@@ -207,13 +211,32 @@ class ModelStore:
 
     def recently_checked(self, model_id: str, tenant: str) -> ScoringModel | None:
         """The cached scoring model if it was seen in Redis within MODEL_RECHECK_SECONDS: usable without a
-        Redis call (another API process may delete a model; this one notices within that time)."""
+        Redis call (another API process may delete a model; this one notices within that time). Past half that
+        time, one background recheck looks again: a model scored steadily never sends a request to Redis (under
+        50 clients, requests that did so waited for the GIL behind the event loop: a p99 of 0.5 s, not 40 ms)."""
+        now = time.monotonic()
         with self._cache_lock:
             cached = self._scoring_cache.get(model_id)
-            if cached is not None:
-                self._scoring_cache.move_to_end(model_id)
-        fresh = cached is not None and time.monotonic() - cached.checked_at < MODEL_RECHECK_SECONDS
-        return cached if fresh and cached.tenant == tenant else None
+            if cached is None or cached.tenant != tenant or now - cached.checked_at >= MODEL_RECHECK_SECONDS:
+                return None
+            self._scoring_cache.move_to_end(model_id)
+            if now - cached.checked_at >= MODEL_RECHECK_SECONDS / 2 and model_id not in self._rechecking:
+                self._rechecking.add(model_id)
+                self._recheck_thread.submit(self._recheck, model_id, cached)
+        return cached
+
+    def _recheck(self, model_id: str, cached: ScoringModel) -> None:
+        looked_at = time.monotonic()
+        try:
+            exists = self.blobs.exists(self._key(model_id))
+        except RedisError:  # left stale: the first request past the interval looks itself, and answers 503
+            exists = None
+        with self._cache_lock:
+            self._rechecking.discard(model_id)
+            if exists:
+                cached.checked_at = looked_at
+            elif exists is False and self._scoring_cache.get(model_id) is cached:
+                del self._scoring_cache[model_id]
 
     def scoring_model(self, model_id: str, tenant: str) -> ScoringModel:
         with self._cache_lock:
