@@ -103,6 +103,25 @@ def test_data_dependent_checks_name_the_domain_field(core, dataset):
     assert caught.value.faults[0].field == "job_id"
 
 
+def test_missing_values_are_counted_per_column_and_only_numeric_ones_reach_the_forest(core):
+    rng = np.random.default_rng(0)
+    rows = [f"{'' if i % 7 == 0 else ['red', 'blue'][i % 2]},{rng.normal():.3f},{'' if i % 10 == 3 else i},{i % 3}"
+            for i in range(60)]
+    table = ("colour,x,count,y\n" + "\n".join(rows) + "\n").encode()
+    dataset = upload(core, table)
+    assert dataset.missing_values == {"colour": 9, "count": 6}  # rows 0, 7, ..., 56 and 3, 13, ..., 53
+    boosting = SMALL_FOREST.replace(kind="gradient_boosting")
+    with pytest.raises(Invalid) as caught:  # the empty counts are NaN in the features
+        core.jobs.submit_training(dataset.id, boosting, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+    assert caught.value.faults[0].field == "kind"
+    categories_only = upload(core, ("colour,x,y\n" + "\n".join(r.rsplit(",", 2)[0] + "," + r[-1] for r in rows)
+                                    + "\n").encode())
+    assert categories_only.missing_values == {"colour": 9} and not categories_only.has_missing_features
+    record = core.jobs.submit_training(categories_only.id, boosting, TrainingRows.holdout(0.2, 0), None,
+                                       tenant=TENANT)
+    assert record.status == "queued"  # a missing category sets no indicator: nothing missing in the features
+
+
 def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, dataset):
     submission = PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
     first = core.jobs.submit_path(submission, "key-1", tenant=TENANT)

@@ -80,7 +80,8 @@ class DatasetInfo(Document):
     n_features: int
     columns: list[dict[str, Any]] = Field(description="the table's encoding (solver.encoding.TableEncoding.to_dict)")
     feature_names: list[str] = Field(description="the encoded columns a forest splits on")
-    missing_values: dict[str, int] = Field(description="missing values per encoded column that has any")
+    missing_values: dict[str, int] = Field(description=(
+        "missing values per column of the table that has any (in a categorical column, rows with no category)"))
     target_summary: TargetSummary
     source: DatasetSource
     created_at: float
@@ -88,6 +89,13 @@ class DatasetInfo(Document):
     @property
     def encoding(self) -> TableEncoding:
         return TableEncoding.from_dict(self.columns)
+
+    @property
+    def has_missing_features(self) -> bool:
+        """Whether the encoded features hold missing values: numeric columns keep them (NaN); a missing category
+        sets no indicator."""
+        return any(column["kind"] == "numeric" and self.missing_values.get(column["name"])
+                   for column in self.columns)
 
     @property
     def loss(self) -> str:
@@ -130,10 +138,9 @@ class DatasetStore:
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
-        encoding, features, y, classes = validate_table(frame, target, self.settings, task)
+        encoding, features, y, classes = validate_table(frame, target, self.settings, task)  # pops the target
+        missing = {str(name): int(count) for name, count in frame.isna().sum().items() if count}
         del frame  # the encoded arrays are all that is kept
-        missing = {name: int(count) for name, count in
-                   zip(encoding.feature_names, np.isnan(features).sum(axis=0)) if count}
         info = DatasetInfo(
             id=dataset_id, tenant=tenant, target=target, task="regression" if classes is None else "classification",
             classes=classes, n_rows=features.shape[0], n_features=features.shape[1],

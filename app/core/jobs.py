@@ -195,7 +195,7 @@ class JobService:
     @staticmethod
     def _check_training(dataset: DatasetInfo, params: ForestSpec, prefix: str) -> None:
         try:
-            params.check_data(dataset.n_features, bool(dataset.missing_values))
+            params.check_data(dataset.n_features, dataset.has_missing_features)
         except SpecError as error:
             raise Invalid("These forest settings cannot train on this dataset.",
                           [FieldFault(prefix + error.field, error.detail,

@@ -69,9 +69,8 @@ export function showDatasets(main, params, { navigate, signal }) {
   fill(list, async () => datasetsTable(await get("/v1/datasets", signal)));
 }
 
-/** Missing values of an original column: the sum over its encoded columns (a missing category sets none). */
+/** Missing values of an original column (in a categorical one, rows with no category). */
 function missingIn(column, dataset) {
-  if (column.kind === "categorical") return h("span", { class: "muted", title: "a missing category sets no indicator" }, "not counted");
   return formatCount(dataset.missing_values[column.name] ?? 0);
 }
 
