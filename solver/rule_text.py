@@ -15,6 +15,9 @@ What a condition says depends on the column it is about (the ensemble's :class:`
 * ``or missing`` appears where a missing value satisfies the condition *and* can occur: ``show_missing="auto"``
   (the default) shows it for the columns that had missing values in the table the encoding was inferred from
   (or where that is unknown), ``"always"`` wherever a missing value satisfies a condition, ``"never"`` nowhere.
+
+Column names and levels print as they are, but for characters that are not printable (line breaks, controls),
+escaped as Python writes them (``\\n``): a rule is one line, and the exports' comments cannot be broken out of.
 """
 
 from __future__ import annotations
@@ -71,6 +74,11 @@ def display_thresholds(rules: Sequence[Mapping[str, Any]], X: np.ndarray) -> Non
             if 0 < position < len(column):
                 condition["display_threshold"] = separating_threshold(column[position - 1], column[position],
                                                                       condition["threshold"])
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable escaped (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def is_unbounded(condition: Mapping[str, Any]) -> bool:
@@ -147,7 +155,7 @@ class RuleWording:
     def _levels(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
         """One phrase for the conditions on the indicators of one text column."""
         allowed, excluded, missing_ok = level_sets(self.encoding, conditions)
-        name = column.name
+        name, allowed, excluded = printable(column.name), list(map(printable, allowed)), list(map(printable, excluded))
         if not excluded:
             text = f"{name} is any value" if missing_ok else f"{name} is not missing"
         elif not allowed:
@@ -164,7 +172,7 @@ class RuleWording:
 
     def _numbers(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
         """At most one ``>`` and one ``<=`` bound of one feature (``solver.forest``), as a phrase."""
-        name = column.name
+        name = printable(column.name)
         lower, upper = bounds(conditions)
         if lower is not None and upper is not None and not is_unbounded(lower) and not is_unbounded(upper):
             text = f"{_number(lower)} < {name} <= {_number(upper)}"

@@ -84,3 +84,17 @@ def test_float32_cut_separates_doubles_as_float32_rounding_does():
         for x in near:
             model = float(np.float32(x)) <= threshold
             assert model == (x <= midpoint if inclusive else x < midpoint), (threshold, x)
+
+
+def test_names_and_levels_with_line_breaks_stay_data_in_the_exports_and_the_text():
+    features, y = abalone()
+    escape = "\n    raise SystemExit('escaped the comment')  # \n;DROP TABLE abalone; -- '\"\u2028"
+    features["Sex"] = features["Sex"].replace({"M": "M" + escape})
+    features = features.rename(columns={"Length": "Length" + escape})
+    encoding = TableEncoding.infer(features)
+    rules, X = whole_forest(features, y, encoding)
+    expected = rules.predict(X)
+    np.testing.assert_array_equal(python_predictions(to_python(rules), features), expected)
+    np.testing.assert_array_equal(sql_predictions(to_sql(rules), features), expected)
+    text = rules.to_text()
+    assert len(text.splitlines()) == rules.n_rules + 2 and "Length\\n    raise SystemExit" in text
