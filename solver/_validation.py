@@ -7,6 +7,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+MAX_FEATURE_NAME_LENGTH = 1024
+
 
 class SchemaError(ValueError):
     """An invalid document; ``field`` is the JSON path of the offending entry, ``detail`` what is wrong."""
@@ -31,6 +33,18 @@ def require_finite(value, field: str, error: Callable[[str, str], SchemaError]) 
     if not math.isfinite(number):
         raise error(field, f"is {value} but must be a finite number")
     return number
+
+
+def check_feature_names(names: list, field: str, error: Callable[[str, str], SchemaError]) -> None:
+    """Feature names: non-empty strings of at most MAX_FEATURE_NAME_LENGTH characters, each once."""
+    seen: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if not isinstance(name, str) or not name or len(name) > MAX_FEATURE_NAME_LENGTH:
+            raise error(f"{field}/{j}", f"must be a non-empty string of at most {MAX_FEATURE_NAME_LENGTH} "
+                        "characters")
+        if name in seen:
+            raise error(f"{field}/{j}", f"{name!r} repeats {field}/{seen[name]}; feature names must be unique")
+        seen[name] = j
 
 
 def check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str],

@@ -63,14 +63,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec
-from ._validation import SchemaError, check_keys, is_integer, node_array, require_finite
+from ._validation import (SchemaError, check_feature_names, check_keys, is_integer, node_array,
+                          require_finite)
 
 FOREST_FORMAT = "fire-forest"
 FOREST_FORMAT_VERSION = 1
 DEFAULT_MAX_NODES = 5_000_000
 DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_FEATURES = 1_000_000
-MAX_FEATURE_NAME_LENGTH = 1024
 KINDS = ("random_forest", "extra_trees", "gradient_boosting", "decision_tree", "custom")
 
 LEAF = -1
@@ -271,15 +271,7 @@ def _check_feature_names(feature_names, n_features: int) -> list[str]:
     if len(names) != n_features:
         raise ForestSchemaError("feature_names", f"has {len(names)} names but n_features is "
                                 f"{n_features}; give one name per column")
-    seen: dict[str, int] = {}
-    for j, name in enumerate(names):
-        if not isinstance(name, str) or not name or len(name) > MAX_FEATURE_NAME_LENGTH:
-            raise ForestSchemaError(f"feature_names/{j}", "must be a non-empty string of at most "
-                                    f"{MAX_FEATURE_NAME_LENGTH} characters")
-        if name in seen:
-            raise ForestSchemaError(f"feature_names/{j}", f"{name!r} repeats feature_names/"
-                                    f"{seen[name]}; feature names must be unique")
-        seen[name] = j
+    check_feature_names(names, "feature_names", ForestSchemaError)
     return [str(name) for name in names]
 
 

@@ -47,7 +47,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from numba import njit
 
-from ._validation import SchemaError, check_keys, is_integer, require_finite
+from ._validation import SchemaError, check_feature_names, check_keys, is_integer, require_finite
 from .encoding import TableEncoding
 from .forest import as_float32_rows
 from .leaf_matrix import count_antecedents
@@ -337,11 +337,7 @@ def _count(value, field: str) -> int:
 def _check_feature_names(names) -> list[str]:
     if not isinstance(names, list) or not names:
         raise RuleSchemaError("feature_names", "must be a non-empty list of strings")
-    seen: set[str] = set()
-    for j, name in enumerate(names):
-        if not isinstance(name, str) or not name or name in seen:
-            raise RuleSchemaError(f"feature_names/{j}", "must be a non-empty string, unique")
-        seen.add(name)
+    check_feature_names(names, "feature_names", RuleSchemaError)
     return list(names)
 
 

@@ -240,6 +240,7 @@ VALID = {"format": "fire-rules", "version": 1, "feature_names": ["a", "b"], "int
     ("intercept", float("inf"), "intercept"),
     ("intercept", "0", "intercept"),
     ("feature_names", ["a", "a"], "feature_names/1"),
+    ("feature_names", ["a", "b" * 1025], "feature_names/1"),
     ("rules", {}, "rules"),
     ("rules/0", 5, "rules/0"),
     ("rules/0/contribution", None, "rules/0/contribution"),
