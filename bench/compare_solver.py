@@ -15,6 +15,7 @@ Usage (the reference as a git worktree; any folder holding a ``solver`` package 
     git worktree add /tmp/solver-before HEAD
     .venv/bin/python bench/compare_solver.py --before /tmp/solver-before [--after .] [--repeats 3] \\
         [--data wind elevators] [--datasets-dir ../shared/datasets] [--out bench/results/gbcd_refactor.md]
+        [--setting NAME=VALUE ...] [--after-setting NAME=VALUE ...]
 """
 import os
 import sys
@@ -205,6 +206,7 @@ def report(rows, args, trees, seconds, load_at_start):
            f"numpy {np.__version__}; one thread per library; load average (1 min) {load_at_start:.1f} at the start, "
            f"{os.getloadavg()[0]:.1f} at the end",
            f"- before: {trees[0]}", f"- after: {trees[1]}",
+           f"- fit_path keywords pinned: both {args.setting or 'none'}, after only {args.after_setting or 'none'}",
            f"- total wall time: {seconds / 60:.1f} min\n",
            f"Paths of {args.n_lambdas} λ (at most {CYCLIC_N_LAMBDAS} with cyclic selection) from λ_max to 1e-3·λ_max, "
            f"tol 1e-4 (fit_path's default), MCP γ = {GAMMA} with the block scaling, fusion λ_f = 0.5·λ_s; 250-tree "
@@ -233,6 +235,11 @@ def report(rows, args, trees, seconds, load_at_start):
     return "\n".join(out) + "\n"
 
 
+def keywords(items):
+    """``NAME=VALUE`` command-line items as fit_path keywords, VALUE parsed as JSON."""
+    return {name: json.loads(value) for name, value in (item.split("=", 1) for item in items)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, help="source tree of the reference solver")
@@ -245,6 +252,9 @@ def main():
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a further fit_path keyword for both trees, VALUE as JSON "
                         "(e.g. scaling='\"leaf_value\"'): pins a setting whose default differs between the trees")
+    parser.add_argument("--after-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a fit_path keyword for the after tree only: a setting the before tree does not know, "
+                        "pinned to the before tree's behaviour (e.g. min_support=1)")
     parser.add_argument("--out", help="write the markdown table here")
     parser.add_argument("--worker", metavar="DATA_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--fit-settings", default="{}", help=argparse.SUPPRESS)
@@ -261,8 +271,9 @@ def main():
     with tempfile.TemporaryDirectory() as data_dir:
         sizes = build_matrices(args.before, data_dir, {config[0] for config in config_list}, args.datasets_dir)
         print(f"[{time.perf_counter() - started:6.1f}s] matrices built", flush=True)
-        settings = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.setting)}
-        workers = {name: Worker(getattr(args, name), data_dir, settings) for name in records}
+        settings = {"before": keywords(args.setting)}
+        settings["after"] = {**settings["before"], **keywords(args.after_setting)}
+        workers = {name: Worker(getattr(args, name), data_dir, settings[name]) for name in records}
         for rep in range(args.repeats):
             for k, config in enumerate(config_list):
                 order = ("before", "after") if (rep + k) % 2 == 0 else ("after", "before")
