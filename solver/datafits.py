@@ -105,23 +105,17 @@ def move_leaf(problem, state, j, delta):
             state.residual[problem.leaf_rows[p]] -= change
         state.residual_sum[0] -= problem.leaf_weight[j] * change
         state.intercept[0] = state.residual_sum[0] / problem.weight_total
-    else:  # a call of its own keeps this function small enough to inline (see leaf_gradient)
-        _move_leaf_logistic(problem, state, j, change)
-
-
-@njit(cache=True)
-def _move_leaf_logistic(problem, state, j, change):
-    """The logistic loss's side of :func:`move_leaf`: the score, residual and residual sum of leaf j's rows."""
-    if problem.loss != LOGISTIC:
+    elif problem.loss == LOGISTIC:
+        moved = 0.0
+        for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+            i = problem.leaf_rows[p]
+            state.score[i] += change
+            residual = problem.y[i] - sigmoid(state.score[i])
+            moved += problem.sample_weight[i] * (residual - state.residual[i])
+            state.residual[i] = residual
+        state.residual_sum[0] += moved
+    else:
         raise ValueError("unknown loss code")
-    moved = 0.0
-    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-        i = problem.leaf_rows[p]
-        state.score[i] += change
-        residual = problem.y[i] - sigmoid(state.score[i])
-        moved += problem.sample_weight[i] * (residual - state.residual[i])
-        state.residual[i] = residual
-    state.residual_sum[0] += moved
 
 
 @njit(cache=True)

@@ -317,3 +317,42 @@ def test_unit_scaling_solves_on_unit_norm_columns_and_records_leaf_value_weights
     np.testing.assert_allclose(ours.coef_path.toarray(), by_hand.coef_path.toarray() * scale, rtol=1e-12, atol=1e-15)
     for k, step in enumerate(ours.steps):
         assert step.train_loss == pytest.approx(np.mean((y - ours.intercepts[k] - M.matvec(ours.coef(k))) ** 2))
+
+
+INLINING_PROBE = """
+import re
+import numpy as np
+from sklearn.ensemble import RandomForestRegressor
+from solver import TreeEnsemble, gbcd, leaf_matrix
+from solver.problem import Problem, State
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(200, 4))
+y = X[:, 0] + rng.normal(size=200)
+forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=5, max_depth=3, random_state=0).fit(X, y))
+problem = Problem.from_leaf_matrix(leaf_matrix(forest, X), y, np.ones(200), "squared", "mcp", 1.1, "block")
+state = State.initial(problem)
+n_leaves, n_trees = problem.values.shape[0], problem.offsets.shape[0] - 1
+gbcd.full_gradient(problem, state, np.empty(n_leaves))
+gbcd._pass(problem, state, np.arange(n_leaves), np.ones(n_leaves, dtype=np.bool_), 0.1, 0.0, 3, -1.0)
+gbcd._pass(problem, state, np.arange(n_trees), np.ones(n_trees, dtype=np.bool_), 0.1, 0.1, 3, -1.0)
+for kernel in (gbcd.full_gradient, gbcd._pass):
+    for ir in kernel.inspect_llvm().values():
+        print(*sorted(set(re.findall(r"call [^@]*@(\\S+?)\\(", ir))), sep="\\n")
+"""
+
+
+def test_the_leaf_gradient_is_inlined_into_the_solver_loops(tmp_path):
+    """leaf_gradient runs for every leaf the solver's loops visit: where LLVM did not inline it (a branch on
+    the loss made it too big), every call cost a reference count change per array of the bundles and
+    squared-loss paths ran 1.3-1.9x slower (bench/results/solver_since_3f76ca6.md). Compiled afresh (an
+    empty numba cache: cached code cannot be inspected), the loops do not call it."""
+    import os
+    import subprocess
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", INLINING_PROBE], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+    called = probe.stdout.split()
+    assert any("4gbcd12update_block" in name for name in called)  # the probe sees the loops' code
+    assert not [name for name in called if "8datafits13leaf_gradient" in name]
