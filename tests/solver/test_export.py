@@ -2,8 +2,6 @@
 on real rows of tests/data/abalone.csv.gz (text column Sex) in their original columns."""
 
 import math
-import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,8 +11,8 @@ from sklearn.ensemble import RandomForestRegressor
 from solver import ForestSpec, PathSpec, TableEncoding, TreeEnsemble, fit_rules
 from solver.export import export_rules, float32_cut, to_python, to_sql
 from solver.rules import RuleEnsemble
-
-ABALONE = Path(__file__).parent / "data" / "abalone.csv.gz"
+from tests.support.data import ABALONE
+from tests.support.exports import python_predictions, sql_predictions
 
 
 def abalone(missing_share=0.0):
@@ -25,19 +23,6 @@ def abalone(missing_share=0.0):
         for name in ("Sex", "Length", "Shell_weight"):
             features.loc[rng.random(len(features)) < missing_share, name] = None
     return features, frame["rings"].to_numpy(np.float64)
-
-
-def sql_predictions(expression: str, features: pd.DataFrame) -> np.ndarray:
-    with sqlite3.connect(":memory:") as connection:
-        features.to_sql("abalone", connection, index=False)  # None/NaN stored as NULL
-        rows = connection.execute(f"SELECT {expression} FROM abalone ORDER BY rowid").fetchall()
-    return np.array([value for (value,) in rows])
-
-
-def python_predictions(source: str, features: pd.DataFrame) -> np.ndarray:
-    namespace: dict = {}
-    exec(compile(source, "<export>", "exec"), namespace)  # noqa: S102 (our own generated code)
-    return np.array([namespace["predict"](row) for row in features.to_dict("records")])
 
 
 def whole_forest(features, y, encoding):

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_diabetes
 
-from service_fixtures import ABALONE, stack  # noqa: F401
 from solver import FireRegressor
+from tests.support.data import ABALONE
 
 pytestmark = pytest.mark.integration
 

@@ -1,18 +1,20 @@
 """FireRegressor: scikit-learn contract, reproducibility, exports, real data."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+from sklearn.ensemble import (
+    ExtraTreesRegressor,
+    GradientBoostingRegressor,
+    RandomForestRegressor,
+)
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from solver import FireClassifier, FireRegressor, TreeEnsemble, leaf_matrix
 from solver.fitting import holdout_split
-
-DATA = Path(__file__).resolve().parent / "data"
+from tests.support.data import DATA
 
 EXPECTED_FAILED_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data":

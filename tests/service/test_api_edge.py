@@ -11,9 +11,9 @@ from app.api.problems import http_location
 from app.core.config import Settings
 from app.core.container import build_core
 from app.main import create_app
-from service_fixtures import ABALONE
 from solver.spec import ForestSpec, PathSpec
-from test_service_datasets import assert_problem
+from tests.support.data import ABALONE
+from tests.support.problems import assert_problem
 
 
 @pytest.fixture(scope="module")

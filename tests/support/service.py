@@ -1,11 +1,10 @@
-"""Fixtures for the service's integration tests: a real Redis, real `fire-rules worker` processes, the API
-in-process, and the small tables that ship in tests/data.
+"""The service as its integration tests run it: a real Redis, real `fire-rules worker` processes and the API
+in-process (the fixtures over these are in tests/service/conftest.py).
 
 Every test session writes under its own key prefix and queue name on the Redis at FIRE_TEST_REDIS_URL
 (default redis://127.0.0.1:6379/0) and removes only those keys afterwards.
 """
 import gzip
-import io
 import os
 import signal
 import socket
@@ -15,7 +14,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Worker
@@ -24,13 +22,7 @@ from app.core.config import Settings
 from app.core.job_documents import TERMINAL
 from app.core.queues import make_queue
 from app.main import create_app
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = REPO_ROOT / "tests" / "data"
-ABALONE = DATA / "abalone.csv.gz"  # 4,177 rows; text column Sex; target rings
-KIN8NM = DATA / "kin8nm_2000.csv.gz"  # target y
-ELEVATORS = DATA / "elevators_3000.csv.gz"  # target Goal
-CALIFORNIA = DATA / "california_housing_3000.csv.gz"  # target MedHouseVal
+from tests.support.data import ABALONE, REPO_ROOT
 
 
 def make_settings(**overrides) -> Settings:
@@ -248,50 +240,3 @@ class ServiceStack:
                                     headers={"Content-Type": "text/csv"})
         assert response.status_code in (200, 201), response.text
         return response.json()
-
-
-@pytest.fixture(scope="session")
-def api():
-    """The API alone (no workers): for uploads, storage and error handling."""
-    with ServiceStack(make_settings(), n_workers=0) as running:
-        yield running
-
-
-@pytest.fixture(scope="session")
-def stack():
-    """The API and two workers on one queue, shared by the service tests."""
-    with ServiceStack(make_settings(), n_workers=2) as running:
-        yield running
-
-
-def _own_queue(stack: ServiceStack, name: str, n_workers: int):
-    settings = stack.settings.model_copy(update={"queue_name": f"{stack.settings.queue_name}-{name}"})
-    with ServiceStack(settings, n_workers=n_workers, clean_keys=False) as own:
-        yield own
-    remove_session_keys(stack.redis, settings.model_copy(update={"key_prefix": "no-such-prefix:"}))
-
-
-@pytest.fixture
-def own_queue(stack):
-    """The shared stack's data on a queue of its own with one worker: for tests that kill workers."""
-    yield from _own_queue(stack, "own", n_workers=1)
-
-
-@pytest.fixture
-def idle_queue(stack):
-    """The shared stack's data on a queue that no worker serves: jobs stay queued."""
-    yield from _own_queue(stack, "idle", n_workers=0)
-
-
-@pytest.fixture
-def isolated_settings():
-    """Settings with a fresh prefix and queue for a test that starts and kills its own workers."""
-    settings = make_settings()
-    yield settings
-    remove_session_keys(Redis.from_url(settings.redis_url), settings)
-
-
-def abalone_frame():
-    import pandas as pd
-
-    return pd.read_csv(io.BytesIO(gzip.decompress(ABALONE.read_bytes())))

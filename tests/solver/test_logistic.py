@@ -1,7 +1,6 @@
 """Binary classification: the logistic datafit against independent references, FireClassifier end to end."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -9,11 +8,23 @@ import pytest
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
-from solver import (FireClassifier, ForestSpec, LeafMatrix, PathSpec, TableEncoding, TreeEnsemble, binary_labels,
-                    best_step, fit_path, fit_rules, leaf_matrix, train_forest)
+from solver import (
+    FireClassifier,
+    ForestSpec,
+    LeafMatrix,
+    PathSpec,
+    TableEncoding,
+    TreeEnsemble,
+    best_step,
+    binary_labels,
+    fit_path,
+    fit_rules,
+    leaf_matrix,
+    train_forest,
+)
 from solver.formats import load_forest
+from tests.support.data import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 # the paper's problem on M as it is: the optimizer alone, against references that solve that problem
 RAW = PathSpec(loss="logistic", scaling="leaf_value", min_support=0, polish=False)
 

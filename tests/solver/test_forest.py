@@ -3,25 +3,36 @@ included), the mapping matrix, sklearn and JSON."""
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse
 from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
-                              GradientBoostingRegressor, RandomForestClassifier,
-                              RandomForestRegressor)
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from solver import (LeafMatrix, RuleEnsemble, Tree, TreeEnsemble, as_tree_ensemble, count_antecedents,
-                    leaf_matrix, mapping_matrix)
+from solver import (
+    LeafMatrix,
+    RuleEnsemble,
+    Tree,
+    TreeEnsemble,
+    as_tree_ensemble,
+    count_antecedents,
+    leaf_matrix,
+    mapping_matrix,
+)
 from solver.forest import ForestSchemaError
-
-DATA = Path(__file__).parent / "data"
+from tests.support.data import DATA
 
 
 def load_dataset(file_name: str, n_rows: int) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -18,7 +18,8 @@ import uvicorn
 from redis import Redis
 
 from app.main import create_app
-from service_fixtures import ABALONE, REPO_ROOT, WorkerProcess, make_settings, remove_session_keys
+from tests.support.data import ABALONE, REPO_ROOT
+from tests.support.service import WorkerProcess, make_settings, remove_session_keys
 
 pytestmark = pytest.mark.integration
 

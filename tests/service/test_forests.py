@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from service_fixtures import abalone_frame, api  # noqa: F401
 from solver import TreeEnsemble
-from test_service_datasets import assert_problem
+from tests.support.data import abalone_frame
+from tests.support.problems import assert_problem
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from app.core.forests import ForestRecipe, TrainingRows
 from app.core.job_documents import Grid, Progress, TrainSummary
 from app.core.jobs import PathSubmission
 from app.core.tenants import DEFAULT_TENANT as TENANT
-from service_fixtures import KIN8NM
 from solver import TreeEnsemble
 from solver.fitting import holdout_split, train_forest
 from solver.spec import ForestSpec, PathSpec
+from tests.support.data import KIN8NM
 
 SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
 

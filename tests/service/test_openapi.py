@@ -7,12 +7,16 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
-                                               response_headers_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from app.main import create_app
-from service_fixtures import make_settings, remove_session_keys
+from tests.support.service import make_settings, remove_session_keys
 
 pytestmark = pytest.mark.integration
 

@@ -9,21 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from service_fixtures import ABALONE, CALIFORNIA, ELEVATORS, KIN8NM, abalone_frame, api, isolated_settings  # noqa: F401
+from tests.support.data import ABALONE, CALIFORNIA, ELEVATORS, KIN8NM, abalone_frame
+from tests.support.problems import assert_problem
 
-PROBLEM = "application/problem+json"
 pytestmark = pytest.mark.integration
-
-
-def assert_problem(response, status: int, field_part: str | None = None) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status and body["title"] and body["detail"]
-    if field_part is not None:
-        assert any(field_part in error["field"] or field_part in error["message"] for error in body["errors"]), body
-        assert all(error["fix"] for error in body["errors"])
-    return body
 
 
 def test_gzipped_csv_with_categorical_column_is_one_hot_encoded(api):

@@ -11,40 +11,22 @@ from fastapi.testclient import TestClient
 from app.core.models import MODEL_RECHECK_SECONDS
 from app.core.tenants import DEFAULT_TENANT
 from app.main import create_app
-from service_fixtures import ELEVATORS, KIN8NM, abalone_frame, idle_queue, own_queue, stack  # noqa: F401
 from solver import RuleEnsemble
-from test_service_datasets import assert_problem
+from tests.support.data import ELEVATORS, KIN8NM, abalone_frame
+from tests.support.jobs import (
+    ABALONE_ROW,
+    SMALL_FOREST,
+    scoring_url,
+    submit,
+    train_forest,
+)
+from tests.support.problems import assert_problem
 
 pytestmark = pytest.mark.integration
-
-SMALL_FOREST = {"kind": "random_forest", "n_estimators": 50, "max_depth": 3, "max_features": "sqrt"}
-FEATURE_COLUMNS = ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight", "Viscera_weight",
-                   "Shell_weight"]
-
-
-def submit(stack, body: dict, **headers) -> dict:
-    response = stack.client.post("/v1/jobs", json=body, headers=headers)
-    assert response.status_code == 202, response.text
-    assert response.headers["Location"] == f"/v1/jobs/{response.json()['id']}"
-    return response.json()
-
-
-def train_forest(stack, dataset_id: str, **params) -> str:
-    response = stack.client.post("/v1/forests/train", json={"dataset_id": dataset_id, **SMALL_FOREST, **params})
-    assert response.status_code == 202, response.text
-    job = stack.wait_for(response.json()["id"], ("succeeded",))
-    return job["summary"]["forest_id"]
-
 
 def encode_like_pandas(frame: pd.DataFrame, feature_names: list[str]) -> np.ndarray:
     """An encoding written independently of the service's, for checking its predictions."""
     return pd.get_dummies(frame, columns=["Sex"], prefix_sep="=", dtype=float)[feature_names].to_numpy()
-
-
-@pytest.fixture(scope="module")
-def abalone(stack):
-    dataset = stack.upload_dataset()
-    return dataset, train_forest(stack, dataset["id"])
 
 
 def test_upload_train_path_promote_predict(stack, abalone):
@@ -103,19 +85,6 @@ def test_upload_train_path_promote_predict(stack, abalone):
 
     second = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings", "step": 0}).json()
     assert second["version"] == model["version"] + 1 and second["n_rules"] == result["steps"][0]["n_rules"]
-
-
-ABALONE_ROW = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
-               "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
-
-
-def scoring_url(stack, abalone, name: str) -> str:
-    """The predict URL of a model promoted from a short path job on the abalone forest."""
-    dataset, forest_id = abalone
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10})
-    stack.wait_for(job["id"], ("succeeded",))
-    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": name}).json()
-    return f"/v1/models/{model['id']}/predict"
 
 
 def test_bad_scoring_requests_name_the_fault(stack, abalone):

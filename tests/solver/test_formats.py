@@ -9,12 +9,12 @@ import json
 import os
 import pickle
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from solver import TableEncoding, TreeEnsemble
 from solver.formats import (
     FORMATS,
     SKOPS_ALLOWED_TYPES,
@@ -23,13 +23,12 @@ from solver.formats import (
     load_forest,
     match_feature_names,
 )
-from solver import TableEncoding, TreeEnsemble
+from tests.support.data import KIN8NM as DATA
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 sio = pytest.importorskip("skops.io")
 
-DATA = Path(__file__).parent / "data" / "kin8nm_2000.csv.gz"
 N_TRAIN = 2000
 FEATURES = [f"theta{i}" for i in range(1, 9)]
 
@@ -460,7 +459,11 @@ def test_lightgbm_deep_nesting_is_bounded(lgb_dump):
 
 def _sk_estimators():
     from sklearn.dummy import DummyRegressor
-    from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+    from sklearn.ensemble import (
+        ExtraTreesRegressor,
+        GradientBoostingRegressor,
+        RandomForestRegressor,
+    )
     from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
 
     return {

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from service_fixtures import DATA, stack  # noqa: F401
 from solver import FireClassifier, probability
+from tests.support.data import DATA
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from service_fixtures import DATA, stack  # noqa: F401
-from test_export import python_predictions, sql_predictions
+from tests.support.data import DATA
+from tests.support.exports import python_predictions, sql_predictions
 
 pytestmark = pytest.mark.integration
 

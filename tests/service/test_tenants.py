@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from service_fixtures import ABALONE, ServiceStack, make_settings, stack  # noqa: F401
-from test_service_datasets import assert_problem
+from tests.support.data import ABALONE
+from tests.support.problems import assert_problem
+from tests.support.service import ServiceStack, make_settings
 
 pytestmark = pytest.mark.integration
 

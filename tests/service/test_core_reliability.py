@@ -18,9 +18,9 @@ from app.core.leaf_cache import LeafMatrixCache
 from app.core.tenants import TenantKeys, key_digest, parse_entry
 from app.core.workers import READY, WARMING, WorkerRegistry
 from app.main import create_app
-from service_fixtures import KIN8NM
 from solver.spec import ForestSpec, PathSpec
-from test_service_datasets import assert_problem
+from tests.support.data import KIN8NM
+from tests.support.problems import assert_problem
 
 TENANT = "acme"
 SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)

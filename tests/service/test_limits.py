@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from service_fixtures import (REPO_ROOT, abalone_frame, api, free_port, isolated_settings, settings_env,  # noqa: F401
-                              stack)
-from test_service_datasets import assert_problem
-from test_service_jobs import ABALONE_ROW, abalone, scoring_url, submit  # noqa: F401
+from tests.support.data import REPO_ROOT, abalone_frame
+from tests.support.jobs import ABALONE_ROW, scoring_url, submit
+from tests.support.problems import assert_problem
+from tests.support.service import free_port, settings_env
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,17 @@ import time
 import httpx
 import pytest
 
-from service_fixtures import (ELEVATORS, REPO_ROOT, RedisServer, ServiceStack, alive, descendants, free_port,
-                              make_settings, settings_env, stack)  # noqa: F401
-from test_service_datasets import assert_problem
+from tests.support.data import ELEVATORS, REPO_ROOT
+from tests.support.problems import assert_problem
+from tests.support.service import (
+    RedisServer,
+    ServiceStack,
+    alive,
+    descendants,
+    free_port,
+    make_settings,
+    settings_env,
+)
 
 pytestmark = pytest.mark.integration
 

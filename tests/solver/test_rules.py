@@ -2,7 +2,6 @@
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,8 +10,8 @@ from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 from solver import TableEncoding, TreeEnsemble, count_antecedents, leaf_matrix
 from solver.rules import RuleEnsemble, RuleSchemaError
+from tests.support.data import DATA
 
-DATA = Path(__file__).parent / "data"
 HOUSING = DATA / "california_housing_3000.csv.gz"
 
 

@@ -1,0 +1,17 @@
+"""The small tables that ship in tests/data (gzipped CSV, target last) and the paths tests need."""
+import gzip
+import io
+from pathlib import Path
+
+import pandas as pd
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA = REPO_ROOT / "tests" / "data"
+ABALONE = DATA / "abalone.csv.gz"  # 4,177 rows; text column Sex; target rings
+KIN8NM = DATA / "kin8nm_2000.csv.gz"  # target y
+ELEVATORS = DATA / "elevators_3000.csv.gz"  # target Goal
+CALIFORNIA = DATA / "california_housing_3000.csv.gz"  # target MedHouseVal
+
+
+def abalone_frame():
+    return pd.read_csv(io.BytesIO(gzip.decompress(ABALONE.read_bytes())))
