@@ -1,0 +1,123 @@
+"""The Redis key layout: every key the service writes (besides RQ's own), in one place.
+
+All keys start with ``FIRE_KEY_PREFIX`` (``fire:`` by default). Objects are keyed by id; a tenant's indexes
+and names sit under its scope (``{prefix}tenant:{tenant}:``), except the default tenant's, which keep the keys
+written before tenants existed (``{prefix}``). Blobs (``BlobStore``) add ``:{chunk}`` to their key.
+
+====================================  ==========================================================================
+key                                   holds
+====================================  ==========================================================================
+``dataset:{id}``                      a dataset's info (blob); ``dataset:{id}:arrays`` its X and y (blob)
+``forest:{id}``                       a forest's info (blob); ``forest:{id}:trees`` its trees (blob)
+``model:{id}``                        a promoted model (blob)
+``job:{id}``                          a job record (hash of JSON fields, ``JobRecords``)
+``job:{id}:heartbeat``                the attempt a live worker runs (expires after FIRE_HEARTBEAT_TTL_SECONDS)
+``job:{id}:cancel``                   set when a cancel was asked for (the path callback reads it)
+``job:{id}:result``                   a finished job's result (blob); ``job:{id}:coefs`` its path weights
+``jobs``                              every job by creation time (sorted set): the metrics' view
+``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
+``leafcache:{forest}:{dataset}``      cached leaf indices of a dataset's rows in a forest (blob, cache Redis)
+``stats``                             counters (hash): leaf-cache hits and misses
+``workers``, ``worker-states``        worker heartbeats (sorted set) and their last states (hash)
+scope ``datasets``/``forests``/       the tenant's datasets, forests, models, jobs by time (sorted sets)
+``models``/``jobs``
+scope ``active-jobs``                 the tenant's admitted, unfinished submissions (sorted set)
+scope ``model-version:{name}``        the last version number given to a model name (counter)
+scope ``idempotency:{kind}:{hash}``   the id an idempotency key was given (string)
+====================================  ==========================================================================
+"""
+from dataclasses import dataclass
+
+from app.core.tenants import DEFAULT_TENANT
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys under one ``prefix`` (the settings' ``key_prefix``)."""
+
+    prefix: str
+
+    def scope(self, tenant: str) -> str:
+        """Prefix of a tenant's own keys; the default tenant keeps the keys written before tenants existed."""
+        return self.prefix if tenant == DEFAULT_TENANT else f"{self.prefix}tenant:{tenant}:"
+
+    # ---- datasets, forests, models --------------------------------------------------------------------------
+
+    def dataset(self, dataset_id: str) -> str:
+        return f"{self.prefix}dataset:{dataset_id}"
+
+    def dataset_arrays(self, dataset_id: str) -> str:
+        return f"{self.prefix}dataset:{dataset_id}:arrays"
+
+    def datasets(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}datasets"
+
+    def forest(self, forest_id: str) -> str:
+        return f"{self.prefix}forest:{forest_id}"
+
+    def forest_trees(self, forest_id: str) -> str:
+        return f"{self.prefix}forest:{forest_id}:trees"
+
+    def forests(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}forests"
+
+    def model(self, model_id: str) -> str:
+        return f"{self.prefix}model:{model_id}"
+
+    def models(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}models"
+
+    def model_version(self, tenant: str, name: str) -> str:
+        return f"{self.scope(tenant)}model-version:{name}"
+
+    # ---- jobs ------------------------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"
+
+    def job_heartbeat(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:heartbeat"
+
+    def job_cancel(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:cancel"
+
+    def job_result(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:result"
+
+    def job_weights(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:coefs"
+
+    @property
+    def all_jobs(self) -> str:
+        return f"{self.prefix}jobs"
+
+    @property
+    def unfinished_jobs(self) -> str:
+        return f"{self.prefix}unfinished-jobs"
+
+    def jobs(self, tenant: str) -> str:
+        """The tenant's jobs (the default tenant's are read from the index of every job, filtered)."""
+        return f"{self.scope(tenant)}jobs"
+
+    def active_jobs(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}active-jobs"
+
+    def idempotency(self, tenant: str, kind: str, key_hash: str) -> str:
+        return f"{self.scope(tenant)}idempotency:{kind}:{key_hash}"
+
+    # ---- cache and workers -----------------------------------------------------------------------------------
+
+    def leaf_cache(self, forest_id: str, dataset_id: str) -> str:
+        return f"{self.prefix}leafcache:{forest_id}:{dataset_id}"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.prefix}stats"
+
+    @property
+    def worker_beats(self) -> str:
+        return f"{self.prefix}workers"
+
+    @property
+    def worker_states(self) -> str:
+        return f"{self.prefix}worker-states"
