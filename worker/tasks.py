@@ -15,10 +15,8 @@ from rq.timeouts import JobTimeoutException
 from app.core.config import get_settings
 from app.core.container import Core, build_core
 from app.core.forests import ForestRecipe
-from app.core.job_documents import (ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, BestStep,
-                                    GridCell, GridJobResult, GridSummary, JobError, PathJobResult, Progress,
-                                    TrainResult, TrainSummary)
-from app.core.queues import rq_job_id
+from app.core.job_documents import (SUCCEEDED, TERMINAL, BestStep, GridCell, GridJobResult, GridSummary, JobError,
+                                    PathJobResult, Progress, TrainResult, TrainSummary)
 from app.core.records import now
 from solver import TreeEnsemble
 from solver.fitting import fit_rules, train_forest as train_ensemble
@@ -42,7 +40,8 @@ class DeadlinePassed(Exception):
 
 
 class JobRun:
-    """Claims a queued job for one attempt, records its progress and its outcome."""
+    """Claims a queued job for one attempt, records its progress and its outcome, through the record store's
+    transitions (app/core/records.py), each guarded by this attempt."""
 
     def __init__(self, job_id: str, attempt: int):
         self.core = core()
@@ -65,20 +64,16 @@ class JobRun:
         self.spec = record.spec
         self.timings["queue_wait"] = max(0.0, started - record.queued_at)
         self.deadline = started + self.core.settings.job_timeout
-        self.claimed = self.records.transition(self.job_id, (QUEUED,), self.attempt, status=RUNNING,
-                                               started_at=started, timings=self.timings,
-                                               progress=Progress(phase="starting"))
-        if self.claimed:
-            self.records.beat(self.job_id, self.attempt)  # FireWorker keeps it fresh from here on
+        # the claim starts the job's heartbeat; FireWorker keeps it fresh from here on
+        self.claimed = self.records.claim(self.job_id, self.attempt, started_at=started, timings=self.timings)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if not self.claimed:
             return False
-        self.records.redis.delete(self.records.heartbeat_key(self.job_id))
+        self.records.stop_beating(self.job_id)
         if exc_type is JobCanceled:
-            self.records.transition(self.job_id, ACTIVE, self.attempt, status=CANCELED, finished_at=now(),
-                                    timings=self.timings, progress=Progress(phase="canceled"))
+            self.records.cancel(self.job_id, Progress(phase="canceled"), attempt=self.attempt, timings=self.timings)
             return True
         if exc is not None:
             error = JobError(type=exc_type.__name__, detail=str(exc))
@@ -86,16 +81,14 @@ class JobRun:
                 error = JobError(type="deadline_exceeded", detail=(
                     f"the job ran past FIRE_JOB_TIMEOUT={self.core.settings.job_timeout}s "
                     f"(in phase {self.current_phase!r}); it was stopped"))
-            self.records.transition(self.job_id, (RUNNING,), self.attempt, status=FAILED, finished_at=now(),
-                                    timings=self.timings, error=error)
+            self.records.fail(self.job_id, self.attempt, error, timings=self.timings)
         return False  # re-raise: RQ records the traceback too
 
     def phase(self, name: str, **progress) -> None:
         self.check_cancel()
         self.check_deadline()
         self.current_phase = name
-        self.records.transition(self.job_id, (RUNNING,), self.attempt, progress=Progress(phase=name, **progress),
-                                timings=self.timings)
+        self.records.report_progress(self.job_id, self.attempt, Progress(phase=name, **progress), self.timings)
 
     @contextmanager
     def timed(self, name: str):
@@ -129,7 +122,7 @@ class JobRun:
         best_so_far = None if best is None else BestStep(
             step=self.steps[best].index, n_rules=self.steps[best].n_rules, val_loss=self.steps[best].val_loss,
             train_loss=self.steps[best].train_loss, val_auc=self.steps[best].val_auc)
-        self.records.transition(self.job_id, (RUNNING,), self.attempt, progress=Progress(
+        self.records.report_progress(self.job_id, self.attempt, Progress(
             phase="path", step=step.index + 1, n_steps=path.n_steps,
             n_rules=step.n_rules, lambda_s=step.lambda_s, train_loss=step.train_loss, val_loss=step.val_loss,
             train_auc=step.train_auc, val_auc=step.val_auc, val_accuracy=step.val_accuracy, best=best_so_far))
@@ -141,8 +134,8 @@ class JobRun:
     def succeed(self, summary, cache_hit: bool | None = None) -> None:
         self.timings["total"] = now() - self.record.queued_at
         progress = self.records.get(self.job_id).progress.model_copy(update={"phase": "done"})
-        self.records.transition(self.job_id, (RUNNING,), self.attempt, status=SUCCEEDED, finished_at=now(),
-                                timings=self.timings, summary=summary, cache_hit=cache_hit, progress=progress)
+        self.records.succeed(self.job_id, self.attempt, summary=summary, cache_hit=cache_hit, timings=self.timings,
+                             progress=progress)
 
 
 def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe | None) -> TreeEnsemble:
@@ -225,23 +218,20 @@ def collect_grid(job_id: str, attempt: int) -> None:
     with JobRun(job_id, attempt) as run:
         if not run.claimed:
             return
-        jobs = run.core.jobs
-        cells = [jobs.read(cell_id) for cell_id in run.record.cells]
+        # the cells as they stand: a lost cell reads as running until the API's watchdog retries it
+        cells = [run.core.jobs.read(cell_id) for cell_id in run.record.cells]
         unfinished = [cell for cell in cells if cell.status not in TERMINAL]
         if unfinished:
-            continuation = run.record.continuation + 1
-            if run.records.transition(job_id, (RUNNING,), attempt, status=QUEUED, queued_at=now(),
-                                      continuation=continuation,
-                                      rq_job_id=rq_job_id(job_id, attempt, continuation),
-                                      progress=Progress(phase="waiting for cells", unfinished=len(unfinished))):
-                jobs.enqueue(run.records.get(job_id), depends_on=[cell.rq_job_id for cell in unfinished])
+            requeued = run.records.continue_later(run.record, len(unfinished))
+            if requeued is not None:
+                run.core.jobs.enqueue(requeued, depends_on=[cell.rq_job_id for cell in unfinished])
             run.claimed = False  # handed back to the queue, not finished
             return
         done = [cell for cell in cells if cell.status == SUCCEEDED]
         if not done:
             raise RuntimeError("no grid cell succeeded: " + "; ".join(
                 f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells))
-        results = [jobs.stored_result(cell.id) for cell in done]
+        results = [run.core.job_results.stored_result(cell.id) for cell in done]
         best = results[best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules,
                                  run.spec.path.selection)]
         table = [GridCell(job_id=c.id, gamma=c.spec.path.gamma, fusion_ratio=c.spec.path.fusion_ratio,

@@ -14,7 +14,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from app.core.errors import FieldFault, Invalid
 from app.core.forests import TrainingRows
 from app.core.job_documents import Grid, JobState
-from app.core.jobs import PathSubmission
+from app.core.job_submission import PathSubmission
 from solver.path import PathStep
 from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, LOSSES, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES,
                          SCALINGS, SELECTIONS, ForestSpec, PathSpec, SpecError)

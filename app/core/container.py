@@ -9,7 +9,10 @@ from app.core.connections import RedisHealth, cache_redis, data_redis
 from app.core.datasets import DatasetStore
 from app.core.deletion import Deletion
 from app.core.forests import ForestStore
-from app.core.jobs import JobService
+from app.core.idempotency import IdempotencyKeys
+from app.core.job_lifecycle import JobLifecycle
+from app.core.job_results import JobResults
+from app.core.job_submission import JobSubmission
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.models import ModelStore
 from app.core.records import JobRecords
@@ -29,7 +32,10 @@ class Core:
     forests: ForestStore
     records: JobRecords
     results: ResultStore
-    jobs: JobService
+    idempotency: IdempotencyKeys
+    job_submission: JobSubmission
+    jobs: JobLifecycle
+    job_results: JobResults
     models: ModelStore
     leaf_cache: LeafMatrixCache
     deletion: Deletion
@@ -46,12 +52,16 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
     forests = ForestStore(settings, blobs)
     records = JobRecords(settings, redis)
     results = ResultStore(settings, blobs)
-    jobs = JobService(settings, redis, datasets, forests, records, results)
-    models = ModelStore(settings, blobs, datasets, jobs)
+    idempotency = IdempotencyKeys(settings, redis)
+    jobs = JobLifecycle(settings, redis, records, results)
+    job_submission = JobSubmission(settings, datasets, forests, records, jobs, idempotency)
+    job_results = JobResults(jobs, results, datasets, forests)
+    models = ModelStore(settings, blobs, datasets, job_results, idempotency)
     leaf_cache = LeafMatrixCache(BlobStore(cache, settings.chunk_bytes), redis, settings.key_prefix,
                                  settings.cache_ttl_seconds, settings.cache_backoff_seconds)
     return Core(settings=settings, redis=redis, redis_health=RedisHealth(redis),
                 tenant_keys=TenantKeys.from_settings(settings), blobs=blobs, datasets=datasets, forests=forests,
-                records=records, results=results, jobs=jobs, models=models, leaf_cache=leaf_cache,
+                records=records, results=results, idempotency=idempotency,
+                job_submission=job_submission, jobs=jobs, job_results=job_results, models=models, leaf_cache=leaf_cache,
                 deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
                 workers=WorkerRegistry(settings, redis))

@@ -11,13 +11,13 @@ from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, FieldFault
 from app.core.forests import ForestStore
 from app.core.job_documents import JobRecord
-from app.core.jobs import JobService
+from app.core.job_lifecycle import JobLifecycle
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.models import ModelStore
 
 
 class Deletion:
-    def __init__(self, datasets: DatasetStore, forests: ForestStore, jobs: JobService, models: ModelStore,
+    def __init__(self, datasets: DatasetStore, forests: ForestStore, jobs: JobLifecycle, models: ModelStore,
                  leaf_cache: LeafMatrixCache):
         self.datasets = datasets
         self.forests = forests

@@ -17,7 +17,8 @@ from app.core.config import Settings
 from app.core.datasets import MAX_ABS_VALUE, DatasetStore, table_invalid
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
 from app.core.job_documents import PathJobSpec
-from app.core.jobs import JobService
+from app.core.idempotency import IdempotencyKeys
+from app.core.job_results import JobResults
 from app.core.tenants import DEFAULT_TENANT, tenant_scope
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
@@ -114,11 +115,13 @@ class ModelExport:
 
 
 class ModelStore:
-    def __init__(self, settings: Settings, blobs: BlobStore, datasets: DatasetStore, jobs: JobService):
+    def __init__(self, settings: Settings, blobs: BlobStore, datasets: DatasetStore, job_results: JobResults,
+                 idempotency: IdempotencyKeys):
         self.settings = settings
         self.blobs = blobs
         self.datasets = datasets
-        self.jobs = jobs
+        self.job_results = job_results
+        self.idempotency = idempotency
         self._scoring_cache: OrderedDict[str, ScoringModel] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._rechecking: set[str] = set()  # model ids a background recheck is looking up
@@ -138,16 +141,16 @@ class ModelStore:
         """A path step (the selected one by default) of a succeeded path or grid job as a new version of the
         tenant's model ``name``; the same idempotency key gives the same model."""
         request = {"job_id": job_id, "step": step, "name": name, "description": description}
-        return self.jobs.idempotency.once(
+        return self.idempotency.once(
             tenant=tenant, kind="model", key=idempotency_key, request=request, new_id="mdl_" + uuid.uuid4().hex[:24],
             create=lambda model_id: self._promote(model_id, job_id, step, name, description, tenant),
             find=lambda model_id: self._find(model_id, tenant))
 
     def _promote(self, model_id: str, job_id: str, step: int | None, name: str, description: str | None,
                  tenant: str) -> ModelInfo:
-        result = self.jobs.path_result(job_id, tenant=tenant)
+        result = self.job_results.path_result(job_id, tenant=tenant)
         step = result.selected if step is None else step
-        result, ensemble = self.jobs.step_rules(job_id, step, tenant=tenant)
+        result, ensemble = self.job_results.step_rules(job_id, step, tenant=tenant)
         chosen = result.steps[step]
         dataset = self.datasets.read(result.dataset_id)  # step_rules found it
         model = ModelInfo(

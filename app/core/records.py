@@ -1,8 +1,44 @@
-"""Job records: one Redis hash per job, every field JSON-encoded, changed by guarded transitions.
+"""Job records: one Redis hash per job, every field JSON-encoded, read and written as :class:`JobRecord`, and
+moved from status to status by the named transitions below, the only writes after ``create``.
 
-A transition applies only while the job is in one of the allowed statuses (and, for a worker,
-still on the attempt it runs), so a canceled job or a retried attempt is never overwritten by a
-worker that learns about it late. A record is read and written as :class:`JobRecord`.
+The life of a job, and who moves it along each edge::
+
+    create ──► queued ──claim──► running ──succeed──► succeeded
+    (API)       ▲ │  (worker,     │ │ │
+                │ │  attempt n)   │ │ └──fail──────────────────► failed
+                │ │               │ │    (worker: an error, or past FIRE_JOB_TIMEOUT)
+                │ │               │ └──continue_later──► queued, same attempt (a grid parent whose cells
+                │ │               │                      are unfinished: re-queued behind them)
+                │ └──retry_lost / fail_lost (watchdog: the queued run vanished from RQ, or RQ ended it)
+                └─────retry_lost (watchdog: the heartbeat of attempt n stopped) ──► queued, attempt n + 1;
+                      fail_lost once FIRE_MAX_JOB_ATTEMPTS attempts were lost ──► failed
+
+    queued or running ──cancel──► canceled  (the API, whatever the attempt; or the worker of the attempt
+                                             when it sees the cancel flag the API set)
+
+================  =====================  ========================  ===============================================
+transition        from                   by                        sets
+================  =====================  ========================  ===============================================
+``claim``         queued, attempt n      worker of attempt n       running, started_at, timings, phase starting;
+                                                                   starts the heartbeat
+``report_progress``  running, attempt n  worker of attempt n       progress (and timings)
+``succeed``       running, attempt n     worker of attempt n       succeeded, finished_at, summary, cache_hit,
+                                                                   timings, progress
+``fail``          running, attempt n     worker of attempt n       failed, finished_at, error, timings
+``continue_later``  running, attempt n   worker of a grid parent   queued, queued_at, continuation + 1, its RQ id,
+                                                                   phase "waiting for cells"
+``retry_lost``    queued or running,     the API's watchdog        queued, attempt n + 1, its RQ id, queued_at,
+                  attempt n                                        no started_at, history + the lost attempt
+``fail_lost``     queued or running,     the API's watchdog        failed, finished_at, error worker_lost,
+                  attempt n                                        history + the lost attempt
+``cancel``        queued or running      the API (any attempt);    canceled, finished_at, progress (and timings)
+                                         worker of attempt n
+================  =====================  ========================  ===============================================
+
+Each is one guarded write (a Lua script): it applies only while the job is in one of its ``from`` statuses and,
+where an attempt is given, still on that attempt, so a canceled job or a retried attempt is never overwritten
+by a worker that learns about it late. Each returns whether it applied. Succeeded, failed and canceled are
+final: no transition leaves them.
 """
 import json
 import time
@@ -11,11 +47,14 @@ from pydantic_core import to_jsonable_python
 from redis import Redis
 
 from app.core.config import Settings
-from app.core.job_documents import TERMINAL, JobRecord
-from app.core.tenants import DEFAULT_TENANT, tenant_scope
+from app.core.job_documents import (ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, JobError,
+                                    JobRecord, LostAttempt, Progress)
+from app.core.keys import Keys
+from app.core.queues import rq_job_id
+from app.core.tenants import DEFAULT_TENANT
 
 ADMISSION_GRACE_SECONDS = 60  # an admitted job's record is written right after; until then it is not pruned
-_TRANSITION = """
+_GUARDED_WRITE = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 0 end
 local n_allowed = tonumber(ARGV[1])
@@ -45,64 +84,49 @@ class JobRecords:
     def __init__(self, settings: Settings, redis: Redis):
         self.settings = settings
         self.redis = redis
-        self.prefix = settings.key_prefix
-        self.index_key = f"{self.prefix}jobs"  # every tenant's jobs: the metrics' view
-        self.unfinished_key = f"{self.prefix}unfinished-jobs"  # every queued or running job: the watchdog's view
-        self._transition = redis.register_script(_TRANSITION)
+        self.keys = Keys(settings.key_prefix)
+        self._guarded_write = redis.register_script(_GUARDED_WRITE)
 
-    def tenant_index_key(self, tenant: str) -> str:
-        """The tenant's jobs (the default tenant's are read from the index of every job, filtered)."""
-        return f"{tenant_scope(self.prefix, tenant)}jobs"
-
-    def active_key(self, tenant: str) -> str:
-        return f"{tenant_scope(self.prefix, tenant)}active-jobs"
-
-    def key(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}"
-
-    def heartbeat_key(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:heartbeat"
-
-    def cancel_key(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:cancel"
+    # ---- records and indexes ----------------------------------------------------------------------------------
 
     def create(self, record: JobRecord) -> None:
+        key = self.keys.job(record.id)
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key(record.id), mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
-            pipe.expire(self.key(record.id), self.settings.result_ttl_seconds)
-            pipe.zadd(self.index_key, {record.id: record.created_at})
-            pipe.zadd(self.unfinished_key, {record.id: record.created_at})
+            pipe.hset(key, mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
+            pipe.expire(key, self.settings.result_ttl_seconds)
+            pipe.zadd(self.keys.all_jobs, {record.id: record.created_at})
+            pipe.zadd(self.keys.unfinished_jobs, {record.id: record.created_at})
             if record.tenant != DEFAULT_TENANT:
-                pipe.zadd(self.tenant_index_key(record.tenant), {record.id: record.created_at})
+                pipe.zadd(self.keys.jobs(record.tenant), {record.id: record.created_at})
             pipe.execute()
 
     def get(self, job_id: str) -> JobRecord | None:
-        return _decode(self.redis.hgetall(self.key(job_id)))
+        return _decode(self.redis.hgetall(self.keys.job(job_id)))
 
     def get_many(self, job_ids: list[str]) -> list[JobRecord | None]:
         with self.redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
-                pipe.hgetall(self.key(job_id))
+                pipe.hgetall(self.keys.job(job_id))
             raws = pipe.execute()
         return [_decode(raw) for raw in raws]
 
     def recent_ids(self, limit: int = 100) -> list[str]:
-        return [i.decode() for i in self.redis.zrevrange(self.index_key, 0, limit - 1)]
+        return [i.decode() for i in self.redis.zrevrange(self.keys.all_jobs, 0, limit - 1)]
 
     def recent(self, tenant: str, limit: int = 100, scanned: int = 1000) -> list[JobRecord]:
         """The tenant's newest jobs (among the ``scanned`` newest of its index)."""
-        ids = [i.decode() for i in self.redis.zrevrange(self.tenant_index_key(tenant), 0, scanned - 1)]
+        ids = [i.decode() for i in self.redis.zrevrange(self.keys.jobs(tenant), 0, scanned - 1)]
         return [record for record in self.get_many(ids) if record is not None and record.tenant == tenant][:limit]
 
     def admit(self, tenant: str, job_id: str, limit: int) -> bool:
         """Count ``job_id`` among the tenant's active submissions unless that makes more than ``limit``.
         Submissions that finished (or vanished) are pruned first; two admissions racing for the last place
         may both be refused, never both admitted."""
-        key = self.active_key(tenant)
+        key = self.keys.active_jobs(tenant)
         members = self.redis.zrange(key, 0, -1, withscores=True)
         with self.redis.pipeline(transaction=False) as pipe:
             for member, _ in members:
-                pipe.hget(self.key(member.decode()), "status")
+                pipe.hget(self.keys.job(member.decode()), "status")
             statuses = pipe.execute()
         young = now() - ADMISSION_GRACE_SECONDS
         finished = [member for (member, admitted), status in zip(members, statuses)
@@ -120,18 +144,89 @@ class JobRecords:
 
     def active(self, tenant: str) -> list[JobRecord]:
         """The tenant's admitted submissions (a grid stands for its cells), as far as they still exist."""
-        ids = [member.decode() for member in self.redis.zrange(self.active_key(tenant), 0, -1)]
+        ids = [member.decode() for member in self.redis.zrange(self.keys.active_jobs(tenant), 0, -1)]
         return [record for record in self.get_many(ids) if record is not None]
 
+    def unfinished(self) -> list[JobRecord]:
+        """Every job not known to have finished; entries of finished or vanished jobs are pruned."""
+        ids = [member.decode() for member in self.redis.zrange(self.keys.unfinished_jobs, 0, -1)]
+        records = self.get_many(ids)
+        finished = [job_id for job_id, record in zip(ids, records) if record is None or record.status in TERMINAL]
+        if finished:
+            self.redis.zrem(self.keys.unfinished_jobs, *finished)
+        return [record for record in records if record is not None and record.status not in TERMINAL]
+
     def delete(self, record: JobRecord) -> None:
-        self.redis.unlink(self.key(record.id), self.heartbeat_key(record.id), self.cancel_key(record.id))
+        self.redis.unlink(self.keys.job(record.id), self.keys.job_heartbeat(record.id), self.keys.job_cancel(record.id))
         with self.redis.pipeline(transaction=False) as pipe:
-            for index in {self.index_key, self.unfinished_key, self.tenant_index_key(record.tenant),
-                          self.active_key(record.tenant)}:
+            for index in {self.keys.all_jobs, self.keys.unfinished_jobs, self.keys.jobs(record.tenant),
+                          self.keys.active_jobs(record.tenant)}:
                 pipe.zrem(index, record.id)
             pipe.execute()
 
-    def transition(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
+    # ---- transitions (see the module's docstring) ---------------------------------------------------------------
+
+    def claim(self, job_id: str, attempt: int, *, started_at: float, timings: dict[str, float]) -> bool:
+        """queued -> running, by the worker of ``attempt``; its heartbeat starts here (the worker keeps it fresh)."""
+        claimed = self._guarded(job_id, (QUEUED,), attempt, status=RUNNING, started_at=started_at, timings=timings,
+                                progress=Progress(phase="starting"))
+        if claimed:
+            self.beat(job_id, attempt)
+        return claimed
+
+    def report_progress(self, job_id: str, attempt: int, progress: Progress,
+                        timings: dict[str, float] | None = None) -> bool:
+        """running -> running: where the worker of ``attempt`` stands (and its timings so far, where given)."""
+        fields = {"progress": progress} if timings is None else {"progress": progress, "timings": timings}
+        return self._guarded(job_id, (RUNNING,), attempt, **fields)
+
+    def succeed(self, job_id: str, attempt: int, *, summary, cache_hit: bool | None, timings: dict[str, float],
+                progress: Progress) -> bool:
+        """running -> succeeded, by the worker of ``attempt`` (its result is stored by then)."""
+        return self._guarded(job_id, (RUNNING,), attempt, status=SUCCEEDED, finished_at=now(), timings=timings,
+                             summary=summary, cache_hit=cache_hit, progress=progress)
+
+    def fail(self, job_id: str, attempt: int, error: JobError, *, timings: dict[str, float]) -> bool:
+        """running -> failed, by the worker of ``attempt`` (an error, or past its deadline)."""
+        return self._guarded(job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings,
+                             error=error)
+
+    def continue_later(self, record: JobRecord, unfinished: int) -> JobRecord | None:
+        """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for: the
+        record as re-queued (its next RQ run is a continuation), None where it no longer runs this attempt."""
+        continuation = record.continuation + 1
+        if not self._guarded(record.id, (RUNNING,), record.attempt, status=QUEUED, queued_at=now(),
+                             continuation=continuation, rq_job_id=rq_job_id(record.id, record.attempt, continuation),
+                             progress=Progress(phase="waiting for cells", unfinished=unfinished)):
+            return None
+        return self.get(record.id)
+
+    def retry_lost(self, record: JobRecord, lost: LostAttempt) -> JobRecord | None:
+        """queued or running on ``lost.attempt`` -> queued on the next attempt, by the watchdog: the record as
+        re-queued, None where it moved on meanwhile (finished, canceled, or retried already)."""
+        attempt = lost.attempt + 1
+        retry = {"attempt": attempt, "rq_job_id": rq_job_id(record.id, attempt), "status": QUEUED,
+                 "queued_at": now(), "started_at": None, "history": record.history + [lost],
+                 "progress": Progress(phase="queued", retry_of_attempt=lost.attempt)}
+        if not self._guarded(record.id, ACTIVE, lost.attempt, **retry):
+            return None
+        return record.model_copy(update=retry)
+
+    def fail_lost(self, record: JobRecord, lost: LostAttempt) -> bool:
+        """queued or running on ``lost.attempt`` -> failed (worker_lost), by the watchdog once no attempt is left."""
+        return self._guarded(record.id, ACTIVE, lost.attempt, status=FAILED, finished_at=now(),
+                             history=record.history + [lost],
+                             error=JobError(type="worker_lost", detail=f"{lost.reason}; tried {lost.attempt} times"))
+
+    def cancel(self, job_id: str, progress: Progress, *, attempt: int | None = None,
+               timings: dict[str, float] | None = None) -> bool:
+        """queued or running -> canceled: by the API whatever the attempt (``attempt`` None), or by the worker of
+        ``attempt`` that saw the cancel flag (with its timings)."""
+        fields = {} if timings is None else {"timings": timings}
+        return self._guarded(job_id, ACTIVE, attempt, status=CANCELED, finished_at=now(), progress=progress,
+                             **fields)
+
+    def _guarded(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
         """Set ``fields`` (JobRecord fields) if the job is in an ``allowed`` status (and on ``on_attempt``)."""
         unknown = set(fields) - set(JobRecord.model_fields)
         if unknown:
@@ -139,31 +234,28 @@ class JobRecords:
         args = [len(allowed), *(_encode(s) for s in allowed), "" if on_attempt is None else _encode(on_attempt)]
         for name, value in fields.items():
             args += [name, _encode(value)]
-        applied = bool(self._transition(keys=[self.key(job_id)], args=args))
+        applied = bool(self._guarded_write(keys=[self.keys.job(job_id)], args=args))
         if applied and fields.get("status") in TERMINAL:
-            self.redis.zrem(self.unfinished_key, job_id)  # a stale entry is pruned by the watchdog anyway
+            self.redis.zrem(self.keys.unfinished_jobs, job_id)  # a stale entry is pruned by the watchdog anyway
         return applied
 
-    def unfinished(self) -> list[JobRecord]:
-        """Every job not known to have finished; entries of finished or vanished jobs are pruned."""
-        ids = [member.decode() for member in self.redis.zrange(self.unfinished_key, 0, -1)]
-        records = self.get_many(ids)
-        finished = [job_id for job_id, record in zip(ids, records) if record is None or record.status in TERMINAL]
-        if finished:
-            self.redis.zrem(self.unfinished_key, *finished)
-        return [record for record in records if record is not None and record.status not in TERMINAL]
+    # ---- heartbeats and cancel requests -------------------------------------------------------------------------
 
     def beat(self, job_id: str, attempt: int) -> None:
-        self.redis.set(self.heartbeat_key(job_id), attempt, px=int(self.settings.heartbeat_ttl_seconds * 1000))
+        self.redis.set(self.keys.job_heartbeat(job_id), attempt, px=int(self.settings.heartbeat_ttl_seconds * 1000))
+
+    def stop_beating(self, job_id: str) -> None:
+        """The worker is done with the job (finished, or handed it back to the queue)."""
+        self.redis.delete(self.keys.job_heartbeat(job_id))
 
     def heartbeat_alive(self, job_id: str) -> bool:
-        return bool(self.redis.exists(self.heartbeat_key(job_id)))
+        return bool(self.redis.exists(self.keys.job_heartbeat(job_id)))
 
     def request_cancel(self, job_id: str) -> None:
-        self.redis.set(self.cancel_key(job_id), 1, ex=self.settings.result_ttl_seconds)
+        self.redis.set(self.keys.job_cancel(job_id), 1, ex=self.settings.result_ttl_seconds)
 
     def cancel_requested(self, job_id: str) -> bool:
-        return bool(self.redis.exists(self.cancel_key(job_id)))
+        return bool(self.redis.exists(self.keys.job_cancel(job_id)))
 
 
 def now() -> float:

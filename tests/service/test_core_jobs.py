@@ -1,5 +1,6 @@
-"""The service core without a Redis server or workers (fakeredis): job submission and idempotency, the
-record state machine, lost-worker recovery, cancellation, and which rows a trained forest learned from."""
+"""The service core without a Redis server or workers (fakeredis): job submission and idempotency, the record's
+named transitions, lost-worker recovery (by the watchdog pass only), cancellation, and which rows a trained forest
+learned from."""
 import gzip
 import time
 
@@ -11,8 +12,8 @@ from app.core.config import Settings
 from app.core.container import build_core
 from app.core.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from app.core.forests import ForestRecipe, TrainingRows
-from app.core.job_documents import Grid, Progress, TrainSummary
-from app.core.jobs import PathSubmission
+from app.core.job_documents import Grid, JobError, LostAttempt, Progress, TrainSummary
+from app.core.job_submission import PathSubmission
 from app.core.tenants import DEFAULT_TENANT as TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split, train_forest
@@ -53,7 +54,7 @@ def store_trained_forest(core, dataset, rows: TrainingRows) -> str:
 
 
 def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, dataset, other_dataset):
-    record = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST,
+    record = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST,
                                                   path=PathSpec(validation_fraction=0.25, random_state=7)), None, tenant=TENANT)
     assert record.status == "queued" and record.kind == "path"
     assert record.spec.recipe.rows == TrainingRows(validation_fraction=0.25, seed=7)
@@ -62,7 +63,7 @@ def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, d
     train, validation = holdout_split(dataset.n_rows, 0.25, 7)
     assert np.array_equal(record.spec.recipe.rows.select(dataset.n_rows), train) and len(validation) == 500
 
-    elsewhere = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+    elsewhere = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
                                                      validation_dataset_id=other_dataset.id), None, tenant=TENANT)
     assert elsewhere.spec.recipe.rows == TrainingRows(validation_fraction=0, seed=0)  # every row
 
@@ -70,32 +71,32 @@ def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, d
 def test_a_forest_trained_on_the_validation_rows_is_refused(core, dataset, other_dataset):
     same_split = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
     every_row = store_trained_forest(core, dataset, TrainingRows.holdout(0, 0))
-    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
+    core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
     for forest_id, path in ((same_split, PathSpec(random_state=1)), (same_split, PathSpec(validation_fraction=0.3)),
                             (every_row, PathSpec())):
         with pytest.raises(Invalid) as caught:
-            core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
+            core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
         assert caught.value.faults[0].field == "forest_id" and "validation split" in caught.value.faults[0].fix
     # validation rows from another dataset: a forest trained on every row of this one is fine
-    core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+    core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
                                          validation_dataset_id=other_dataset.id), None, tenant=TENANT)
     with pytest.raises(Invalid) as caught:
-        core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+        core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
                                              validation_dataset_id=dataset.id), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
 
 
 def test_data_dependent_checks_name_the_domain_field(core, dataset):
     with pytest.raises(NotFound) as caught:
-        core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+        core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
                                              validation_dataset_id="ds_nope"), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
     with pytest.raises(Invalid) as caught:
-        core.jobs.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+        core.job_submission.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "max_features"
     tiny = upload(core, b"x,y\n1,2\n2,3\n3,5\n")
     with pytest.raises(Invalid) as caught:
-        core.jobs.submit_path(PathSubmission(dataset_id=tiny.id, forest=SMALL_FOREST,
+        core.job_submission.submit_path(PathSubmission(dataset_id=tiny.id, forest=SMALL_FOREST,
                                              path=PathSpec(validation_fraction=0.5)), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.fraction"
     with pytest.raises(NotFound) as caught:
@@ -112,28 +113,28 @@ def test_missing_values_are_counted_per_column_and_only_numeric_ones_reach_the_f
     assert dataset.missing_values == {"colour": 9, "count": 6}  # rows 0, 7, ..., 56 and 3, 13, ..., 53
     boosting = SMALL_FOREST.replace(kind="gradient_boosting")
     with pytest.raises(Invalid) as caught:  # the empty counts are NaN in the features
-        core.jobs.submit_training(dataset.id, boosting, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+        core.job_submission.submit_training(dataset.id, boosting, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "kind"
     categories_only = upload(core, ("colour,x,y\n" + "\n".join(r.rsplit(",", 2)[0] + "," + r[-1] for r in rows)
                                     + "\n").encode())
     assert categories_only.missing_values == {"colour": 9} and not categories_only.has_missing_features
-    record = core.jobs.submit_training(categories_only.id, boosting, TrainingRows.holdout(0.2, 0), None,
+    record = core.job_submission.submit_training(categories_only.id, boosting, TrainingRows.holdout(0.2, 0), None,
                                        tenant=TENANT)
     assert record.status == "queued"  # a missing category sets no indicator: nothing missing in the features
 
 
 def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, dataset):
     submission = PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
-    first = core.jobs.submit_path(submission, "key-1", tenant=TENANT)
-    assert core.jobs.submit_path(submission, "key-1", tenant=TENANT).id == first.id
+    first = core.job_submission.submit_path(submission, "key-1", tenant=TENANT)
+    assert core.job_submission.submit_path(submission, "key-1", tenant=TENANT).id == first.id
     with pytest.raises(IdempotencyKeyReused) as caught:
-        core.jobs.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1", tenant=TENANT)
+        core.job_submission.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1", tenant=TENANT)
     assert caught.value.faults[0].field == "idempotency_key"
     assert core.jobs.queue.count == 1
 
 
 def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset):
-    parent = core.jobs.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
+    parent = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
                                                   grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None, tenant=TENANT)
     cells = core.records.get_many(parent.cells)
     assert parent.kind == "grid" and len(cells) == 6 and core.jobs.queue.count == 1  # the training job
@@ -142,37 +143,113 @@ def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset
     assert all(c.spec.path.max_rules == 5 and c.parent_id == parent.id for c in cells)
 
 
-def test_transitions_apply_only_from_allowed_statuses_and_the_current_attempt(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
-    records = core.records
-    assert not records.transition(record.id, ("running",), status="succeeded")
-    assert records.transition(record.id, ("queued",), 1, status="running", progress=Progress(phase="path", step=3))
-    assert not records.transition(record.id, ("running",), 2, status="failed")  # a stale attempt
-    summary = TrainSummary(forest_id="fo_x", n_trees=3, n_leaves=12)
-    assert records.transition(record.id, ("running",), 1, status="succeeded", summary=summary)
+def queued_training_job(core, dataset):
+    return core.job_submission.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None,
+                                               tenant=TENANT)
+
+
+def test_each_transition_applies_only_from_its_statuses_and_on_its_attempt(core, dataset):
+    records, record = core.records, queued_training_job(core, dataset)
+    progress, summary = Progress(phase="path", step=3), TrainSummary(forest_id="fo_x", n_trees=3, n_leaves=12)
+    # queued: only a claim on the current attempt (or a cancel, a retry) applies
+    assert not records.report_progress(record.id, 1, progress)
+    assert not records.succeed(record.id, 1, summary=summary, cache_hit=None, timings={}, progress=progress)
+    assert not records.fail(record.id, 1, JobError(type="x", detail="y"), timings={})
+    assert records.continue_later(record, 1) is None
+    assert not records.claim(record.id, 2, started_at=time.time(), timings={})  # not its attempt
+    assert records.claim(record.id, 1, started_at=time.time(), timings={"queue_wait": 0.5})
+    assert records.heartbeat_alive(record.id)  # the claim starts the heartbeat
+    assert not records.claim(record.id, 1, started_at=time.time(), timings={})  # claimed once
+    # running: the worker of attempt 1 reports and finishes; attempt 2 cannot
+    assert not records.report_progress(record.id, 2, progress)
+    assert records.report_progress(record.id, 1, progress)
+    assert not records.succeed(record.id, 2, summary=summary, cache_hit=None, timings={}, progress=progress)
+    assert records.succeed(record.id, 1, summary=summary, cache_hit=False, timings={"total": 1.0}, progress=progress)
     stored = records.get(record.id)
     assert stored.status == "succeeded" and stored.summary == summary and stored.progress.step == 3
-    assert not records.transition(record.id, ("queued", "running"), status="canceled")
-    with pytest.raises(TypeError):
-        records.transition(record.id, ("succeeded",), colour="blue")
+    assert stored.finished_at is not None and stored.timings == {"total": 1.0} and stored.cache_hit is False
+    # succeeded is final
+    lost = LostAttempt(attempt=1, lost_at=time.time(), reason="gone")
+    assert not records.cancel(record.id, Progress(phase="canceled"))
+    assert not records.fail(record.id, 1, JobError(type="x", detail="y"), timings={})
+    assert records.retry_lost(stored, lost) is None and not records.fail_lost(stored, lost)
+    assert not records.report_progress(record.id, 1, progress)
+    assert records.get(record.id) == stored
+    assert record.id not in {r.id for r in records.unfinished()}
 
 
-def test_a_job_whose_worker_stopped_beating_is_retried_then_failed(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+def test_a_canceled_job_is_never_overwritten_by_its_worker_learning_of_it_late(core, dataset):
+    records, record = core.records, queued_training_job(core, dataset)
+    assert records.claim(record.id, 1, started_at=time.time(), timings={})
+    assert core.jobs.cancel(record.id, tenant=TENANT).status == "canceled"
+    assert records.cancel_requested(record.id)
+    assert not records.report_progress(record.id, 1, Progress(phase="path"))
+    assert not records.succeed(record.id, 1, summary=None, cache_hit=None, timings={}, progress=Progress(phase="done"))
+    assert not records.fail(record.id, 1, JobError(type="x", detail="y"), timings={})
+    assert not records.cancel(record.id, Progress(phase="canceled"), attempt=1)  # canceled once
+    assert records.get(record.id).status == "canceled"
+
+
+def test_a_retried_attempt_is_never_overwritten_by_the_lost_one(core, dataset):
+    records, record = core.records, queued_training_job(core, dataset)
+    assert records.claim(record.id, 1, started_at=time.time(), timings={})
+    lost = LostAttempt(attempt=1, lost_at=time.time(), reason="gone")
+    retried = records.retry_lost(records.get(record.id), lost)
+    assert retried.status == "queued" and retried.attempt == 2 and retried.rq_job_id == f"{record.id}-2"
+    assert retried == records.get(record.id) and retried.history == [lost] and retried.started_at is None
+    assert records.retry_lost(records.get(record.id), lost) is None  # once per lost attempt
+    assert not records.fail_lost(records.get(record.id), lost)
+    assert not records.claim(record.id, 1, started_at=time.time(), timings={})
+    assert not records.report_progress(record.id, 1, Progress(phase="path"))
+    assert not records.fail(record.id, 1, JobError(type="x", detail="y"), timings={})
+    assert not records.cancel(record.id, Progress(phase="canceled"), attempt=1)
+    assert records.claim(record.id, 2, started_at=time.time(), timings={})
+    assert records.fail_lost(records.get(record.id), LostAttempt(attempt=2, lost_at=time.time(), reason="gone again"))
+    failed = records.get(record.id)
+    assert failed.status == "failed" and failed.error == JobError(type="worker_lost",
+                                                                  detail="gone again; tried 2 times")
+    assert [entry.attempt for entry in failed.history] == [1, 2]
+
+
+def test_a_grid_parent_waiting_for_its_cells_continues_later_on_the_same_attempt(core, dataset):
+    records, record = core.records, queued_training_job(core, dataset)
+    assert records.claim(record.id, 1, started_at=time.time(), timings={})
+    waiting = records.continue_later(records.get(record.id), 4)
+    assert waiting.status == "queued" and waiting.attempt == 1 and waiting.continuation == 1
+    assert waiting.rq_job_id == f"{record.id}-1c1" and waiting.progress == Progress(phase="waiting for cells",
+                                                                                     unfinished=4)
+    assert records.continue_later(waiting, 4) is None  # not running
+    assert records.claim(record.id, 1, started_at=time.time(), timings={})  # its next run
+    assert records.continue_later(records.get(record.id), 2).rq_job_id == f"{record.id}-1c2"
+
+
+def test_reads_leave_a_lost_worker_s_job_alone_the_watchdog_retries_it_then_fails_it(core, dataset):
+    record = queued_training_job(core, dataset)
+    assert core.jobs.watch_running() == 0  # queued moments ago, in the queue
     for attempt in (1, 2):
-        assert core.records.transition(record.id, ("queued",), attempt, status="running", started_at=time.time() - 5)
+        assert core.records.claim(record.id, attempt, started_at=time.time() - 5, timings={})
+        core.records.stop_beating(record.id)  # the worker is gone
+        queued = list(core.jobs.queue.job_ids)
+        reads = [core.jobs.get(record.id, tenant=TENANT), core.jobs.read(record.id),
+                 *core.jobs.list(tenant=TENANT), *core.jobs.using(TENANT, dataset_id=dataset.id)]
+        assert [(read.status, read.attempt) for read in reads] == [("running", attempt)] * 4
+        with pytest.raises(Conflict):
+            core.job_results.result(record.id, tenant=TENANT)
+        assert core.records.get(record.id) == reads[0] and core.jobs.queue.job_ids == queued  # nothing changed
+        assert core.jobs.watch_running() == 1
         after = core.jobs.get(record.id, tenant=TENANT)
         if attempt == 1:
             assert after.status == "queued" and after.attempt == 2 and after.progress.retry_of_attempt == 1
             assert after.rq_job_id in core.jobs.queue.job_ids
     assert after.status == "failed" and after.error.type == "worker_lost"
     assert [lost.attempt for lost in after.history] == [1, 2]
+    assert core.jobs.watch_running() == 0
 
 
 def test_cancel_and_results_of_unfinished_jobs(core, dataset):
-    record = core.jobs.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+    record = core.job_submission.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
     with pytest.raises(Conflict) as caught:
-        core.jobs.result(record.id, tenant=TENANT)
+        core.job_results.result(record.id, tenant=TENANT)
     assert caught.value.retry_after == 1
     assert core.jobs.cancel(record.id, tenant=TENANT).status == "canceled" and core.jobs.queue.count == 0
     with pytest.raises(Conflict) as caught:

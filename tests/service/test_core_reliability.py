@@ -13,7 +13,7 @@ from app.core.blobs import BlobStore
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.errors import TooMany
-from app.core.jobs import PathSubmission
+from app.core.job_submission import PathSubmission
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.tenants import TenantKeys, key_digest, parse_entry
 from app.core.workers import READY, WARMING, WorkerRegistry
@@ -49,12 +49,14 @@ def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_k
 
     monkeypatch.setattr(core.jobs, "enqueue", enqueue_fails)
     with pytest.raises(RedisConnectionError):
-        core.jobs.submit_path(submission(dataset), "retry-me", tenant=TENANT)
+        core.job_submission.submit_path(submission(dataset), "retry-me", tenant=TENANT)
     monkeypatch.undo()
-    retried = core.jobs.submit_path(submission(dataset), "retry-me", tenant=TENANT)
+    retried = core.job_submission.submit_path(submission(dataset), "retry-me", tenant=TENANT)
     assert [record.id for record in core.jobs.list(tenant=TENANT)] == [retried.id]  # no duplicate job
-    # the job was recorded but never queued: a read (or the watchdog) after the heartbeat TTL queues it again
+    # the job was recorded but never queued: the watchdog's pass after the heartbeat TTL queues it again
     time.sleep(0.25)
+    assert core.jobs.get(retried.id, tenant=TENANT).attempt == 1  # a read changes nothing
+    assert core.jobs.watch_running() == 1
     requeued = core.jobs.get(retried.id, tenant=TENANT)
     assert requeued.attempt == 2 and requeued.rq_job_id in core.jobs.queue.job_ids
 
@@ -62,18 +64,18 @@ def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_k
 def test_a_submission_that_stored_nothing_frees_its_idempotency_key(core, dataset, monkeypatch):
     monkeypatch.setattr(core.records, "create", lambda record: (_ for _ in ()).throw(RedisConnectionError("down")))
     with pytest.raises(RedisConnectionError):
-        core.jobs.submit_path(submission(dataset), "fresh", tenant=TENANT)
+        core.job_submission.submit_path(submission(dataset), "fresh", tenant=TENANT)
     monkeypatch.undo()
-    assert core.jobs.submit_path(submission(dataset), "fresh", tenant=TENANT).attempt == 1
+    assert core.job_submission.submit_path(submission(dataset), "fresh", tenant=TENANT).attempt == 1
 
 
 def test_a_tenant_may_have_so_many_active_submissions(core, dataset):
-    jobs = [core.jobs.submit_path(submission(dataset, n_lambdas=5 + k), None, tenant=TENANT) for k in range(3)]
+    jobs = [core.job_submission.submit_path(submission(dataset, n_lambdas=5 + k), None, tenant=TENANT) for k in range(3)]
     with pytest.raises(TooMany) as caught:
-        core.jobs.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
+        core.job_submission.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
     assert caught.value.retry_after and caught.value.faults[0].field == "tenant"
     core.jobs.cancel(jobs[0].id, tenant=TENANT)  # a finished submission frees its place
-    core.jobs.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
+    core.job_submission.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
 
 
 def test_api_keys_are_kept_hashed_and_name_their_tenant():

@@ -21,7 +21,7 @@ EVENT_POLL_SECONDS = 0.25
              responses=problem_responses(400, 404, 409, 413, 422, 429))
 def submit_job(body: PathJobRequest, response: Response, core: CoreDep, tenant: TenantDep,
                idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
-    record = core.jobs.submit_path(body.submission(), idempotency_key, tenant=tenant)
+    record = core.job_submission.submit_path(body.submission(), idempotency_key, tenant=tenant)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobView.of(record)
 
@@ -85,7 +85,7 @@ def delete_job(job_id: str, core: CoreDep, tenant: TenantDep) -> Response:
 @router.get("/{job_id}/result", response_model=JobResult, summary="Every path step and the selected one",
             responses=problem_responses(404, 409, 410))
 def get_result(job_id: str, core: CoreDep, tenant: TenantDep):
-    return core.jobs.result(job_id, tenant=tenant)
+    return core.job_results.result(job_id, tenant=tenant)
 
 
 @router.get("/{job_id}/steps/{step}/rules", response_model=StepRules, summary="The rules of one path step",
@@ -94,6 +94,6 @@ def get_step_rules(job_id: str, step: int, core: CoreDep, tenant: TenantDep,
                    show_missing: Annotated[Literal[SHOW_MISSING], Query(description=(
                        "'or missing' in the text: 'auto' where the training rows had missing values in that "
                        "column, 'always' wherever the forest routes missing values, 'never'"))] = "auto"):
-    result, ensemble = core.jobs.step_rules(job_id, step, tenant=tenant)
+    result, ensemble = core.job_results.step_rules(job_id, step, tenant=tenant)
     return StepRules(**result.steps[step].to_dict(), job_id=job_id, step=step, selected=step == result.selected,
                      rules=ensemble.to_dict(), text=ensemble.to_text(show_missing=show_missing))
