@@ -149,7 +149,7 @@ def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe 
         X, y = run.core.datasets.load_arrays(recipe.dataset_id)
         feature_names = run.core.datasets.read(recipe.dataset_id).feature_names
     with run.timed("train"):
-        rows = recipe.rows.select(len(y))
+        rows = recipe.rows.training_rows(len(y))
         _, ensemble = train_ensemble(recipe.params, X[rows], y[rows], feature_names=feature_names, loss=recipe.loss)
     run.check_deadline()
     forests.save(ensemble, recipe, run.record.tenant)

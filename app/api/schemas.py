@@ -11,17 +11,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from app.core import job_submission
 from app.core.errors import FieldFault, Invalid
-from app.core.forests import TrainingRows
+from app.core.forests import ValidationSplit
 from app.core.job_documents import Grid, JobState
-from app.core.job_submission import PathSubmission
 from solver.path import PathStep
 from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, LOSSES, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES,
                          SCALINGS, SELECTIONS, ForestSpec, PathSpec, SpecError)
 
 PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
-# The API's place for PathSpec's split settings: a body's `validation` holds the fraction and the seed.
+# The one place where the validation split's wire names meet its code names: a body's `validation.fraction` and
+# `validation.seed` are PathSpec's (and ValidationSplit's) `validation_fraction` and `random_state`.
 VALIDATION_FIELDS = {"validation_fraction": ("validation", "fraction"), "random_state": ("validation", "seed")}
 EXAMPLE_DATASET_ID, EXAMPLE_FOREST_ID = "ds_0123456789abcdef0123456789abcdef", "fo_0123456789abcdef0123456789abcdef"
 
@@ -69,6 +70,7 @@ class TrainingParams(StrictBody):
         return self
 
 
+# the validation split (the core's ValidationSplit) on the wire; its field names are mapped in VALIDATION_FIELDS
 class ValidationSpec(StrictBody):
     """Where the rows that choose the step come from: another dataset, or a holdout of the training dataset."""
 
@@ -77,16 +79,17 @@ class ValidationSpec(StrictBody):
     fraction: float = path_setting("validation_fraction")
     seed: int = path_setting("random_state")
 
-    def split(self) -> PathSpec:
-        return PathSpec(validation_fraction=self.fraction, random_state=self.seed)
+    def path_spec(self) -> PathSpec:
+        """PathSpec's split settings (the library checks them)."""
+        return PathSpec(**{name: getattr(self, wire[1]) for name, wire in VALIDATION_FIELDS.items()})
 
-    def training_rows(self) -> TrainingRows:
-        return TrainingRows.for_path(self.split(), self.dataset_id)
+    def validation_split(self) -> ValidationSplit:
+        return ValidationSplit.for_path(self.path_spec(), self.dataset_id)
 
     @model_validator(mode="after")
     def check_with_path_spec(self):
         try:
-            self.split()
+            self.path_spec()
         except SpecError as error:
             raise body_error(self, VALIDATION_FIELDS[error.field][1:], error.detail) from error
         return self
@@ -102,6 +105,8 @@ class TrainForestRequest(TrainingParams):
          "max_features": "sqrt", "random_state": 0, "validation": {"fraction": 0.2, "seed": 0}}]})
 
 
+# the HTTP form of the core's PathJobRequest (app/core/job_submission.py), which the core resolves into the
+# PathJobSpec a worker runs
 class PathJobRequest(StrictBody):
     dataset_id: str
     forest_id: str | None = Field(None, description="an uploaded or trained forest; or give `forest`")
@@ -143,14 +148,15 @@ class PathJobRequest(StrictBody):
         # a setting the library has and this body does not (yet) offer keeps the library's default
         settings = {name: getattr(self, name) for name in PATH_DEFAULTS
                     if name not in VALIDATION_FIELDS and name in type(self).model_fields}
-        return self.validation.split().replace(**settings)
+        return self.validation.path_spec().replace(**settings)
 
-    def submission(self) -> PathSubmission:
-        return PathSubmission(dataset_id=self.dataset_id, forest_id=self.forest_id,
-                              forest=self.forest.forest_spec() if self.forest else None,
-                              validation_dataset_id=self.validation.dataset_id, path=self.path_spec(),
-                              loss=self.loss if "loss" in self.model_fields_set else None,
-                              grid=self.grid)
+    def to_core(self) -> job_submission.PathJobRequest:
+        """This body as the core's request of the same name (its settings as the library's PathSpec)."""
+        return job_submission.PathJobRequest(
+            dataset_id=self.dataset_id, forest_id=self.forest_id,
+            forest=self.forest.forest_spec() if self.forest else None,
+            validation_dataset_id=self.validation.dataset_id, path=self.path_spec(),
+            loss=self.loss if "loss" in self.model_fields_set else None, grid=self.grid)
 
     @model_validator(mode="after")
     def check_choices(self):

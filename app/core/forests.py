@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
 from app.core.config import Settings
@@ -21,26 +21,33 @@ _EXPORT_FIX = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_mode
                "or skops")
 
 
-class TrainingRows(Document):
-    """The rows of a dataset a forest learned from: the training side of
-    ``solver.fitting.holdout_split(n_rows, validation_fraction, seed)``, or every row (fraction 0)."""
+# The validation split: one concept, one name in the code, ``validation_fraction`` and ``random_state`` as in the
+# library's PathSpec. Two other spellings stay for compatibility, each mapped in one place: an API body's
+# ``validation.fraction`` and ``validation.seed`` (VALIDATION_FIELDS in app/api/schemas.py), and ``seed`` as stored
+# and served here (the alias below: the ids of stored forests hash their recipe's JSON with that name).
+class ValidationSplit(Document):
+    """A validation split of a dataset's rows (``solver.fitting.holdout_split``): a forest learns from its training
+    side; a fraction 0 keeps every row on the training side."""
+
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     validation_fraction: float
-    seed: int
+    random_state: int = Field(alias="seed")
 
     @classmethod
-    def holdout(cls, validation_fraction: float, seed: int) -> "TrainingRows":
-        return cls(validation_fraction=validation_fraction, seed=seed if validation_fraction else 0)
+    def holdout(cls, validation_fraction: float, random_state: int) -> "ValidationSplit":
+        return cls(validation_fraction=validation_fraction, random_state=random_state if validation_fraction else 0)
 
     @classmethod
-    def for_path(cls, path: PathSpec, validation_dataset_id: str | None) -> "TrainingRows":
-        """The rows a path's forest may learn from: all of them where validation rows come from another dataset."""
+    def for_path(cls, path: PathSpec, validation_dataset_id: str | None) -> "ValidationSplit":
+        """A path's split: every row on the training side where validation rows come from another dataset."""
         if validation_dataset_id is not None:
             return cls.holdout(0, 0)
         return cls.holdout(path.validation_fraction, path.random_state)
 
-    def select(self, n_rows: int) -> np.ndarray:
-        return holdout_split(n_rows, self.validation_fraction, self.seed)[0]
+    def training_rows(self, n_rows: int) -> np.ndarray:
+        """The training side: the rows a forest on this split learns from."""
+        return holdout_split(n_rows, self.validation_fraction, self.random_state)[0]
 
 
 class ForestRecipe(Document):
@@ -49,7 +56,7 @@ class ForestRecipe(Document):
 
     dataset_id: str
     params: ForestSpec
-    rows: TrainingRows
+    rows: ValidationSplit  # the forest learns from the training side
     loss: Literal[LOSSES] = Field(PathSpec().loss, description=(
         "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
         "(solver.fitting.train_forest)"))
@@ -258,9 +265,9 @@ def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id
         leaked = source.dataset_id == validation_dataset_id
     else:
         leaked = (source.dataset_id == dataset_id and path.validation_fraction > 0
-                  and source.rows != TrainingRows.for_path(path, None))
+                  and source.rows != ValidationSplit.for_path(path, None))
     if leaked:
-        rows = (f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.seed})"
+        rows = (f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.random_state})"
                 if source.rows.validation_fraction else "every row")
         raise Invalid(
             "The forest was trained on rows this job would validate on: its selected step would be chosen by a "

@@ -29,6 +29,7 @@ class TrainJobSpec(Document):
     recipe: ForestRecipe
 
 
+# a path job as a worker runs it: resolved from its PathJobRequest (app/core/job_submission.py)
 class PathJobSpec(Document):
     dataset_id: str
     forest_id: str

@@ -2,7 +2,7 @@
 stored weights, the forest and the training rows (as the library builds them)."""
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
-from app.core.forests import ForestStore, TrainingRows
+from app.core.forests import ForestStore, ValidationSplit
 from app.core.job_documents import (ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED, GridJobResult, JobResult,
                                     PathJobResult)
 from app.core.job_lifecycle import JobLifecycle
@@ -60,9 +60,9 @@ class JobResults:
         # threshold precision of the training rows
         X, _ = self.datasets.load_arrays(result.dataset_id)
         dataset = self.datasets.read(result.dataset_id)
-        train_rows = TrainingRows.for_path(result.parameters.path, result.parameters.validation_dataset_id)
+        split = ValidationSplit.for_path(result.parameters.path, result.parameters.validation_dataset_id)
         return result, RuleEnsemble.from_weights(self.forests.load(result.forest_id), weights, intercept,
-                                                 encoding=dataset.encoding, X=X[train_rows.select(len(X))],
+                                                 encoding=dataset.encoding, X=X[split.training_rows(len(X))],
                                                  response=dataset.response(result.parameters.path.loss))
 
 

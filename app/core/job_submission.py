@@ -9,7 +9,7 @@ from app.core.blobs import Document
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo, DatasetStore
 from app.core.errors import FieldFault, Invalid, TooMany
-from app.core.forests import ForestRecipe, ForestStore, TrainingRows, check_forest_features, check_forest_rows
+from app.core.forests import ForestRecipe, ForestStore, ValidationSplit, check_forest_features, check_forest_rows
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import Grid, GridJobSpec, JobRecord, PathJobSpec, TrainJobSpec
 from app.core.job_lifecycle import JobLifecycle, new_job_id
@@ -19,9 +19,12 @@ from solver.spec import LOSSES, ForestSpec, PathSpec, SpecError
 BUSY_RETRY_AFTER_SECONDS = 5
 
 
-class PathSubmission(Document):
-    """A path job as submitted: the forest by id or by training parameters, validation rows from another
-    dataset or held out of this one (``path.validation_fraction``, ``path.random_state``)."""
+class PathJobRequest(Document):
+    """A path job as asked for, before it is resolved (``JobSubmission.submit_path``) into the ``PathJobSpec`` a
+    worker runs: the forest by id or by training parameters (resolved: by id, with the recipe to train it where
+    it is not stored yet), validation rows from another dataset or held out of this one (``path.validation_fraction``,
+    ``path.random_state``), the loss as asked for (resolved: ``path.loss``). The API's body of the same name is its
+    HTTP form (app/api/schemas.py)."""
 
     dataset_id: str
     forest_id: str | None = None
@@ -44,23 +47,23 @@ class JobSubmission:
         self.lifecycle = lifecycle
         self.idempotency = idempotency
 
-    def submit_training(self, dataset_id: str, params: ForestSpec, rows: TrainingRows, idempotency_key: str | None,
-                        *, tenant: str) -> JobRecord:
-        """Train ``params`` on these rows of the dataset (the training side of the split later paths use)."""
+    def submit_training(self, dataset_id: str, params: ForestSpec, split: ValidationSplit,
+                        idempotency_key: str | None, *, tenant: str) -> JobRecord:
+        """Train ``params`` on the training side of the dataset's ``split`` (the split later paths use)."""
         self._check_forest_limits(params, "")
         dataset = self.datasets.get(dataset_id, tenant=tenant)
         self._check_training(dataset, params, "")
-        self._check_holdout(dataset, rows)
-        recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=rows, loss=dataset.loss)
+        self._check_holdout(dataset, split)
+        recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=split, loss=dataset.loss)
         spec = TrainJobSpec(forest_id=recipe.forest_id, recipe=recipe)
         return self._submit_once(tenant, idempotency_key, spec.model_dump(mode="json"),
                                  lambda job_id: self._admitted("train", spec, tenant, job_id))
 
-    def submit_path(self, submission: PathSubmission, idempotency_key: str | None, *, tenant: str) -> JobRecord:
-        self._check_path_limits(submission)
-        spec = self._resolve_path(submission, tenant)
-        return self._submit_once(tenant, idempotency_key, submission.model_dump(mode="json"),
-                                 lambda job_id: self._submit_resolved(spec, submission.grid, tenant, job_id))
+    def submit_path(self, request: PathJobRequest, idempotency_key: str | None, *, tenant: str) -> JobRecord:
+        self._check_path_limits(request)
+        spec = self._resolve_path(request, tenant)
+        return self._submit_once(tenant, idempotency_key, request.model_dump(mode="json"),
+                                 lambda job_id: self._submit_resolved(spec, request.grid, tenant, job_id))
 
     def _submit_once(self, tenant: str, key: str | None, request: dict, submit) -> JobRecord:
         return self.idempotency.once(tenant=tenant, kind="job", key=key, request=request, new_id=new_job_id(),
@@ -96,22 +99,22 @@ class JobSubmission:
 
     # ---- the service's limits -----------------------------------------------------------------------------------
 
-    def _check_path_limits(self, submission: PathSubmission) -> None:
-        settings, path = self.settings, submission.path
+    def _check_path_limits(self, request: PathJobRequest) -> None:
+        settings, path = self.settings, request.path
         steps = path.n_steps
         if steps > settings.max_lambdas:
             field = "lambdas" if path.lambdas else "n_lambdas"
             raise Invalid(f"A path may have at most {settings.max_lambdas} steps.",
                           [FieldFault(field, f"{steps} steps", f"ask for at most {settings.max_lambdas} "
                                                                "(FIRE_MAX_LAMBDAS)")])
-        if submission.grid is not None:
-            cells = len(submission.grid.gamma) * len(submission.grid.fusion_ratio)
+        if request.grid is not None:
+            cells = len(request.grid.gamma) * len(request.grid.fusion_ratio)
             if cells > settings.max_grid_cells:
                 raise Invalid(f"A grid may have at most {settings.max_grid_cells} cells.",
                               [FieldFault("grid", f"{cells} cells", f"ask for at most {settings.max_grid_cells} "
                                                                     "gamma x fusion_ratio cells (FIRE_MAX_GRID_CELLS)")])
-        if submission.forest is not None:
-            self._check_forest_limits(submission.forest, "forest.")
+        if request.forest is not None:
+            self._check_forest_limits(request.forest, "forest.")
 
     def _check_forest_limits(self, params: ForestSpec, prefix: str) -> None:
         for name, limit, setting in (("n_estimators", self.settings.max_trees, "FIRE_MAX_TREES"),
@@ -124,25 +127,25 @@ class JobSubmission:
 
     # ---- resolving a path job and checking that its parts fit ---------------------------------------------------
 
-    def _resolve_path(self, submission: PathSubmission, tenant: str) -> PathJobSpec:
-        dataset = self.datasets.get(submission.dataset_id, tenant=tenant)
-        path = submission.path.replace(loss=self._path_loss(dataset, submission.loss))
-        validation_id = submission.validation_dataset_id
+    def _resolve_path(self, request: PathJobRequest, tenant: str) -> PathJobSpec:
+        dataset = self.datasets.get(request.dataset_id, tenant=tenant)
+        path = request.path.replace(loss=self._path_loss(dataset, request.loss))
+        validation_id = request.validation_dataset_id
         if validation_id is not None:
             self._check_validation_dataset(dataset, self.datasets.get(validation_id, tenant=tenant,
                                                                       field="validation.dataset_id"))
         else:
-            self._check_holdout(dataset, TrainingRows.for_path(submission.path, None))
+            self._check_holdout(dataset, ValidationSplit.for_path(request.path, None))
         recipe = None
-        if submission.forest_id is not None:
-            forest = self.forests.get(submission.forest_id, tenant=tenant)
+        if request.forest_id is not None:
+            forest = self.forests.get(request.forest_id, tenant=tenant)
             check_forest_features(forest, dataset)
-            check_forest_rows(forest, dataset.id, validation_id, submission.path)
+            check_forest_rows(forest, dataset.id, validation_id, request.path)
             forest_id = forest.id
         else:
-            self._check_training(dataset, submission.forest, "forest.")
-            recipe = ForestRecipe(dataset_id=dataset.id, params=submission.forest,
-                                  rows=TrainingRows.for_path(submission.path, validation_id), loss=path.loss)
+            self._check_training(dataset, request.forest, "forest.")
+            recipe = ForestRecipe(dataset_id=dataset.id, params=request.forest,
+                                  rows=ValidationSplit.for_path(request.path, validation_id), loss=path.loss)
             forest_id = recipe.forest_id
         return PathJobSpec(dataset_id=dataset.id, forest_id=forest_id, recipe=recipe,
                            validation_dataset_id=validation_id, path=path)
@@ -177,9 +180,9 @@ class JobSubmission:
                                       "upload the validation rows with the same task and target labels")])
 
     @staticmethod
-    def _check_holdout(dataset: DatasetInfo, rows: TrainingRows) -> None:
+    def _check_holdout(dataset: DatasetInfo, split: ValidationSplit) -> None:
         try:
-            rows.select(dataset.n_rows)
+            split.training_rows(dataset.n_rows)
         except SpecError as error:
             raise Invalid("The held-out fraction leaves too few validation or training rows.",
                           [FieldFault("validation.fraction", error.detail,

@@ -11,9 +11,9 @@ import pytest
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
-from app.core.forests import ForestRecipe, TrainingRows
+from app.core.forests import ForestRecipe, ValidationSplit
 from app.core.job_documents import Grid, JobError, LostAttempt, Progress, TrainSummary
-from app.core.job_submission import PathSubmission
+from app.core.job_submission import PathJobRequest
 from app.core.tenants import DEFAULT_TENANT as TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split, train_forest
@@ -45,58 +45,58 @@ def other_dataset(core):
     return upload(core, b"\n".join(gzip.decompress(KIN8NM.read_bytes()).splitlines()[:101]) + b"\n")
 
 
-def store_trained_forest(core, dataset, rows: TrainingRows) -> str:
+def store_trained_forest(core, dataset, rows: ValidationSplit) -> str:
     X, y = core.datasets.load_arrays(dataset.id)
     recipe = ForestRecipe(dataset_id=dataset.id, params=SMALL_FOREST, rows=rows)
-    _, ensemble = train_forest(SMALL_FOREST, X[rows.select(len(y))], y[rows.select(len(y))],
+    _, ensemble = train_forest(SMALL_FOREST, X[rows.training_rows(len(y))], y[rows.training_rows(len(y))],
                                feature_names=dataset.feature_names)
     return core.forests.save(ensemble, recipe, TENANT).id
 
 
 def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, dataset, other_dataset):
-    record = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST,
+    record = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST,
                                                   path=PathSpec(validation_fraction=0.25, random_state=7)), None, tenant=TENANT)
     assert record.status == "queued" and record.kind == "path"
-    assert record.spec.recipe.rows == TrainingRows(validation_fraction=0.25, seed=7)
+    assert record.spec.recipe.rows == ValidationSplit(validation_fraction=0.25, random_state=7)
     assert record.spec.forest_id == record.spec.recipe.forest_id
     assert core.jobs.queue.job_ids == [record.rq_job_id]
     train, validation = holdout_split(dataset.n_rows, 0.25, 7)
-    assert np.array_equal(record.spec.recipe.rows.select(dataset.n_rows), train) and len(validation) == 500
+    assert np.array_equal(record.spec.recipe.rows.training_rows(dataset.n_rows), train) and len(validation) == 500
 
-    elsewhere = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+    elsewhere = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
                                                      validation_dataset_id=other_dataset.id), None, tenant=TENANT)
-    assert elsewhere.spec.recipe.rows == TrainingRows(validation_fraction=0, seed=0)  # every row
+    assert elsewhere.spec.recipe.rows == ValidationSplit(validation_fraction=0, random_state=0)  # every row
 
 
 def test_a_forest_trained_on_the_validation_rows_is_refused(core, dataset, other_dataset):
-    same_split = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
-    every_row = store_trained_forest(core, dataset, TrainingRows.holdout(0, 0))
-    core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
+    same_split = store_trained_forest(core, dataset, ValidationSplit.holdout(0.2, 0))
+    every_row = store_trained_forest(core, dataset, ValidationSplit.holdout(0, 0))
+    core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
     for forest_id, path in ((same_split, PathSpec(random_state=1)), (same_split, PathSpec(validation_fraction=0.3)),
                             (every_row, PathSpec())):
         with pytest.raises(Invalid) as caught:
-            core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
+            core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
         assert caught.value.faults[0].field == "forest_id" and "validation split" in caught.value.faults[0].fix
     # validation rows from another dataset: a forest trained on every row of this one is fine
-    core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+    core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
                                          validation_dataset_id=other_dataset.id), None, tenant=TENANT)
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
+        core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
                                              validation_dataset_id=dataset.id), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
 
 
 def test_data_dependent_checks_name_the_domain_field(core, dataset):
     with pytest.raises(NotFound) as caught:
-        core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
+        core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
                                              validation_dataset_id="ds_nope"), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.dataset_id"
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+        core.job_submission.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "max_features"
     tiny = upload(core, b"x,y\n1,2\n2,3\n3,5\n")
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_path(PathSubmission(dataset_id=tiny.id, forest=SMALL_FOREST,
+        core.job_submission.submit_path(PathJobRequest(dataset_id=tiny.id, forest=SMALL_FOREST,
                                              path=PathSpec(validation_fraction=0.5)), None, tenant=TENANT)
     assert caught.value.faults[0].field == "validation.fraction"
     with pytest.raises(NotFound) as caught:
@@ -113,18 +113,18 @@ def test_missing_values_are_counted_per_column_and_only_numeric_ones_reach_the_f
     assert dataset.missing_values == {"colour": 9, "count": 6}  # rows 0, 7, ..., 56 and 3, 13, ..., 53
     boosting = SMALL_FOREST.replace(kind="gradient_boosting")
     with pytest.raises(Invalid) as caught:  # the empty counts are NaN in the features
-        core.job_submission.submit_training(dataset.id, boosting, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+        core.job_submission.submit_training(dataset.id, boosting, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "kind"
     categories_only = upload(core, ("colour,x,y\n" + "\n".join(r.rsplit(",", 2)[0] + "," + r[-1] for r in rows)
                                     + "\n").encode())
     assert categories_only.missing_values == {"colour": 9} and not categories_only.has_missing_features
-    record = core.job_submission.submit_training(categories_only.id, boosting, TrainingRows.holdout(0.2, 0), None,
+    record = core.job_submission.submit_training(categories_only.id, boosting, ValidationSplit.holdout(0.2, 0), None,
                                        tenant=TENANT)
     assert record.status == "queued"  # a missing category sets no indicator: nothing missing in the features
 
 
 def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, dataset):
-    submission = PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
+    submission = PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec())
     first = core.job_submission.submit_path(submission, "key-1", tenant=TENANT)
     assert core.job_submission.submit_path(submission, "key-1", tenant=TENANT).id == first.id
     with pytest.raises(IdempotencyKeyReused) as caught:
@@ -134,7 +134,7 @@ def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, da
 
 
 def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset):
-    parent = core.job_submission.submit_path(PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
+    parent = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
                                                   grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None, tenant=TENANT)
     cells = core.records.get_many(parent.cells)
     assert parent.kind == "grid" and len(cells) == 6 and core.jobs.queue.count == 1  # the training job
@@ -144,7 +144,7 @@ def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset
 
 
 def queued_training_job(core, dataset):
-    return core.job_submission.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None,
+    return core.job_submission.submit_training(dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None,
                                                tenant=TENANT)
 
 
@@ -247,7 +247,7 @@ def test_reads_leave_a_lost_worker_s_job_alone_the_watchdog_retries_it_then_fail
 
 
 def test_cancel_and_results_of_unfinished_jobs(core, dataset):
-    record = core.job_submission.submit_training(dataset.id, SMALL_FOREST, TrainingRows.holdout(0.2, 0), None, tenant=TENANT)
+    record = core.job_submission.submit_training(dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
     with pytest.raises(Conflict) as caught:
         core.job_results.result(record.id, tenant=TENANT)
     assert caught.value.retry_after == 1
@@ -258,8 +258,21 @@ def test_cancel_and_results_of_unfinished_jobs(core, dataset):
 
 
 def test_a_stored_forest_records_its_training_rows(core, dataset):
-    forest_id = store_trained_forest(core, dataset, TrainingRows.holdout(0.2, 0))
+    forest_id = store_trained_forest(core, dataset, ValidationSplit.holdout(0.2, 0))
     info = core.forests.get(forest_id, tenant=TENANT)
-    assert info.source.type == "training" and info.source.rows == TrainingRows(validation_fraction=0.2, seed=0)
+    assert info.source.type == "training" and info.source.rows == ValidationSplit(validation_fraction=0.2, random_state=0)
     assert isinstance(core.forests.load(forest_id), TreeEnsemble)
     assert [forest.id for forest in core.forests.list(tenant=TENANT)] == [forest_id]
+
+
+def test_a_recipe_keeps_its_forest_id_and_stored_names():
+    """ValidationSplit's ``random_state`` is stored and served as ``seed``: the ids of stored forests (a hash of the
+    recipe's JSON) stay as they were, and a stored recipe reads back."""
+    recipe = ForestRecipe(dataset_id="ds_0123", params=SMALL_FOREST, rows=ValidationSplit.holdout(0.25, 7))
+    assert recipe.forest_id == "fo_d25e93a5b557bf6380c37ffe04e02e50"  # as computed before the rename
+    assert ForestRecipe(dataset_id="ds_0123", params=SMALL_FOREST, rows=ValidationSplit.holdout(0, 3),
+                        loss="logistic").forest_id == "fo_c57ca99ac2cfbcf379a0c5b3a0409051"
+    stored = recipe.model_dump(mode="json")
+    assert stored["rows"] == {"validation_fraction": 0.25, "seed": 7}
+    assert ForestRecipe.model_validate(stored) == recipe
+    assert ForestRecipe.model_validate_json(recipe.model_dump_json()).rows.random_state == 7

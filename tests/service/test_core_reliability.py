@@ -13,7 +13,7 @@ from app.core.blobs import BlobStore
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.errors import TooMany
-from app.core.job_submission import PathSubmission
+from app.core.job_submission import PathJobRequest
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.tenants import TenantKeys, key_digest, parse_entry
 from app.core.workers import READY, WARMING, WorkerRegistry
@@ -39,8 +39,8 @@ def dataset(core):
                                 filename=None, declared_format=None)[0]
 
 
-def submission(dataset, **path) -> PathSubmission:
-    return PathSubmission(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(**path))
+def submission(dataset, **path) -> PathJobRequest:
+    return PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(**path))
 
 
 def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_key(core, dataset, monkeypatch):

@@ -48,7 +48,7 @@ async def upload_forest(request: Request, response: Response, core: CoreDep, cpu
              responses=problem_responses(400, 404, 409, 413, 422, 429))
 def train_forest(body: TrainForestRequest, response: Response, core: CoreDep, tenant: TenantDep,
                  idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
-    record = core.job_submission.submit_training(body.dataset_id, body.forest_spec(), body.validation.training_rows(),
+    record = core.job_submission.submit_training(body.dataset_id, body.forest_spec(), body.validation.validation_split(),
                                                  idempotency_key, tenant=tenant)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobView.of(record)

@@ -21,7 +21,7 @@ EVENT_POLL_SECONDS = 0.25
              responses=problem_responses(400, 404, 409, 413, 422, 429))
 def submit_job(body: PathJobRequest, response: Response, core: CoreDep, tenant: TenantDep,
                idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
-    record = core.job_submission.submit_path(body.submission(), idempotency_key, tenant=tenant)
+    record = core.job_submission.submit_path(body.to_core(), idempotency_key, tenant=tenant)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobView.of(record)
 
