@@ -16,18 +16,22 @@ from .fitting import RuleFit, binary_labels, fit_rules, holdout_split, train_for
 from .forest import Tree, TreeEnsemble
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
 from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
+from .rule_types import Condition, Member, Rule
 from .rules import RuleEnsemble
 from .sklearn_adapters import as_tree_ensemble
 from .spec import ForestSpec, PathSpec, SpecError
 
 __all__ = [
+    "Condition",
     "FireClassifier",
     "FireRegressor",
     "ForestSpec",
     "LeafMatrix",
+    "Member",
     "PathResult",
     "PathSpec",
     "PathStep",
+    "Rule",
     "RuleEnsemble",
     "RuleFit",
     "SpecError",

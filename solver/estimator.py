@@ -88,7 +88,8 @@ class _FireEstimator(BaseEstimator):
     TreeEnsemble); encoding_ : TableEncoding of the training table (None for numeric input);
     path_ : list of dicts, one per step (``solver.path.PathStep``); coef_path_ : scipy.sparse CSR (steps x
     leaves); selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
-    n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : list of rule dicts;
+    n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : its rules (a tuple of
+    ``solver.rule_types.Rule``);
     n_features_in_, feature_names_in_ (the original columns).
     """
 

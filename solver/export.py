@@ -18,11 +18,12 @@ mapping from column name to value.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from .rule_text import RuleWording, bounds, column_groups, is_unbounded, level_sets
+from .rule_types import Condition
 
 EXPORT_FORMATS = ("sql", "python")
 
@@ -49,24 +50,24 @@ class _Dialect:
     def column(self, name: str) -> str:
         raise NotImplementedError
 
-    def compare(self, column: str, condition: Mapping[str, Any]) -> str:
-        midpoint, inclusive = float32_cut(condition["threshold"])
+    def compare(self, column: str, condition: Condition) -> str:
+        midpoint, inclusive = float32_cut(condition.threshold)
         below = "<=" if inclusive else "<"
         above = ">" if inclusive else ">="
-        return f"{column} {below if condition['operator'] == '<=' else above} {midpoint!r}"
+        return f"{column} {below if condition.operator == '<=' else above} {midpoint!r}"
 
-    def numbers(self, name: str, conditions: Sequence[Mapping[str, Any]]) -> list[str]:
+    def numbers(self, name: str, conditions: Sequence[Condition]) -> list[str]:
         column = self.column(name)
         parts = []
         for condition in bounds(conditions):
             if condition is None:
                 continue
             if is_unbounded(condition):
-                everything = (condition["threshold"] > 0) == (condition["operator"] == "<=")
-                parts.append(self.true if everything and condition["missing"] else
+                everything = (condition.threshold > 0) == (condition.operator == "<=")
+                parts.append(self.true if everything and condition.missing else
                              self.present(column) if everything else
-                             self.missing(column) if condition["missing"] else self.false)
-            elif condition["missing"]:
+                             self.missing(column) if condition.missing else self.false)
+            elif condition.missing:
                 parts.append(f"({self.missing(column)} {self.disjunction} {self.compare(column, condition)})")
             else:
                 parts.append(self.compare(column, condition))
@@ -117,7 +118,7 @@ def _sql_text(level: str) -> str:
     return "'" + level.replace("'", "''") + "'"
 
 
-def _condition(dialect: _Dialect, ensemble, conditions: Sequence[Mapping[str, Any]]) -> str:
+def _condition(dialect: _Dialect, ensemble, conditions: Sequence[Condition]) -> str:
     parts = []
     for column, group in column_groups(ensemble.encoding, conditions):
         if column.kind == "categorical":
@@ -131,9 +132,9 @@ def to_sql(ensemble) -> str:
     """A SQL expression of the original columns giving the ensemble's prediction (tested on SQLite)."""
     dialect = _SQL()
     wording = RuleWording(ensemble.encoding)
-    terms = [f"  + CASE WHEN {_condition(dialect, ensemble, rule['conditions'])} "
-             f"THEN {rule['contribution']!r} ELSE 0.0 END  -- r{rule['id']}: "
-             f"{wording.conjunction(rule['conditions'])}" for rule in ensemble.rules]
+    terms = [f"  + CASE WHEN {_condition(dialect, ensemble, rule.conditions)} "
+             f"THEN {rule.contribution!r} ELSE 0.0 END  -- r{rule.id}: "
+             f"{wording.conjunction(rule.conditions)}" for rule in ensemble.rules]
     return "\n".join([f"{ensemble.intercept!r} + (0.0", *terms, ")"])
 
 
@@ -158,9 +159,9 @@ def to_python(ensemble, name: str = "predict") -> str:
     wording = RuleWording(ensemble.encoding)
     body = []
     for rule in ensemble.rules:
-        body.append(f"    # r{rule['id']}: {wording.conjunction(rule['conditions'])}")
-        body.append(f"    if {_condition(dialect, ensemble, rule['conditions'])}:")
-        body.append(f"        total += {rule['contribution']!r}")
+        body.append(f"    # r{rule.id}: {wording.conjunction(rule.conditions)}")
+        body.append(f"    if {_condition(dialect, ensemble, rule.conditions)}:")
+        body.append(f"        total += {rule.contribution!r}")
     if not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
     return "\n".join([

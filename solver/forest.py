@@ -65,6 +65,7 @@ import numpy as np
 from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec
 from ._validation import (SchemaError, check_feature_names, check_keys, is_integer, node_array,
                           require_finite)
+from .rule_types import Condition
 
 FOREST_FORMAT = "fire-forest"
 FOREST_FORMAT_VERSION = 1
@@ -383,8 +384,9 @@ class TreeEnsemble:
         """Tree index of each global leaf index."""
         return np.searchsorted(self.leaf_offsets, leaves, side="right") - 1
 
-    def leaf_conditions(self, leaves=None) -> list[list[dict]]:
-        """Simplified conjunction (list of Condition dicts) of each global leaf (default: all).
+    def leaf_conditions(self, leaves=None) -> list[tuple[Condition, ...]]:
+        """Simplified conjunction (a tuple of :class:`solver.rule_types.Condition`) of each global leaf
+        (default: all).
 
         Per feature at most one ``<=`` bound (the smallest threshold) and one ``>`` bound (the
         largest); a kept bound's ``missing`` flag is the AND of the flags it replaces (and both
@@ -401,7 +403,7 @@ class TreeEnsemble:
         return [self._path_conditions(int(t), int(self.leaf_nodes[t][j - self.leaf_offsets[t]]))
                 for j, t in zip(leaves, trees)]
 
-    def _path_conditions(self, t: int, node: int) -> list[dict]:
+    def _path_conditions(self, t: int, node: int) -> tuple[Condition, ...]:
         tree, parent = self.trees[t], self._parents[t]
         path = []
         while parent[node] != -1:
@@ -432,9 +434,8 @@ class TreeEnsemble:
                 bounds[feature, ">"] = (bounds[feature, ">"][0], both)
         ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]],
                                                            item[0][1] != ">"))
-        return [{"feature": self.feature_names[feature], "feature_index": feature,
-                 "operator": operator, "threshold": threshold, "missing": missing}
-                for (feature, operator), (threshold, missing) in ordered]
+        return tuple(Condition(self.feature_names[feature], feature, operator, threshold, missing)
+                     for (feature, operator), (threshold, missing) in ordered)
 
     def with_feature_names(self, feature_names: Sequence[str]) -> "TreeEnsemble":
         """The same trees with other feature names (a shallow copy; checked as the constructor does)."""

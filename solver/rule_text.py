@@ -22,12 +22,14 @@ escaped as Python writes them (``\\n``): a rule is one line, and the exports' co
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from .encoding import TableEncoding
+from .rule_types import Condition, Rule
 
 SHOW_MISSING = ("auto", "always", "never")
 SORTS = ("contribution", "id")
@@ -55,25 +57,28 @@ def separating_threshold(below: float, above: float, threshold: float) -> float:
         exponent -= 1
 
 
-def display_thresholds(rules: Sequence[Mapping[str, Any]], X: np.ndarray) -> None:
-    """Set ``display_threshold`` on every condition of ``rules`` that splits the training rows ``X`` (float64):
+def display_thresholds(rules: Sequence[Rule], X: np.ndarray) -> list[Rule]:
+    """``rules`` with ``display_threshold`` set on every condition that splits the training rows ``X`` (float64):
     a decimal between the largest value the model routes to ``<= threshold`` (it compares the value as
     float32) and the smallest it routes the other way, so that the values as the table holds them compare
     with the printed number as the model decides."""
     values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for rule in rules:
-        for condition in rule["conditions"]:
-            if is_unbounded(condition):
-                continue
-            j = condition["feature_index"]
-            if j not in values:
-                column = np.unique(X[:, j][~np.isnan(X[:, j])])
-                values[j] = column, column.astype(np.float32).astype(np.float64)  # both sorted: rounding is monotone
-            column, as_compared = values[j]
-            position = int(np.searchsorted(as_compared, condition["threshold"], side="right"))
-            if 0 < position < len(column):
-                condition["display_threshold"] = separating_threshold(column[position - 1], column[position],
-                                                                      condition["threshold"])
+
+    def displayed(condition: Condition) -> Condition:
+        if is_unbounded(condition):
+            return condition
+        j = condition.feature_index
+        if j not in values:
+            column = np.unique(X[:, j][~np.isnan(X[:, j])])
+            values[j] = column, column.astype(np.float32).astype(np.float64)  # both sorted: rounding is monotone
+        column, as_compared = values[j]
+        position = int(np.searchsorted(as_compared, condition.threshold, side="right"))
+        if not 0 < position < len(column):
+            return condition
+        return replace(condition, display_threshold=separating_threshold(column[position - 1], column[position],
+                                                                         condition.threshold))
+
+    return [replace(rule, conditions=[displayed(c) for c in rule.conditions]) for rule in rules]
 
 
 def printable(text: str) -> str:
@@ -81,51 +86,51 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def is_unbounded(condition: Mapping[str, Any]) -> bool:
+def is_unbounded(condition: Condition) -> bool:
     """Whether every finite float32 value, or none, satisfies the comparison."""
-    return abs(condition["threshold"]) >= _FLOAT32_MAX
+    return abs(condition.threshold) >= _FLOAT32_MAX
 
 
-def _number(condition: Mapping[str, Any]) -> str:
-    shown = condition.get("display_threshold")
+def _number(condition: Condition) -> str:
+    shown = condition.display_threshold
     if shown is None:  # the float32 cut the model applies: the largest float32 <= threshold
-        cut = np.float32(condition["threshold"])
-        if cut > condition["threshold"]:
+        cut = np.float32(condition.threshold)
+        if cut > condition.threshold:
             cut = np.nextafter(cut, np.float32(-np.inf))
         return np.format_float_positional(cut, unique=True, trim="-")
     return f"{shown:.15g}"
 
 
-def column_groups(encoding: TableEncoding, conditions: Sequence[Mapping[str, Any]]) -> list[tuple]:
+def column_groups(encoding: TableEncoding, conditions: Sequence[Condition]) -> list[tuple]:
     """The conditions of a rule grouped by the column they are about: [(ColumnSpec, [condition, ...])], in
     order of first use."""
     groups: dict[str, tuple] = {}
     for condition in conditions:
-        column, _ = encoding.feature_column(condition["feature_index"])
+        column, _ = encoding.feature_column(condition.feature_index)
         groups.setdefault(column.name, (column, []))[1].append(condition)
     return list(groups.values())
 
 
-def level_sets(encoding: TableEncoding, conditions: Sequence[Mapping[str, Any]]) -> tuple[list, list, bool]:
+def level_sets(encoding: TableEncoding, conditions: Sequence[Condition]) -> tuple[list, list, bool]:
     """(allowed levels, excluded levels, whether a missing level satisfies them) of conditions on the indicators
     of one text column: an indicator is 1 for its level and 0 otherwise, 0 for a missing level too."""
-    column = encoding.feature_column(conditions[0]["feature_index"])[0]
+    column = encoding.feature_column(conditions[0].feature_index)[0]
     allowed = list(column.categories)
     missing_ok = True
     for condition in conditions:
-        level = encoding.feature_column(condition["feature_index"])[1]
-        upper = condition["operator"] == "<="
-        at_zero = (0.0 <= condition["threshold"]) == upper
-        at_one = (1.0 <= condition["threshold"]) == upper
+        level = encoding.feature_column(condition.feature_index)[1]
+        upper = condition.operator == "<="
+        at_zero = (0.0 <= condition.threshold) == upper
+        at_one = (1.0 <= condition.threshold) == upper
         allowed = [category for category in allowed if (at_one if category == level else at_zero)]
         missing_ok = missing_ok and at_zero
     return allowed, [category for category in column.categories if category not in allowed], missing_ok
 
 
-def bounds(conditions: Sequence[Mapping[str, Any]]) -> tuple:
+def bounds(conditions: Sequence[Condition]) -> tuple:
     """(the ``>`` condition or None, the ``<=`` condition or None) of a numeric column's conditions."""
-    return (next((c for c in conditions if c["operator"] == ">"), None),
-            next((c for c in conditions if c["operator"] == "<="), None))
+    return (next((c for c in conditions if c.operator == ">"), None),
+            next((c for c in conditions if c.operator == "<="), None))
 
 
 class RuleWording:
@@ -142,7 +147,7 @@ class RuleWording:
             self.show_missing == "auto" and column.missing is not False))
         return f"{text} or missing" if shown else text
 
-    def conjunction(self, conditions: Sequence[Mapping[str, Any]]) -> str:
+    def conjunction(self, conditions: Sequence[Condition]) -> str:
         """The conditions of a rule joined by "and": one phrase per column, in order of first use."""
         if not conditions:
             return "always"
@@ -152,7 +157,7 @@ class RuleWording:
             parts = [f"({part})" if " or " in part else part for part in parts]
         return " and ".join(parts)
 
-    def _levels(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
+    def _levels(self, column, conditions: Sequence[Condition]) -> str:
         """One phrase for the conditions on the indicators of one text column."""
         allowed, excluded, missing_ok = level_sets(self.encoding, conditions)
         name, allowed, excluded = printable(column.name), list(map(printable, allowed)), list(map(printable, excluded))
@@ -170,22 +175,22 @@ class RuleWording:
             text = f"{name} not in {{{', '.join(excluded)}}}"
         return self._or_missing(text, missing_ok and bool(allowed) and bool(excluded), column)
 
-    def _numbers(self, column, conditions: Sequence[Mapping[str, Any]]) -> str:
+    def _numbers(self, column, conditions: Sequence[Condition]) -> str:
         """At most one ``>`` and one ``<=`` bound of one feature (``solver.forest``), as a phrase."""
         name = printable(column.name)
         lower, upper = bounds(conditions)
         if lower is not None and upper is not None and not is_unbounded(lower) and not is_unbounded(upper):
             text = f"{_number(lower)} < {name} <= {_number(upper)}"
-            return self._or_missing(text, lower["missing"] and upper["missing"], column)
+            return self._or_missing(text, lower.missing and upper.missing, column)
         return " and ".join(self._bound(c, name, column) for c in (lower, upper) if c is not None)
 
-    def _bound(self, condition: Mapping[str, Any], name: str, column) -> str:
-        missing = condition["missing"]
+    def _bound(self, condition: Condition, name: str, column) -> str:
+        missing = condition.missing
         if is_unbounded(condition):
-            if (condition["threshold"] > 0) == (condition["operator"] == "<="):
+            if (condition.threshold > 0) == (condition.operator == "<="):
                 return f"{name} is any value" if missing else f"{name} is not missing"
             return f"{name} is missing" if missing else f"{name} matches no value"
-        return self._or_missing(f"{name} {condition['operator']} {_number(condition)}", missing, column)
+        return self._or_missing(f"{name} {condition.operator} {_number(condition)}", missing, column)
 
 
 def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto") -> str:
@@ -196,9 +201,9 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
     wording = RuleWording(ensemble.encoding, show_missing)
     rules = ensemble.rules
     if sort == "contribution":
-        rules = sorted(rules, key=lambda rule: (-abs(rule["contribution"]), rule["id"]))
-    ids = [f"r{rule['id']}" for rule in rules]
-    amounts = [f"{rule['contribution']:+.4g}" for rule in rules]
+        rules = sorted(rules, key=lambda rule: (-abs(rule.contribution), rule.id))
+    ids = [f"r{rule.id}" for rule in rules]
+    amounts = [f"{rule.contribution:+.4g}" for rule in rules]
     intercept = f"{ensemble.intercept:+.4g}"
     id_width = max(map(len, ids), default=0)
     width = max(len(amount) for amount in [intercept, *amounts])
@@ -209,16 +214,16 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         summary += f"; amounts in {ensemble.response}"
     lines = [summary, f"{'':{id_width}}  {intercept:>{width}}  intercept"]
     for rule_id, amount, rule in zip(ids, amounts, rules):
-        lines.append(f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule['conditions'])}"
+        lines.append(f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule.conditions)}"
                      f"{_origin(rule)}")
     return "\n".join(lines)
 
 
-def _origin(rule: Mapping[str, Any]) -> str:
+def _origin(rule: Rule) -> str:
     details = []
-    if rule.get("support") is not None:
-        details.append(f"support {rule['support']}")
-    n_members = len(rule.get("members") or ())
+    if rule.support is not None:
+        details.append(f"support {rule.support}")
+    n_members = len(rule.members or ())
     if n_members > 1:
         details.append(f"{n_members} merged leaves")
     return f"   [{', '.join(details)}]" if details else ""

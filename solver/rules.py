@@ -1,76 +1,59 @@
 """Rule ensembles: the weighted leaves FIRE selects, as rules people read and score with.
 
-A rule is a conjunction of conditions (Condition dicts) on the encoded features::
-
-    {"feature": "MedInc", "feature_index": 0, "operator": "<=" | ">", "threshold": 5.03,
-     "missing": False, "display_threshold": 5.03}
-
-``missing=True`` means a NaN value satisfies the condition. Comparisons are made on float32 values
-against float64 thresholds, as in the trees, so a rule fires on exactly the rows that reach its leaf.
-``display_threshold`` (optional) is what the text shows (``solver.rule_text``). The ensemble predicts::
+A rule (:class:`solver.rule_types.Rule`) is a conjunction of conditions on the encoded features (``Sex=M > 0.5``,
+``Length <= 0.45``), compared on float32 values against float64 thresholds as in the trees, so that a rule fires
+on exactly the rows that reach its leaf. The ensemble predicts::
 
     intercept + sum of the contributions of the rules that fire
 
-where a rule's ``contribution`` is ``weight * value`` summed over the leaves merged into it
-(leaves whose simplified conditions are identical, e.g. the same leaf of identical trees). Each rule has a
-stable ``id``: its position in ``rules`` (tree order), the same in the JSON, the text (``r3``), the
-explanations and the exports (``solver.export``).
+where a rule's ``contribution`` is ``weight * value`` summed over the leaves merged into it (leaves whose
+simplified conditions are identical, e.g. the same leaf of identical trees). Each rule has a stable ``id``: its
+position in ``rules`` (tree order), the same in the JSON, the text (``r3``), the explanations and the exports
+(``solver.export``).
 
 The ensemble keeps the :class:`solver.encoding.TableEncoding` of its features (``encoding``: which features
 are one-hot levels of which text column, which columns had missing values), so rules read in the data's own
 words (``Sex is M``) and export over the original columns.
 
 JSON schema ``fire-rules`` version 2 (``to_dict``/``from_dict``; version 1, without ``columns``,
-``importance`` and ids, is read too)::
+``importance`` and ids, is read too); each rule is a :class:`~solver.rule_types.Rule` entry, described with its
+conditions and members in ``solver.rule_types``::
 
     {"format": "fire-rules", "version": 2, "feature_names": [...], "intercept": 2.07,
      "n_antecedents": 13 | null, "columns": TableEncoding.to_dict() | null,
-     "importance": {"Sex": 0.12, "Length": 0.3, ...} | null,
-     "rules": [{"id": 0, "conditions": [Condition, ...], "contribution": 0.42,
-                "tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null,
-                "members": [{"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35,
-                             "support": 120 | null}]}]}
+     "importance": {"Sex": 0.12, "Length": 0.3, ...} | null, "response": "log-odds of 'yes'" | null,
+     "rules": [Rule, ...]}
 
 ``response`` (optional, null where absent) says what the intercept and contributions add up to when it is not
 the target itself: a classifier's ``"log-odds of 'yes'"`` (its probability is the sigmoid of the prediction).
-Only ``conditions`` and ``contribution`` affect predictions; ``support`` counts the training rows the rule
-fires on (the forest's leaf count where no training rows were given); the other rule keys describe where the
-rule comes from (``tree``/``leaf``/``weight``/``value`` of its first member). ``importance`` is each column's
-share of the summed |contribution| over the training rows (a rule's share split evenly over its columns).
+``importance`` is each column's share of the summed |contribution| over the training rows (a rule's share split
+evenly over its columns).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from numba import njit
 
-from ._validation import SchemaError, check_feature_names, check_keys, is_integer, require_finite
+from ._validation import check_feature_names, check_keys, is_integer, require_finite
 from .encoding import TableEncoding
 from .forest import as_float32_rows
 from .leaf_matrix import count_antecedents
 from .rule_text import display_thresholds, rules_text
+from .rule_types import Member, Rule, RuleSchemaError, count
 from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
 RULES_FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 MAX_RULES = 1_000_000
-MAX_CONDITIONS_PER_RULE = 1_000
 
 _TOP_LEVEL_KEYS = {"format", "version", "feature_names", "intercept", "n_antecedents", "columns",
                    "importance", "rules", "response"}
-_RULE_KEYS = {"id", "conditions", "contribution", "tree", "leaf", "weight", "value", "support",
-              "members"}
-_MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
-_CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing", "display_threshold"}
-_REQUIRED_CONDITION_KEYS = ("feature", "feature_index", "operator", "threshold", "missing")
-
-
-class RuleSchemaError(SchemaError):
-    """An invalid rule-ensemble document; ``field`` is the JSON path of the offending entry."""
 
 
 @njit(cache=True)
@@ -123,16 +106,19 @@ class RuleEnsemble:
     paths of the selected leaves (``None`` when unknown). ``encoding``: the TableEncoding of the
     features (numeric columns named ``feature_names``, missing values unknown, where none is given);
     ``importance``: {column: share} or None (see the module docstring). Rule ids are set here: a rule's
-    id is its position in ``rules``.
+    id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`). One output only: a rule with
+    per-class contributions is refused (``solver.rule_types`` says how one is represented).
     """
 
-    def __init__(self, rules: list[dict], intercept: float, feature_names: Sequence[str],
+    def __init__(self, rules: Sequence[Rule], intercept: float, feature_names: Sequence[str],
                  n_antecedents: int | None = None, encoding: TableEncoding | None = None,
                  importance: dict[str, float] | None = None, response: str | None = None):
-        self.rules = rules
+        self.rules = tuple(rule if rule.id == position else replace(rule, id=position)
+                           for position, rule in enumerate(rules))
+        per_class = next((rule.id for rule in self.rules if isinstance(rule.contribution, tuple)), None)
+        if per_class is not None:
+            raise ValueError(f"rule {per_class} has per-class contributions: a RuleEnsemble scores one output")
         self.response = response
-        for position, rule in enumerate(rules):
-            rule["id"] = position
         self.intercept = float(intercept)
         self.feature_names = list(feature_names)
         self.n_antecedents = n_antecedents
@@ -141,14 +127,14 @@ class RuleEnsemble:
             raise ValueError(f"the encoding has {len(self.encoding.feature_names)} features, the rules "
                              f"{len(self.feature_names)}")
         self.importance = importance
-        conditions = [c for rule in rules for c in rule["conditions"]]
+        conditions = [c for rule in self.rules for c in rule.conditions]
         self._rule_ptr = np.concatenate(
-            [[0], np.cumsum([len(rule["conditions"]) for rule in rules])]).astype(np.int64)
-        self._cond_feature = np.array([c["feature_index"] for c in conditions], dtype=np.int64)
-        self._cond_is_upper = np.array([c["operator"] == "<=" for c in conditions], dtype=np.bool_)
-        self._cond_threshold = np.array([c["threshold"] for c in conditions], dtype=np.float64)
-        self._cond_missing = np.array([c["missing"] for c in conditions], dtype=np.bool_)
-        self._contributions = np.array([rule["contribution"] for rule in rules], dtype=np.float64)
+            [[0], np.cumsum([len(rule.conditions) for rule in self.rules])]).astype(np.int64)
+        self._cond_feature = np.array([c.feature_index for c in conditions], dtype=np.int64)
+        self._cond_is_upper = np.array([c.operator == "<=" for c in conditions], dtype=np.bool_)
+        self._cond_threshold = np.array([c.threshold for c in conditions], dtype=np.float64)
+        self._cond_missing = np.array([c.missing for c in conditions], dtype=np.bool_)
+        self._contributions = np.array([rule.contribution for rule in self.rules], dtype=np.float64)
 
     @property
     def n_rules(self) -> int:
@@ -186,37 +172,29 @@ class RuleEnsemble:
             raise ValueError("intercept must be finite")
         leaves = np.flatnonzero(weights)
         trees = forest.leaf_tree(leaves)
-        merged: dict[tuple, dict] = {}
+        merged: dict[tuple, tuple] = {}  # (feature_index, operator, threshold, missing) of each condition
         for leaf, tree, conditions in zip(leaves, trees, forest.leaf_conditions(leaves)):
             support = int(forest.leaf_support[leaf])
-            member = {"tree": int(tree), "leaf": int(leaf - forest.leaf_offsets[tree]),
-                      "weight": float(weights[leaf]), "value": float(forest.leaf_values[leaf]),
-                      "support": support if support >= 0 else None}
-            contribution = member["weight"] * member["value"]
-            key = tuple(sorted((c["feature_index"], c["operator"], c["threshold"], c["missing"])
-                               for c in conditions))
-            if key in merged:
-                merged[key]["contribution"] += contribution
-                merged[key]["members"].append(member)
-            else:
-                merged[key] = {**member, "conditions": conditions, "contribution": contribution,
-                               "members": [member]}
-        rules = [rule for rule in merged.values() if rule["contribution"] != 0.0]
-        kept_leaves = np.array([forest.leaf_offsets[m["tree"]] + m["leaf"]
-                                for rule in rules for m in rule["members"]], dtype=np.int64)
+            member = Member(int(tree), int(leaf - forest.leaf_offsets[tree]), float(weights[leaf]),
+                            float(forest.leaf_values[leaf]), support if support >= 0 else None)
+            key = tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
+            merged.setdefault(key, (conditions, []))[1].append(member)
+        rules = [rule for rule in (Rule.merged(conditions, members) for conditions, members in merged.values())
+                 if rule.contribution != 0.0]
+        kept_leaves = np.array([forest.leaf_offsets[m.tree] + m.leaf for rule in rules for m in rule.members],
+                               dtype=np.int64)
         n_antecedents = count_antecedents(kept_leaves, *forest.leaf_ancestors)
         if X is not None:
             X32 = as_float32_rows(X, forest.n_features)
             if encoding is None:
                 encoding = TableEncoding.numeric(forest.feature_names, np.isnan(X32).any(axis=0))
-            display_thresholds(rules, np.asarray(X, dtype=np.float64))
+            rules = display_thresholds(rules, np.asarray(X, dtype=np.float64))
         feature_names = forest.feature_names if encoding is None else encoding.feature_names
         if len(feature_names) != forest.n_features:
             raise ValueError(f"the encoding has {len(feature_names)} features, the forest splits on "
                              f"{forest.n_features}")
-        for rule in rules:
-            for condition in rule["conditions"]:
-                condition["feature"] = feature_names[condition["feature_index"]]
+        rules = [replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index])
+                                           for c in rule.conditions]) for rule in rules]
         ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding, response=response)
         if X is not None:
             ensemble._count_training_rows(X32)
@@ -228,12 +206,11 @@ class RuleEnsemble:
         support = fired.sum(axis=0)
         shares = np.zeros(len(self.encoding.columns))
         position = {column.name: k for k, column in enumerate(self.encoding.columns)}
-        for rule, count in zip(self.rules, support):
-            rule["support"] = int(count)
-            columns = {position[self.encoding.feature_column(c["feature_index"])[0].name]
-                       for c in rule["conditions"]}
+        for rule, rows in zip(self.rules, support):
+            columns = {position[self.encoding.feature_column(c.feature_index)[0].name] for c in rule.conditions}
             for k in columns:
-                shares[k] += abs(rule["contribution"]) * count / len(columns)
+                shares[k] += abs(rule.contribution) * rows / len(columns)
+        self.rules = tuple(replace(rule, support=int(rows)) for rule, rows in zip(self.rules, support))
         total = shares.sum()
         self.importance = {column.name: float(share / total) if total > 0 else 0.0
                            for column, share in zip(self.encoding.columns, shares)}
@@ -251,7 +228,7 @@ class RuleEnsemble:
         """Per row, the rules that fire as ``{"id", "contribution"}``, in id order: the contributions sum to
         the prediction minus the intercept."""
         fired = self._fired(as_float32_rows(X, self.n_features))
-        return [[{"id": int(r), "contribution": self.rules[r]["contribution"]} for r in np.flatnonzero(row)]
+        return [[{"id": int(r), "contribution": self.rules[r].contribution} for r in np.flatnonzero(row)]
                 for row in fired]
 
     def _fired(self, X32: np.ndarray) -> np.ndarray:
@@ -278,7 +255,7 @@ class RuleEnsemble:
                 "n_antecedents": self.n_antecedents, "columns": self.encoding.to_dict(),
                 "importance": None if self.importance is None else dict(self.importance),
                 "response": self.response,
-                "rules": [_copy_rule(rule) for rule in self.rules]}
+                "rules": [rule.to_dict() for rule in self.rules]}
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> "RuleEnsemble":
@@ -299,40 +276,26 @@ class RuleEnsemble:
         intercept = require_finite(document["intercept"], "intercept", RuleSchemaError)
         n_antecedents = document.get("n_antecedents")
         if n_antecedents is not None:
-            n_antecedents = _count(n_antecedents, "n_antecedents")
-        rules = document["rules"]
-        if not isinstance(rules, list):
+            n_antecedents = count(n_antecedents, "n_antecedents")
+        entries = document["rules"]
+        if not isinstance(entries, list):
             raise RuleSchemaError("rules", "must be a list of rule objects")
-        if len(rules) > MAX_RULES:
-            raise RuleSchemaError("rules", f"has {len(rules)} rules, above the limit of "
+        if len(entries) > MAX_RULES:
+            raise RuleSchemaError("rules", f"has {len(entries)} rules, above the limit of "
                                   f"{MAX_RULES}")
-        checked = [_check_rule(rule, f"rules/{r}", feature_names) for r, rule in enumerate(rules)]
-        for r, rule in enumerate(rules):
-            if isinstance(rule, Mapping) and rule.get("id", r) != r:
-                raise RuleSchemaError(f"rules/{r}/id", f"is {rule['id']!r}: a rule's id is its position {r}")
+        rules = [Rule.from_dict(entry, f"rules/{r}", feature_names) for r, entry in enumerate(entries)]
+        for r, entry in enumerate(entries):
+            if entry.get("id", r) != r:
+                raise RuleSchemaError(f"rules/{r}/id", f"is {entry['id']!r}: a rule's id is its position {r}")
         response = document.get("response")
         if response is not None and not isinstance(response, str):
             raise RuleSchemaError("response", "must be a string or null")
-        return cls(checked, intercept, feature_names, n_antecedents, encoding, importance, response)
+        return cls(rules, intercept, feature_names, n_antecedents, encoding, importance, response)
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-
-def _copy_rule(rule: Mapping[str, Any]) -> dict:
-    copied = {key: value for key, value in rule.items() if key not in ("conditions", "members")}
-    copied["conditions"] = [dict(c) for c in rule["conditions"]]
-    if "members" in rule:
-        copied["members"] = [dict(m) for m in rule["members"]]
-    return copied
-
-
-def _count(value, field: str) -> int:
-    if not is_integer(value) or value < 0:
-        raise RuleSchemaError(field, f"is {value!r} but must be an integer >= 0")
-    return int(value)
-
 
 def _check_feature_names(names) -> list[str]:
     if not isinstance(names, list) or not names:
@@ -367,68 +330,3 @@ def _check_importance(importance, encoding: TableEncoding | None) -> dict[str, f
         raise RuleSchemaError("importance", "must map every column name to its share")
     return {name: require_finite(share, f"importance/{name}", RuleSchemaError)
             for name, share in importance.items()}
-
-
-def _check_condition(condition, field: str, feature_names: list[str]) -> dict:
-    if not isinstance(condition, Mapping):
-        raise RuleSchemaError(field, "must be a condition object")
-    check_keys(field, condition, _CONDITION_KEYS, _REQUIRED_CONDITION_KEYS, RuleSchemaError)
-    index = condition["feature_index"]
-    if not is_integer(index) or not 0 <= index < len(feature_names):
-        raise RuleSchemaError(f"{field}/feature_index", f"is {index!r} but must be a column "
-                              f"index in [0, {len(feature_names)})")
-    if condition["feature"] != feature_names[index]:
-        raise RuleSchemaError(f"{field}/feature", f"is {condition['feature']!r} but "
-                              f"feature_names[{index}] is {feature_names[index]!r}")
-    if condition["operator"] not in ("<=", ">"):
-        raise RuleSchemaError(f"{field}/operator", f"is {condition['operator']!r} but must be "
-                              "'<=' or '>'")
-    if not isinstance(condition["missing"], bool):
-        raise RuleSchemaError(f"{field}/missing", "must be true or false")
-    checked = {"feature": feature_names[index], "feature_index": int(index),
-               "operator": condition["operator"],
-               "threshold": require_finite(condition["threshold"], f"{field}/threshold", RuleSchemaError),
-               "missing": condition["missing"]}
-    if "display_threshold" in condition:
-        checked["display_threshold"] = require_finite(condition["display_threshold"],
-                                                      f"{field}/display_threshold", RuleSchemaError)
-    return checked
-
-
-def _check_origin(entry: Mapping, field: str) -> dict:
-    """The optional provenance keys shared by rules and members (tree, leaf, weight, ...)."""
-    checked: dict[str, Any] = {}
-    for key in ("tree", "leaf", "support"):
-        if entry.get(key) is not None:
-            checked[key] = _count(entry[key], f"{field}/{key}")
-        elif key in entry:
-            checked[key] = None
-    for key in ("weight", "value"):
-        if key in entry:
-            checked[key] = require_finite(entry[key], f"{field}/{key}", RuleSchemaError)
-    return checked
-
-
-def _check_rule(rule, field: str, feature_names: list[str]) -> dict:
-    if not isinstance(rule, Mapping):
-        raise RuleSchemaError(field, "must be a rule object")
-    check_keys(field, rule, _RULE_KEYS, ("conditions", "contribution"), RuleSchemaError)
-    conditions = rule["conditions"]
-    if not isinstance(conditions, list) or len(conditions) > MAX_CONDITIONS_PER_RULE:
-        raise RuleSchemaError(f"{field}/conditions", "must be a list of at most "
-                              f"{MAX_CONDITIONS_PER_RULE} conditions")
-    checked = _check_origin(rule, field)
-    checked["conditions"] = [_check_condition(c, f"{field}/conditions/{k}", feature_names)
-                             for k, c in enumerate(conditions)]
-    checked["contribution"] = require_finite(rule["contribution"], f"{field}/contribution", RuleSchemaError)
-    if "members" in rule:
-        members = rule["members"]
-        if not isinstance(members, list):
-            raise RuleSchemaError(f"{field}/members", "must be a list of member objects")
-        checked["members"] = []
-        for m, member in enumerate(members):
-            if not isinstance(member, Mapping):
-                raise RuleSchemaError(f"{field}/members/{m}", "must be a member object")
-            check_keys(f"{field}/members/{m}", member, _MEMBER_KEYS, (), RuleSchemaError)
-            checked["members"].append(_check_origin(member, f"{field}/members/{m}"))
-    return checked

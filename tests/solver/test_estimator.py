@@ -45,7 +45,7 @@ def test_fit_on_real_data_respects_budget_and_beats_the_mean(housing):
     mse = np.mean((model.predict(X[2000:]) - y[2000:]) ** 2)
     assert mse < 0.6 * np.var(y[2000:])
     assert list(model.feature_names_in_) == list(X.columns)
-    assert all(c["feature"] in X.columns for rule in model.rules_ for c in rule["conditions"])
+    assert all(c.feature in X.columns for rule in model.rules_ for c in rule.conditions)
     assert model.coef_path_.shape[0] == len(model.path_)
 
 
@@ -78,7 +78,7 @@ def test_given_forest_is_used_as_is_and_predictions_are_rule_sums(housing):
     np.testing.assert_allclose(model.predict(X), expected, rtol=1e-12, atol=1e-12)
     fired = model.explain(X[:20])
     for row, rules in zip(model.predict(X[:20]), fired):
-        assert row == pytest.approx(model.intercept_ + sum(model.rules_[rule["id"]]["contribution"] for rule in rules))
+        assert row == pytest.approx(model.intercept_ + sum(model.rules_[hit["id"]].contribution for hit in rules))
 
 
 def test_missing_values_are_routed_and_rendered():

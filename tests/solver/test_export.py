@@ -49,7 +49,7 @@ def test_exports_of_a_fitted_rule_set_read_the_original_columns():
     fit = fit_rules(X, y, PathSpec(max_rules=12), forest=ForestSpec(n_estimators=40), encoding=encoding)
     sql, python = export_rules(fit.rules, "sql"), export_rules(fit.rules, "python")
     for rule in fit.rules.rules:
-        assert f"-- r{rule['id']}: " in sql and f"    # r{rule['id']}: " in python
+        assert f"-- r{rule.id}: " in sql and f"    # r{rule.id}: " in python
     assert "Sex=" not in sql and "Sex=" not in python and "import" not in python
     expected = fit.rules.predict(X)
     np.testing.assert_array_equal(sql_predictions(sql, features), expected)

@@ -22,6 +22,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from solver import (
+    Condition,
     LeafMatrix,
     RuleEnsemble,
     Tree,
@@ -285,22 +286,22 @@ def test_leaf_conditions_are_simplified_and_keep_nan_routing():
     forest = TreeEnsemble([tree], n_features=1, feature_names=["x"])
     assert forest.leaf_nodes[0].tolist() == [3, 4, 5, 6]
     conditions = forest.leaf_conditions()
-    assert conditions[0] == [{"feature": "x", "feature_index": 0, "operator": "<=",
-                              "threshold": 1.0, "missing": False}]
-    assert [(c["operator"], c["threshold"], c["missing"]) for c in conditions[1]] == [
+    assert conditions[0] == (Condition(feature="x", feature_index=0, operator="<=", threshold=1.0,
+                                       missing=False),)
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[1]] == [
         (">", 1.0, False), ("<=", 3.0, False)]
-    assert [(c["operator"], c["threshold"], c["missing"]) for c in conditions[2]] == [
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[2]] == [
         (">", 3.0, True), ("<=", 5.0, True)]
-    assert [(c["operator"], c["threshold"], c["missing"]) for c in conditions[3]] == [
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[3]] == [
         (">", 5.0, False)]
 
 
 def evaluate_conditions(conditions, X32):
     mask = np.ones(len(X32), dtype=bool)
     for c in conditions:
-        column = X32[:, c["feature_index"]].astype(np.float64)
-        holds = column <= c["threshold"] if c["operator"] == "<=" else column > c["threshold"]
-        mask &= np.where(np.isnan(column), c["missing"], holds)
+        column = X32[:, c.feature_index].astype(np.float64)
+        holds = column <= c.threshold if c.operator == "<=" else column > c.threshold
+        mask &= np.where(np.isnan(column), c.missing, holds)
     return mask
 
 
@@ -314,7 +315,7 @@ def test_leaf_conditions_select_exactly_the_rows_of_their_leaf(nan_data):
         t = forest.leaf_tree(j)
         expected = leaves[:, t] == j - forest.leaf_offsets[t]
         np.testing.assert_array_equal(evaluate_conditions(conditions, X32), expected)
-        assert len({(c["feature_index"], c["operator"]) for c in conditions}) == len(conditions)
+        assert len({(c.feature_index, c.operator) for c in conditions}) == len(conditions)
 
 
 def test_leaf_ancestors_and_antecedent_count(housing):
@@ -406,7 +407,7 @@ def test_feature_names_come_from_dataframes(housing):
     frame = pd.DataFrame(X, columns=names)
     forest = TreeEnsemble.from_sklearn(DecisionTreeRegressor(max_depth=2).fit(frame, y))
     assert forest.feature_names == names
-    assert forest.leaf_conditions([0])[0][0]["feature"] in names
+    assert forest.leaf_conditions([0])[0][0].feature in names
 
 
 def test_abalone_with_encoded_sex_column():
@@ -600,6 +601,6 @@ def test_from_dict_accepts_a_single_leaf_tree_and_defaults():
     del document["feature_names"]
     forest = TreeEnsemble.from_dict(document)
     assert forest.feature_names == ["x0", "x1"] and forest.kind == "custom"
-    assert forest.leaf_conditions() == [[]]
+    assert forest.leaf_conditions() == [()]
     np.testing.assert_array_equal(forest.predict(np.zeros((2, 2))), [2.25, 2.25])
     assert forest.leaf_ancestors[1].size == 0

@@ -9,6 +9,7 @@ import pytest
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 from solver import TableEncoding, TreeEnsemble, count_antecedents, leaf_matrix
+from solver.rule_types import Condition, Member, Rule
 from solver.rules import RuleEnsemble, RuleSchemaError
 from tests.support.data import DATA
 
@@ -61,20 +62,20 @@ def test_rules_reproduce_a_whole_boosted_forest_on_real_data(housing_forest):
     assert rules.n_antecedents == forest.n_internal_nodes
 
 
-def test_rule_dicts_describe_their_leaf(nan_forest):
+def test_rules_describe_their_leaf(nan_forest):
     forest, _ = nan_forest
     leaf = int(forest.leaf_offsets[3] + 2)
     weights = np.zeros(forest.n_leaves)
     weights[leaf] = 2.5
     rules = RuleEnsemble.from_weights(forest, weights, intercept=0.0)
     (rule,) = rules.rules
-    assert rule["tree"] == 3 and rule["leaf"] == 2
-    assert rule["weight"] == 2.5 and rule["value"] == forest.leaf_values[leaf]
-    assert rule["contribution"] == 2.5 * forest.leaf_values[leaf]
-    assert rule["support"] == forest.leaf_support[leaf] > 0
-    assert rule["conditions"] == forest.leaf_conditions([leaf])[0]
-    assert rule["members"] == [{"tree": 3, "leaf": 2, "weight": 2.5,
-                                "value": forest.leaf_values[leaf], "support": rule["support"]}]
+    assert rule.tree == 3 and rule.leaf == 2
+    assert rule.weight == 2.5 and rule.value == forest.leaf_values[leaf]
+    assert rule.contribution == 2.5 * forest.leaf_values[leaf]
+    assert rule.support == forest.leaf_support[leaf] > 0
+    assert rule.conditions == forest.leaf_conditions([leaf])[0]
+    assert rule.members == (Member(tree=3, leaf=2, weight=2.5, value=forest.leaf_values[leaf],
+                                   support=rule.support),)
     ptr, ids = forest.leaf_ancestors
     assert rules.n_antecedents == ptr[leaf + 1] - ptr[leaf]
 
@@ -92,8 +93,8 @@ def test_identical_rules_merge_and_cancelling_ones_vanish():
     weights[[1, per_tree + 1]] = [2.0, -2.0]                   # leaf 1: cancels exactly
     rules = RuleEnsemble.from_weights(forest, weights, intercept=0.0)
     (rule,) = rules.rules
-    assert [m["tree"] for m in rule["members"]] == [0, 1, 2]
-    assert rule["contribution"] == pytest.approx(1.75 * forest.leaf_values[0], rel=1e-15)
+    assert [m.tree for m in rule.members] == [0, 1, 2]
+    assert rule.contribution == pytest.approx(1.75 * forest.leaf_values[0], rel=1e-15)
     np.testing.assert_allclose(rules.predict(X), leaf_matrix(forest, X).matvec(weights),
                                rtol=1e-12, atol=1e-14)
     ptr, ids = forest.leaf_ancestors
@@ -111,8 +112,8 @@ def test_explain_gives_the_ids_and_contributions_that_make_each_prediction(nan_f
     for row in fired:
         ids = [rule["id"] for rule in row]
         assert ids == sorted(ids)
-        assert all(rules.rules[rule["id"]]["contribution"] == rule["contribution"] for rule in row)
-    assert [rule["id"] for rule in rules.rules] == list(range(rules.n_rules))
+        assert all(rules.rules[rule["id"]].contribution == rule["contribution"] for rule in row)
+    assert [rule.id for rule in rules.rules] == list(range(rules.n_rules))
 
 
 def test_json_round_trip_predicts_identically(nan_forest):
@@ -139,7 +140,7 @@ def test_to_text_lines_start_with_the_rule_id_and_are_sorted(nan_forest):
     assert lines[1].split() == ["+0.5", "intercept"]
     assert len(lines) == 2 + rules.n_rules
     ids = [int(line.split()[0].removeprefix("r")) for line in lines[2:]]
-    shown = [abs(rules.rules[r]["contribution"]) for r in ids]
+    shown = [abs(rules.rules[r].contribution) for r in ids]
     assert sorted(ids) == list(range(8)) and shown == sorted(shown, reverse=True)
     assert all(line.startswith(f"r{r} ") and " if " in line for r, line in zip(ids, lines[2:]))
     by_id = [line.split()[0] for line in rules.to_text(sort="id").splitlines()[2:]]
@@ -152,13 +153,12 @@ def test_to_text_lines_start_with_the_rule_id_and_are_sorted(nan_forest):
 
 
 def condition(operator, threshold, missing, **extra):
-    return {"feature": "age", "feature_index": 0, "operator": operator, "threshold": threshold,
-            "missing": missing, **extra}
+    return Condition("age", 0, operator, threshold, missing, **extra)
 
 
 def rule_text(*conditions, encoding=None, show_missing="auto"):
-    rules = RuleEnsemble([{"conditions": list(conditions), "contribution": 1.0}], 0.0,
-                         [c["feature"] for c in conditions][:1] if encoding is None else encoding.feature_names,
+    rules = RuleEnsemble([Rule(conditions, 1.0)], 0.0,
+                         [c.feature for c in conditions][:1] if encoding is None else encoding.feature_names,
                          encoding=encoding)
     return rules.to_text(show_missing=show_missing).splitlines()[2].split("  if ")[1]
 
@@ -184,8 +184,7 @@ def test_one_hot_conditions_read_as_levels():
     index = {name: j for j, name in enumerate(encoding.feature_names)}
 
     def on(name, operator, threshold):
-        return {"feature": name, "feature_index": index[name], "operator": operator, "threshold": threshold,
-                "missing": operator == "<="}
+        return Condition(name, index[name], operator, threshold, missing=operator == "<=")
 
     def text(*conditions):
         return rule_text(*conditions, encoding=encoding)
@@ -210,7 +209,7 @@ def test_always_rule_from_a_single_leaf_tree():
         "tree_weight": 1.0, "trees": [{"children_left": [-1], "children_right": [-1],
                                        "feature": [-2], "threshold": [0.0], "value": [3.0]}]})
     rules = RuleEnsemble.from_weights(forest, np.array([2.0]), intercept=1.0)
-    assert rules.rules[0]["conditions"] == [] and rules.n_antecedents == 0
+    assert rules.rules[0].conditions == () and rules.n_antecedents == 0
     assert "if always" in rules.to_text()
     np.testing.assert_array_equal(rules.predict(np.zeros((2, 1))), [7.0, 7.0])
 
@@ -307,11 +306,11 @@ def assert_readable(rules, X):
     assert phrases and all(part.split("   [")[0] in {"Sex is F", "Sex is I", "Sex is M", "Sex in {F, I}",
                                                    "Sex in {F, M}", "Sex in {I, M}"} for part in phrases)
     for rule in rules.rules:
-        for condition in rule["conditions"]:
-            if "display_threshold" in condition:
-                values = X[:, condition["feature_index"]]
-                np.testing.assert_array_equal(values.astype(np.float32).astype(np.float64) <= condition["threshold"],
-                                              values <= condition["display_threshold"])
+        for condition in rule.conditions:
+            if condition.display_threshold is not None:
+                values = X[:, condition.feature_index]
+                np.testing.assert_array_equal(values.astype(np.float32).astype(np.float64) <= condition.threshold,
+                                              values <= condition.display_threshold)
 
 
 def test_abalone_rules_read_in_the_tables_words(abalone):
@@ -331,14 +330,14 @@ def test_support_and_importance_come_from_the_training_rows(abalone):
     rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 12, seed=1), 9.0, encoding=encoding, X=X)
     fired = rules.explain(X)
     for rule in rules.rules:
-        assert rule["support"] == sum(rule["id"] in {f["id"] for f in row} for row in fired)
+        assert rule.support == sum(rule.id in {f["id"] for f in row} for row in fired)
     assert list(rules.importance) == encoding.column_names
     assert sum(rules.importance.values()) == pytest.approx(1.0)
     by_hand = dict.fromkeys(encoding.column_names, 0.0)
     for rule in rules.rules:
-        columns = {encoding.feature_column(c["feature_index"])[0].name for c in rule["conditions"]}
+        columns = {encoding.feature_column(c.feature_index)[0].name for c in rule.conditions}
         for column in columns:
-            by_hand[column] += abs(rule["contribution"]) * rule["support"] / len(columns)
+            by_hand[column] += abs(rule.contribution) * rule.support / len(columns)
     total = sum(by_hand.values())
     assert rules.importance == pytest.approx({name: share / total for name, share in by_hand.items()})
     restored = RuleEnsemble.from_dict(json.loads(json.dumps(rules.to_dict())))
@@ -350,7 +349,7 @@ def test_version_1_documents_are_read_with_ids_by_position():
     document = copy.deepcopy(VALID)
     document["rules"].append(copy.deepcopy(document["rules"][0]))
     rules = RuleEnsemble.from_dict(document)
-    assert [rule["id"] for rule in rules.rules] == [0, 1] and rules.importance is None
+    assert [rule.id for rule in rules.rules] == [0, 1] and rules.importance is None
     assert rules.to_dict()["version"] == 2
     renumbered = rules.to_dict()
     renumbered["rules"][1]["id"] = 5

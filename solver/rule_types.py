@@ -1,0 +1,226 @@
+"""Rules as types: the conditions, merged leaves and rules of a :class:`solver.rules.RuleEnsemble`.
+
+Frozen dataclasses, each the entry of the ``fire-rules`` document (``solver.rules``) it is written as by
+``to_dict`` and read from by ``from_dict``, which checks an untrusted entry and names what is wrong by its JSON
+path (:class:`RuleSchemaError`)::
+
+    Condition  {"feature": "MedInc", "feature_index": 0, "operator": "<=" | ">", "threshold": 5.03,
+                "missing": false, "display_threshold": 5.03}
+    Member     {"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null}
+    Rule       {"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null,
+                "contribution": 0.42, "id": 0, "conditions": [Condition, ...], "members": [Member, ...]}
+
+A **condition** holds where the feature ``feature_index`` (named ``feature``), compared as a float32 against the
+float64 ``threshold``, is ``<=`` or ``>`` it, as in the trees; ``missing=True``: a NaN satisfies it.
+``display_threshold`` (optional) is what the text shows (``solver.rule_text``).
+
+A **member** is one forest leaf merged into a rule: its ``tree``, its ``leaf`` within that tree, the ``weight``
+FIRE gave it, its ``value`` in the forest and the forest's count of training samples that reach it
+(``support``, null where unknown); it adds ``weight * value`` where it fires. Every key is optional.
+
+A **rule** fires on the rows that satisfy all its ``conditions`` (none: every row) and then adds its
+``contribution``: the ``weight * value`` of its ``members`` (leaves whose simplified conditions are identical),
+summed in member order. Its ``id`` is its position in the ensemble. Only ``conditions`` and ``contribution``
+affect predictions (both required); ``support`` counts the training rows the rule fires on (the forest's leaf
+count where no training rows were given); ``tree``, ``leaf``, ``weight`` and ``value`` are its first member's
+and, like ``support`` and ``members``, optional (version 1 documents may lack them; what a document leaves out,
+``to_dict`` leaves out).
+
+**Per-class rules** (multiclass targets; not scored yet). A rule fires or not for every class at once: its
+conditions are shared. What it adds is then one amount per class: its ``contribution`` a tuple with one float per
+class, in the ensemble's class order, and so a member's ``weight`` (and its ``value`` where a leaf holds one value
+per class); the document would hold a list of numbers there. :data:`Amount` types these fields for both; until an
+ensemble can score per-class amounts, ``from_dict`` accepts numbers only and ``RuleEnsemble`` refuses tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._validation import SchemaError, check_keys, is_integer, require_finite
+
+MAX_CONDITIONS_PER_RULE = 1_000
+OPERATORS = ("<=", ">")
+
+Amount = float | tuple[float, ...]
+"""What a rule or a leaf adds: one number, or (multiclass, not scored yet) one number per class."""
+
+_CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing", "display_threshold"}
+_REQUIRED_CONDITION_KEYS = ("feature", "feature_index", "operator", "threshold", "missing")
+_MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
+_RULE_KEYS = _MEMBER_KEYS | {"id", "conditions", "contribution", "members"}
+_NULLABLE = ("tree", "leaf", "support")  # null in a document; weight and value are numbers where present
+
+
+class RuleSchemaError(SchemaError):
+    """An invalid rule-ensemble document; ``field`` is the JSON path of the offending entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """``x[feature_index] <= threshold`` or ``> threshold`` (``operator``), compared as float32; a NaN satisfies
+    it where ``missing``. ``display_threshold``: the number the text shows (None: the float32 cut)."""
+
+    feature: str
+    feature_index: int
+    operator: str  # "<=" or ">"
+    threshold: float
+    missing: bool
+    display_threshold: float | None = None
+
+    def to_dict(self) -> dict:
+        entry = {"feature": self.feature, "feature_index": self.feature_index, "operator": self.operator,
+                 "threshold": self.threshold, "missing": self.missing}
+        if self.display_threshold is not None:
+            entry["display_threshold"] = self.display_threshold
+        return entry
+
+    @classmethod
+    def from_dict(cls, entry, field: str, feature_names: Sequence[str]) -> Condition:
+        """The condition of an untrusted entry at ``field``, on one of ``feature_names``."""
+        if not isinstance(entry, Mapping):
+            raise RuleSchemaError(field, "must be a condition object")
+        check_keys(field, entry, _CONDITION_KEYS, _REQUIRED_CONDITION_KEYS, RuleSchemaError)
+        index = entry["feature_index"]
+        if not is_integer(index) or not 0 <= index < len(feature_names):
+            raise RuleSchemaError(f"{field}/feature_index", f"is {index!r} but must be a column "
+                                  f"index in [0, {len(feature_names)})")
+        if entry["feature"] != feature_names[index]:
+            raise RuleSchemaError(f"{field}/feature", f"is {entry['feature']!r} but "
+                                  f"feature_names[{index}] is {feature_names[index]!r}")
+        if entry["operator"] not in OPERATORS:
+            raise RuleSchemaError(f"{field}/operator", f"is {entry['operator']!r} but must be '<=' or '>'")
+        if not isinstance(entry["missing"], bool):
+            raise RuleSchemaError(f"{field}/missing", "must be true or false")
+        threshold = require_finite(entry["threshold"], f"{field}/threshold", RuleSchemaError)
+        shown = None
+        if "display_threshold" in entry:
+            shown = require_finite(entry["display_threshold"], f"{field}/display_threshold", RuleSchemaError)
+        return cls(feature_names[index], int(index), entry["operator"], threshold, entry["missing"], shown)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One forest leaf merged into a rule (see the module docstring); None where unknown. ``omitted``: which of
+    ``tree``, ``leaf`` and ``support`` the document left out (rather than writing null): ``to_dict`` leaves them
+    out too, and ``weight`` and ``value`` where None."""
+
+    tree: int | None = None
+    leaf: int | None = None
+    weight: Amount | None = None
+    value: Amount | None = None
+    support: int | None = None
+    omitted: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def to_dict(self) -> dict:
+        return _origin_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, entry, field: str) -> Member:
+        if not isinstance(entry, Mapping):
+            raise RuleSchemaError(field, "must be a member object")
+        check_keys(field, entry, _MEMBER_KEYS, (), RuleSchemaError)
+        return cls(**_origin_from_dict(entry, field))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Conditions and what the rule adds where they all hold (see the module docstring). The origin fields
+    (``tree``, ``leaf``, ``weight``, ``value``; ``omitted`` as :class:`Member`'s) are its first member's,
+    ``support`` the training rows it fires on, ``members`` None where a document gives none. ``id`` is given by
+    the ensemble (the rule's position). Sequences of conditions and members are kept as tuples."""
+
+    conditions: tuple[Condition, ...]
+    contribution: Amount
+    id: int | None = None
+    tree: int | None = None
+    leaf: int | None = None
+    weight: Amount | None = None
+    value: Amount | None = None
+    support: int | None = None
+    members: tuple[Member, ...] | None = None
+    omitted: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+        if self.members is not None:
+            object.__setattr__(self, "members", tuple(self.members))
+
+    @classmethod
+    def merged(cls, conditions: Sequence[Condition], members: Sequence[Member]) -> Rule:
+        """The rule of leaves that share ``conditions``: its contribution their ``weight * value`` summed in
+        order, its origin the first member's."""
+        first = members[0]
+        contribution = first.weight * first.value
+        for member in members[1:]:
+            contribution += member.weight * member.value
+        return cls(conditions, contribution, tree=first.tree, leaf=first.leaf, weight=first.weight,
+                   value=first.value, support=first.support, members=members)
+
+    def to_dict(self) -> dict:
+        entry = _origin_to_dict(self)
+        entry["contribution"] = self.contribution
+        if self.id is not None:
+            entry["id"] = self.id
+        entry["conditions"] = [condition.to_dict() for condition in self.conditions]
+        if self.members is not None:
+            entry["members"] = [member.to_dict() for member in self.members]
+        return entry
+
+    @classmethod
+    def from_dict(cls, entry, field: str, feature_names: Sequence[str]) -> Rule:
+        """The rule of an untrusted entry at ``field`` (its conditions on ``feature_names``). Its ``id`` is left
+        to the ensemble, which checks the entry's against the rule's position."""
+        if not isinstance(entry, Mapping):
+            raise RuleSchemaError(field, "must be a rule object")
+        check_keys(field, entry, _RULE_KEYS, ("conditions", "contribution"), RuleSchemaError)
+        conditions = entry["conditions"]
+        if not isinstance(conditions, list) or len(conditions) > MAX_CONDITIONS_PER_RULE:
+            raise RuleSchemaError(f"{field}/conditions", "must be a list of at most "
+                                  f"{MAX_CONDITIONS_PER_RULE} conditions")
+        origin = _origin_from_dict(entry, field)
+        conditions = [Condition.from_dict(c, f"{field}/conditions/{k}", feature_names)
+                      for k, c in enumerate(conditions)]
+        contribution = _amount(entry["contribution"], f"{field}/contribution")
+        members = entry.get("members")
+        if "members" in entry:
+            if not isinstance(members, list):
+                raise RuleSchemaError(f"{field}/members", "must be a list of member objects")
+            members = [Member.from_dict(member, f"{field}/members/{m}") for m, member in enumerate(members)]
+        return cls(conditions, contribution, members=members, **origin)
+
+
+def count(value, field: str) -> int:
+    """An integer >= 0 at ``field``."""
+    if not is_integer(value) or value < 0:
+        raise RuleSchemaError(field, f"is {value!r} but must be an integer >= 0")
+    return int(value)
+
+
+def _amount(value, field: str) -> float:
+    if isinstance(value, (list, tuple)):
+        raise RuleSchemaError(field, "is a list, but per-class amounts (multiclass rules) cannot be scored yet: "
+                              "it must be a number")
+    return require_finite(value, field, RuleSchemaError)
+
+
+def _origin_from_dict(entry: Mapping, field: str) -> dict[str, Any]:
+    """The origin fields shared by rules and members (tree, leaf, weight, value, support), as keywords."""
+    origin: dict[str, Any] = {}
+    for key in _NULLABLE:
+        if entry.get(key) is not None:
+            origin[key] = count(entry[key], f"{field}/{key}")
+    for key in ("weight", "value"):
+        if key in entry:
+            origin[key] = _amount(entry[key], f"{field}/{key}")
+    origin["omitted"] = frozenset(key for key in _NULLABLE if key not in entry)
+    return origin
+
+
+def _origin_to_dict(origin: Member | Rule) -> dict:
+    values = {"tree": origin.tree, "leaf": origin.leaf, "weight": origin.weight, "value": origin.value,
+              "support": origin.support}
+    return {key: value for key, value in values.items()
+            if key not in origin.omitted and (value is not None or key in _NULLABLE)}
