@@ -99,6 +99,16 @@ class BlobStore:
                 pipe.expire(key, ttl)
                 pipe.execute()
 
+    def delete_matching(self, pattern: str) -> None:
+        """Delete the blobs whose keys match the glob ``pattern`` with their chunks (every key matching
+        ``{pattern}*``). Scans the keyspace: for caches, not for what must be gone at once."""
+        for key in self.redis.scan_iter(match=pattern + "*", count=1000):
+            self.redis.unlink(key)
+
+    def increment(self, key: str) -> int:
+        """Add one to the counter (a plain integer, not a blob) under ``key``; its new value (1 the first time)."""
+        return int(self.redis.incr(key))
+
     def put_json(self, key: str, value, ttl: int | None = None) -> None:
         self.put(key, json.dumps(value, separators=(",", ":")).encode(), ttl)
 

@@ -57,8 +57,7 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
     job_submission = JobSubmission(settings, datasets, forests, records, jobs, idempotency)
     job_results = JobResults(jobs, results, datasets, forests)
     models = ModelStore(settings, blobs, datasets, job_results, idempotency)
-    leaf_cache = LeafMatrixCache(BlobStore(cache, settings.chunk_bytes), redis, settings.key_prefix,
-                                 settings.cache_ttl_seconds, settings.cache_backoff_seconds)
+    leaf_cache = LeafMatrixCache(settings, BlobStore(cache, settings.chunk_bytes), redis)
     return Core(settings=settings, redis=redis, redis_health=RedisHealth(redis),
                 tenant_keys=TenantKeys.from_settings(settings), blobs=blobs, datasets=datasets, forests=forests,
                 records=records, results=results, idempotency=idempotency,

@@ -20,7 +20,8 @@ from pydantic import Field
 from app.core.blobs import BlobStore, Document
 from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
-from app.core.tenants import DEFAULT_TENANT, tenant_scope
+from app.core.keys import Keys
+from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding, TableError
 from solver.fitting import binary_labels, rule_response
 
@@ -111,15 +112,7 @@ class DatasetStore:
     def __init__(self, settings: Settings, blobs: BlobStore):
         self.settings = settings
         self.blobs = blobs
-
-    def _index_key(self, tenant: str) -> str:
-        return f"{tenant_scope(self.settings.key_prefix, tenant)}datasets"
-
-    def _meta_key(self, dataset_id: str) -> str:
-        return f"{self.settings.key_prefix}dataset:{dataset_id}"
-
-    def _arrays_key(self, dataset_id: str) -> str:
-        return f"{self.settings.key_prefix}dataset:{dataset_id}:arrays"
+        self.keys = Keys.from_settings(settings)
 
     def dataset_id(self, data: bytes, target: str, tenant: str, task: str | None = None) -> str:
         """The content hash: the same bytes, target, task and categorical setting give the same id (per tenant)."""
@@ -147,13 +140,13 @@ class DatasetStore:
             columns=encoding.to_dict(), feature_names=encoding.feature_names, missing_values=missing,
             target_summary=TargetSummary(mean=y.mean(), std=y.std(), min=y.min(), max=y.max()),
             source=DatasetSource(filename=filename, format=table_format, bytes=len(data)), created_at=time.time())
-        self.blobs.put_arrays(self._arrays_key(dataset_id), X=features, y=y)
-        self.blobs.put_document(self._meta_key(dataset_id), info)
-        self.blobs.index(self._index_key(tenant), dataset_id, info.created_at)
+        self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y)
+        self.blobs.put_document(self.keys.dataset(dataset_id), info)
+        self.blobs.index(self.keys.datasets(tenant), dataset_id, info.created_at)
         return info, True
 
     def find(self, dataset_id: str) -> DatasetInfo | None:
-        return self.blobs.get_document(self._meta_key(dataset_id), DatasetInfo)
+        return self.blobs.get_document(self.keys.dataset(dataset_id), DatasetInfo)
 
     def read(self, dataset_id: str) -> DatasetInfo:
         """A stored dataset whoever owns it (for the workers, which run jobs already checked)."""
@@ -170,18 +163,18 @@ class DatasetStore:
         return info
 
     def list(self, *, tenant: str, limit: int = 100) -> list[DatasetInfo]:
-        return self.blobs.newest_documents(self._index_key(tenant), self._meta_key, DatasetInfo, limit)
+        return self.blobs.newest_documents(self.keys.datasets(tenant), self.keys.dataset, DatasetInfo, limit)
 
     def load_arrays(self, dataset_id: str) -> tuple[np.ndarray, np.ndarray]:
-        arrays = self.blobs.get_arrays(self._arrays_key(dataset_id))
+        arrays = self.blobs.get_arrays(self.keys.dataset_arrays(dataset_id))
         if arrays is None:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
 
     def delete(self, info: DatasetInfo) -> None:
-        self.blobs.delete(self._arrays_key(info.id))
-        self.blobs.delete(self._meta_key(info.id))
-        self.blobs.unindex(self._index_key(info.tenant), info.id)
+        self.blobs.delete(self.keys.dataset_arrays(info.id))
+        self.blobs.delete(self.keys.dataset(info.id))
+        self.blobs.unindex(self.keys.datasets(info.tenant), info.id)
 
 
 def detect_format(data: bytes, content_type: str, filename: str | None, declared: str | None) -> str:

@@ -11,7 +11,8 @@ from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault, Invalid, NotFound, Unsupported
-from app.core.tenants import DEFAULT_TENANT, tenant_scope
+from app.core.keys import Keys
+from app.core.tenants import DEFAULT_TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split
 from solver.formats import ForestFormatError, load_forest
@@ -142,15 +143,7 @@ class ForestStore:
     def __init__(self, settings: Settings, blobs: BlobStore):
         self.settings = settings
         self.blobs = blobs
-
-    def _index_key(self, tenant: str) -> str:
-        return f"{tenant_scope(self.settings.key_prefix, tenant)}forests"
-
-    def _meta_key(self, forest_id: str) -> str:
-        return f"{self.settings.key_prefix}forest:{forest_id}"
-
-    def _trees_key(self, forest_id: str) -> str:
-        return f"{self.settings.key_prefix}forest:{forest_id}:trees"
+        self.keys = Keys.from_settings(settings)
 
     def upload(self, data: bytes, *, tenant: str, filename: str | None, declared_format: str | None,
                dataset: DatasetInfo | None = None) -> tuple[ForestInfo, bool]:
@@ -186,12 +179,12 @@ class ForestStore:
         return info
 
     def _store(self, document: dict, info: ForestInfo) -> None:
-        self.blobs.put_json(self._trees_key(info.id), document)
-        self.blobs.put_document(self._meta_key(info.id), info)
-        self.blobs.index(self._index_key(info.tenant), info.id, info.created_at)
+        self.blobs.put_json(self.keys.forest_trees(info.id), document)
+        self.blobs.put_document(self.keys.forest(info.id), info)
+        self.blobs.index(self.keys.forests(info.tenant), info.id, info.created_at)
 
     def find(self, forest_id: str) -> ForestInfo | None:
-        return self.blobs.get_document(self._meta_key(forest_id), ForestInfo)
+        return self.blobs.get_document(self.keys.forest(forest_id), ForestInfo)
 
     def get(self, forest_id: str, *, tenant: str, field: str = "forest_id") -> ForestInfo:
         """The tenant's forest; another tenant's is not found."""
@@ -201,23 +194,23 @@ class ForestStore:
         return info
 
     def list(self, *, tenant: str, limit: int = 100) -> list[ForestInfo]:
-        return self.blobs.newest_documents(self._index_key(tenant), self._meta_key, ForestInfo, limit)
+        return self.blobs.newest_documents(self.keys.forests(tenant), self.keys.forest, ForestInfo, limit)
 
     def load(self, forest_id: str) -> TreeEnsemble:
-        trees = self.blobs.get_json(self._trees_key(forest_id))
+        trees = self.blobs.get_json(self.keys.forest_trees(forest_id))
         if trees is None:
             raise NotFound("forest", forest_id)
         return TreeEnsemble.from_dict(trees)
 
     def delete(self, info: ForestInfo) -> None:
-        self.blobs.delete(self._trees_key(info.id))
-        self.blobs.delete(self._meta_key(info.id))
-        self.blobs.unindex(self._index_key(info.tenant), info.id)
+        self.blobs.delete(self.keys.forest_trees(info.id))
+        self.blobs.delete(self.keys.forest(info.id))
+        self.blobs.unindex(self.keys.forests(info.tenant), info.id)
 
     def trees(self, forest_id: str, indices: Sequence[int], *, tenant: str) -> ForestTrees:
         """The trees at ``indices`` (in that order, repeats dropped) of one of the tenant's forests."""
         self.get(forest_id, tenant=tenant)
-        document = self.blobs.get_json(self._trees_key(forest_id))
+        document = self.blobs.get_json(self.keys.forest_trees(forest_id))
         if document is None:
             raise NotFound("forest", forest_id)
         n_trees = len(document["trees"])

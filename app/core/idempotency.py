@@ -14,7 +14,7 @@ from redis import Redis
 from app.core.blobs import canonical_hash
 from app.core.config import Settings
 from app.core.errors import Conflict, FieldFault, IdempotencyKeyReused
-from app.core.tenants import tenant_scope
+from app.core.keys import Keys
 
 CLAIM_SECONDS = 60  # a submission that dies before storing anything frees its key after this
 Created = TypeVar("Created")
@@ -24,9 +24,7 @@ class IdempotencyKeys:
     def __init__(self, settings: Settings, redis: Redis):
         self.settings = settings
         self.redis = redis
-
-    def _key(self, tenant: str, kind: str, key: str) -> str:
-        return f"{tenant_scope(self.settings.key_prefix, tenant)}idempotency:{kind}:{canonical_hash(key)}"
+        self.keys = Keys.from_settings(settings)
 
     def once(self, *, tenant: str, kind: str, key: str | None, request: dict, new_id: str,
              create: Callable[[str], Created], find: Callable[[str], Created | None]) -> Created:
@@ -34,7 +32,7 @@ class IdempotencyKeys:
         if key is None:
             return create(new_id)
         fingerprint = canonical_hash(request)
-        claim_key = self._key(tenant, kind, key)
+        claim_key = self.keys.idempotency(tenant, kind, canonical_hash(key))
         claim = json.dumps({"fingerprint": fingerprint, "id": new_id})
         if not self.redis.set(claim_key, claim, nx=True, ex=CLAIM_SECONDS):
             stored = json.loads(self.redis.get(claim_key) or b'{"fingerprint": null, "id": null}')

@@ -3,6 +3,7 @@
 All keys start with ``FIRE_KEY_PREFIX`` (``fire:`` by default). Objects are keyed by id; a tenant's indexes
 and names sit under its scope (``{prefix}tenant:{tenant}:``), except the default tenant's, which keep the keys
 written before tenants existed (``{prefix}``). Blobs (``BlobStore``) add ``:{chunk}`` to their key.
+Every store builds its ``Keys`` from the settings (``Keys.from_settings``) and names no key itself.
 
 ====================================  ==========================================================================
 key                                   holds
@@ -17,7 +18,7 @@ key                                   holds
 ``jobs``                              every job by creation time (sorted set): the metrics' view
 ``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
 ``leafcache:{forest}:{dataset}``      cached leaf indices of a dataset's rows in a forest (blob, cache Redis)
-``stats``                             counters (hash): leaf-cache hits and misses
+``stats``                             counters (hash): leaf-cache hits, misses and failures
 ``workers``, ``worker-states``        worker heartbeats (sorted set) and their last states (hash)
 scope ``datasets``/``forests``/       the tenant's datasets, forests, models, jobs by time (sorted sets)
 ``models``/``jobs``
@@ -28,6 +29,7 @@ scope ``idempotency:{kind}:{hash}``   the id an idempotency key was given (strin
 """
 from dataclasses import dataclass
 
+from app.core.config import Settings
 from app.core.tenants import DEFAULT_TENANT
 
 
@@ -36,6 +38,10 @@ class Keys:
     """The keys under one ``prefix`` (the settings' ``key_prefix``)."""
 
     prefix: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Keys":
+        return cls(settings.key_prefix)
 
     def scope(self, tenant: str) -> str:
         """Prefix of a tenant's own keys; the default tenant keeps the keys written before tenants existed."""
@@ -109,6 +115,10 @@ class Keys:
 
     def leaf_cache(self, forest_id: str, dataset_id: str) -> str:
         return f"{self.prefix}leafcache:{forest_id}:{dataset_id}"
+
+    def leaf_caches(self, *, forest_id: str | None = None, dataset_id: str | None = None) -> str:
+        """Glob pattern of the cached matrices of a forest, of a dataset, or of both (of every one without)."""
+        return self.leaf_cache(forest_id or "*", dataset_id or "*")
 
     @property
     def stats(self) -> str:

@@ -14,7 +14,9 @@ import numpy as np
 from redis import Redis
 
 from app.core.blobs import BlobStore
+from app.core.config import Settings
 from app.core.connections import REDIS_FAILURES
+from app.core.keys import Keys
 from solver import TreeEnsemble, leaf_matrix
 
 HIT, MISS, FAILED = "cache_hits", "cache_misses", "cache_failures"
@@ -34,26 +36,23 @@ def decode_leaves(deltas: np.ndarray) -> np.ndarray:
 
 
 class LeafMatrixCache:
-    def __init__(self, blobs: BlobStore, stats: Redis, key_prefix: str, ttl_seconds: int, backoff_seconds: float):
+    def __init__(self, settings: Settings, blobs: BlobStore, stats: Redis):
+        """``blobs``: on the cache Redis; ``stats``: the durable Redis, which keeps the counts."""
         self.blobs = blobs
         self.stats = stats
-        self.key_prefix = key_prefix
-        self.ttl_seconds = ttl_seconds
-        self.backoff_seconds = backoff_seconds
-        self.stats_key = f"{key_prefix}stats"
+        self.keys = Keys.from_settings(settings)
+        self.ttl_seconds = settings.cache_ttl_seconds
+        self.backoff_seconds = settings.cache_backoff_seconds
         self._skip_until = 0.0
-
-    def key(self, forest_id: str, dataset_id: str) -> str:
-        return f"{self.key_prefix}leafcache:{forest_id}:{dataset_id}"
 
     def leaves(self, forest: TreeEnsemble, forest_id: str, dataset_id: str,
                X: np.ndarray) -> tuple[np.ndarray, bool, float]:
         """(leaf indices (n, T) of every row of X, cache hit, seconds spent)."""
         started = time.perf_counter()
-        key = self.key(forest_id, dataset_id)
+        key = self.keys.leaf_cache(forest_id, dataset_id)
         cached = self._cached(key)
         hit = cached is not None and cached["deltas"].shape == (forest.n_trees, X.shape[0])
-        self.stats.hincrby(self.stats_key, HIT if hit else MISS)
+        self.stats.hincrby(self.keys.stats, HIT if hit else MISS)
         if hit:
             return decode_leaves(cached["deltas"]), True, time.perf_counter() - started
         leaves = leaf_matrix(forest, X).leaves
@@ -84,19 +83,18 @@ class LeafMatrixCache:
         log.warning("leaf-matrix cache unreachable (%s): jobs build their matrix for the next %.0f s",
                     error, self.backoff_seconds)
         self._skip_until = time.monotonic() + self.backoff_seconds
-        self.stats.hincrby(self.stats_key, FAILED)
+        self.stats.hincrby(self.keys.stats, FAILED)
 
     def forget(self, *, forest_id: str | None = None, dataset_id: str | None = None) -> None:
         """Drop the cached matrices of a deleted forest or dataset (best effort: the cache may be down)."""
-        pattern = self.key(forest_id or "*", dataset_id or "*") + "*"  # the header and its chunks
+        pattern = self.keys.leaf_caches(forest_id=forest_id, dataset_id=dataset_id)
         try:
-            for key in self.blobs.redis.scan_iter(match=pattern, count=1000):
-                self.blobs.redis.unlink(key)
+            self.blobs.delete_matching(pattern)
         except REDIS_FAILURES as error:
             log.warning("leaf-matrix cache unreachable (%s): matrices of %s expire with their TTL", error, pattern)
 
     def counts(self) -> dict[str, int]:
         """Lookups so far by every process: {"hit": n, "miss": m}."""
-        stats = self.stats.hgetall(self.stats_key)
+        stats = self.stats.hgetall(self.keys.stats)
         return {"hit": int(stats.get(HIT.encode(), 0)), "miss": int(stats.get(MISS.encode(), 0)),
                 "failure": int(stats.get(FAILED.encode(), 0))}

@@ -19,7 +19,8 @@ from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
 from app.core.job_documents import PathJobSpec
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_results import JobResults
-from app.core.tenants import DEFAULT_TENANT, tenant_scope
+from app.core.keys import Keys
+from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
 from solver.export import EXPORT_FORMATS, export_rules
@@ -122,19 +123,11 @@ class ModelStore:
         self.datasets = datasets
         self.job_results = job_results
         self.idempotency = idempotency
+        self.keys = Keys.from_settings(settings)
         self._scoring_cache: OrderedDict[str, ScoringModel] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._rechecking: set[str] = set()  # model ids a background recheck is looking up
         self._recheck_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-recheck")
-
-    def _key(self, model_id: str) -> str:
-        return f"{self.settings.key_prefix}model:{model_id}"
-
-    def _index_key(self, tenant: str) -> str:
-        return f"{tenant_scope(self.settings.key_prefix, tenant)}models"
-
-    def _version_key(self, tenant: str, name: str) -> str:
-        return f"{tenant_scope(self.settings.key_prefix, tenant)}model-version:{name}"
 
     def promote(self, job_id: str, step: int | None, name: str, description: str | None, *, tenant: str,
                 idempotency_key: str | None = None) -> ModelInfo:
@@ -155,7 +148,7 @@ class ModelStore:
         dataset = self.datasets.read(result.dataset_id)  # step_rules found it
         model = ModelInfo(
             id=model_id, tenant=tenant, name=name,
-            version=int(self.blobs.redis.incr(self._version_key(tenant, name))),
+            version=self.blobs.increment(self.keys.model_version(tenant, name)),
             description=description, created_at=time.time(), target=dataset.target,
             loss=result.parameters.path.loss,
             classes=dataset.classes if result.parameters.path.loss == "logistic" else None, columns=dataset.columns,
@@ -165,12 +158,12 @@ class ModelStore:
             provenance=ModelProvenance(job_id=job_id, step=step, selected_step=result.selected,
                                        dataset_id=result.dataset_id, forest_id=result.forest_id,
                                        parameters=result.parameters, grid_cell=getattr(result, "best_cell_id", None)))
-        self.blobs.put_document(self._key(model.id), model)
-        self.blobs.index(self._index_key(tenant), model.id, model.created_at)
+        self.blobs.put_document(self.keys.model(model.id), model)
+        self.blobs.index(self.keys.models(tenant), model.id, model.created_at)
         return model
 
     def _find(self, model_id: str, tenant: str) -> ModelInfo | None:
-        model = self.blobs.get_document(self._key(model_id), ModelInfo)
+        model = self.blobs.get_document(self.keys.model(model_id), ModelInfo)
         return model if model is not None and model.tenant == tenant else None
 
     def get(self, model_id: str, *, tenant: str) -> ModelInfo:
@@ -202,13 +195,13 @@ class ModelStore:
                            EXPORT_MEDIA_TYPES[format], output)
 
     def list(self, *, tenant: str, limit: int = 100) -> list[ModelInfo]:
-        return self.blobs.newest_documents(self._index_key(tenant), self._key, ModelInfo, limit)
+        return self.blobs.newest_documents(self.keys.models(tenant), self.keys.model, ModelInfo, limit)
 
     def delete(self, model_id: str, *, tenant: str) -> None:
         """Remove the model; its name's version numbers are never reused."""
         model = self.get(model_id, tenant=tenant)
-        self.blobs.delete(self._key(model.id))
-        self.blobs.unindex(self._index_key(tenant), model.id)
+        self.blobs.delete(self.keys.model(model.id))
+        self.blobs.unindex(self.keys.models(tenant), model.id)
         with self._cache_lock:
             self._scoring_cache.pop(model.id, None)
 
@@ -231,7 +224,7 @@ class ModelStore:
     def _recheck(self, model_id: str, cached: ScoringModel) -> None:
         looked_at = time.monotonic()
         try:
-            exists = self.blobs.exists(self._key(model_id))
+            exists = self.blobs.exists(self.keys.model(model_id))
         except RedisError:  # left stale: the first request past the interval looks itself, and answers 503
             exists = None
         with self._cache_lock:
@@ -244,7 +237,7 @@ class ModelStore:
     def scoring_model(self, model_id: str, tenant: str) -> ScoringModel:
         with self._cache_lock:
             cached = self._scoring_cache.get(model_id)
-        if cached is not None and cached.tenant == tenant and self.blobs.exists(self._key(model_id)):
+        if cached is not None and cached.tenant == tenant and self.blobs.exists(self.keys.model(model_id)):
             cached.checked_at = time.monotonic()
             return cached
         model = self.get(model_id, tenant=tenant)

@@ -9,40 +9,36 @@ import scipy.sparse as sp
 from app.core.blobs import BlobStore
 from app.core.config import Settings
 from app.core.job_documents import JobResult
+from app.core.keys import Keys
 
 
 class ResultStore:
     def __init__(self, settings: Settings, blobs: BlobStore):
         self.settings = settings
         self.blobs = blobs
-
-    def _result_key(self, job_id: str) -> str:
-        return f"{self.settings.key_prefix}job:{job_id}:result"
-
-    def _weights_key(self, job_id: str) -> str:
-        return f"{self.settings.key_prefix}job:{job_id}:coefs"
+        self.keys = Keys.from_settings(settings)
 
     def put(self, result: JobResult) -> None:
-        self.blobs.put_document(self._result_key(result.job_id), result, ttl=self.settings.result_ttl_seconds)
+        self.blobs.put_document(self.keys.job_result(result.job_id), result, ttl=self.settings.result_ttl_seconds)
 
     def get(self, job_id: str) -> JobResult | None:
-        return self.blobs.get_document(self._result_key(job_id), JobResult)
+        return self.blobs.get_document(self.keys.job_result(job_id), JobResult)
 
     def delete(self, job_id: str) -> None:
-        self.blobs.delete(self._result_key(job_id))
-        self.blobs.delete(self._weights_key(job_id))
+        self.blobs.delete(self.keys.job_result(job_id))
+        self.blobs.delete(self.keys.job_weights(job_id))
 
     def put_weights(self, job_id: str, coef_path: sp.spmatrix, intercepts: np.ndarray) -> None:
         """Every step's weights (coef_path: steps x leaves) and intercepts of a path job."""
         weights = sp.csr_matrix(coef_path)
-        self.blobs.put_arrays(self._weights_key(job_id), ttl=self.settings.result_ttl_seconds, data=weights.data,
+        self.blobs.put_arrays(self.keys.job_weights(job_id), ttl=self.settings.result_ttl_seconds, data=weights.data,
                               indices=weights.indices, indptr=weights.indptr,
                               intercepts=np.asarray(intercepts, dtype=np.float64),
                               n_leaves=np.asarray(weights.shape[1]))
 
     def step_weights(self, job_id: str, step: int) -> tuple[np.ndarray, float] | None:
         """(leaf weights (n_leaves,), intercept) of one step of a path job, or None once expired."""
-        arrays = self.blobs.get_arrays(self._weights_key(job_id))
+        arrays = self.blobs.get_arrays(self.keys.job_weights(job_id))
         if arrays is None:
             return None
         start, stop = arrays["indptr"][step], arrays["indptr"][step + 1]

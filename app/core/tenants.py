@@ -25,12 +25,6 @@ def key_digest(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()
 
 
-def tenant_scope(key_prefix: str, tenant: str) -> str:
-    """Prefix of a tenant's own keys (indexes, model versions, idempotency keys, active jobs). The default
-    tenant keeps the keys written before tenants existed."""
-    return key_prefix if tenant == DEFAULT_TENANT else f"{key_prefix}tenant:{tenant}:"
-
-
 @dataclass(frozen=True)
 class TenantKey:
     tenant: str

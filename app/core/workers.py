@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from redis import Redis
 
 from app.core.config import Settings
+from app.core.keys import Keys
 
 WARMING, READY = "warming", "ready"
 FORGET_AFTER_TTLS = 10  # beats older than this many TTLs are dropped from the registry
@@ -31,30 +32,29 @@ class WorkerRegistry:
     def __init__(self, settings: Settings, redis: Redis):
         self.settings = settings
         self.redis = redis
-        self.beats_key = f"{settings.key_prefix}workers"
-        self.states_key = f"{settings.key_prefix}worker-states"
+        self.keys = Keys.from_settings(settings)
 
     def beat(self, name: str, state: str, queues: list[str], started_at: float) -> None:
         beat_at = time.time()
         presence = WorkerPresence(name=name, state=state, queues=queues, pid=os.getpid(), host=socket.gethostname(),
                                   started_at=started_at, last_beat=beat_at)
         with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(self.beats_key, {name: beat_at})
-            pipe.hset(self.states_key, name, presence.model_dump_json())
+            pipe.zadd(self.keys.worker_beats, {name: beat_at})
+            pipe.hset(self.keys.worker_states, name, presence.model_dump_json())
             forgotten = beat_at - FORGET_AFTER_TTLS * self.settings.heartbeat_ttl_seconds
-            pipe.zremrangebyscore(self.beats_key, "-inf", forgotten)
+            pipe.zremrangebyscore(self.keys.worker_beats, "-inf", forgotten)
             pipe.execute()
 
     def remove(self, name: str) -> None:
         with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrem(self.beats_key, name)
-            pipe.hdel(self.states_key, name)
+            pipe.zrem(self.keys.worker_beats, name)
+            pipe.hdel(self.keys.worker_states, name)
             pipe.execute()
 
     def alive(self, queue: str) -> list[WorkerPresence]:
         """Workers of ``queue`` whose last beat is within the heartbeat TTL."""
         since = time.time() - self.settings.heartbeat_ttl_seconds
-        names = self.redis.zrangebyscore(self.beats_key, since, "+inf")
-        states = self.redis.hmget(self.states_key, names) if names else []
+        names = self.redis.zrangebyscore(self.keys.worker_beats, since, "+inf")
+        states = self.redis.hmget(self.keys.worker_states, names) if names else []
         workers = [WorkerPresence(**json.loads(raw)) for raw in states if raw is not None]
         return [worker for worker in workers if queue in worker.queues]

@@ -115,7 +115,9 @@ def test_the_leaf_matrix_cache_degrades_to_no_cache_when_its_redis_fails():
     X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
     _, forest = train_forest(SMALL_FOREST, X, y)
     stats = fakeredis.FakeRedis()
-    cache = LeafMatrixCache(BlobStore(DownRedis(), 1 << 20), stats, "deg:", 60, backoff_seconds=30)
+    settings = Settings(redis_url="redis://fakeredis", key_prefix="deg:", cache_ttl_seconds=60,
+                        cache_backoff_seconds=30)
+    cache = LeafMatrixCache(settings, BlobStore(DownRedis(), 1 << 20), stats)
     leaves, hit, _ = cache.leaves(forest, "fo_a", "ds_a", X)
     assert not hit and np.array_equal(leaves, leaf_matrix(forest, X).leaves)
     assert cache.counts()["failure"] == 1

@@ -20,6 +20,7 @@ from rq import Worker
 
 from app.core.config import Settings
 from app.core.job_documents import TERMINAL
+from app.core.keys import Keys
 from app.core.queues import make_queue
 from app.main import create_app
 from tests.support.data import ABALONE, REPO_ROOT
@@ -172,7 +173,8 @@ class WorkerProcess:
 
 def remove_session_keys(redis: Redis, settings: Settings) -> None:
     """Unlink every key of this session: ours under the prefix, RQ's for our queues, jobs and workers."""
-    job_ids = [i.decode() for i in redis.zrange(f"{settings.key_prefix}jobs", 0, -1)]
+    layout = Keys.from_settings(settings)
+    job_ids = [i.decode() for i in redis.zrange(layout.all_jobs, 0, -1)]
     queue_keys = [key for key in redis.smembers("rq:queues") if settings.queue_name in key.decode()]
     worker_names = [name.decode() for key in redis.scan_iter(match=f"rq:workers:{settings.queue_name}*")
                     for name in redis.smembers(key)]
@@ -180,7 +182,7 @@ def remove_session_keys(redis: Redis, settings: Settings) -> None:
         redis.srem("rq:queues", *queue_keys)
     if worker_names:
         redis.srem("rq:workers", *worker_names)
-    patterns = [f"{settings.key_prefix}*", f"rq:*{settings.queue_name}*"]
+    patterns = [f"{layout.prefix}*", f"rq:*{settings.queue_name}*"]
     patterns += [f"rq:*{job_id}*" for job_id in job_ids] + [f"rq:worker:{name}*" for name in worker_names]
     for pattern in patterns:
         keys = list(redis.scan_iter(match=pattern, count=1000))
