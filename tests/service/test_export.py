@@ -23,7 +23,7 @@ def test_exports_reproduce_the_served_predictions_and_bad_requests_are_named(sta
     dataset = client.post("/v1/datasets?target=rings", content=data, headers={"Content-Type": "text/csv"}).json()
     job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": FOREST, **PATH}).json()
     stack.wait_for(job["id"], ("succeeded",), timeout=180)
-    model = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings"}).json()
+    model = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-export"}).json()
     ensemble = model["ensemble"]
     assert [rule["id"] for rule in ensemble["rules"]] == list(range(len(ensemble["rules"])))
     assert sum(ensemble["importance"].values()) == pytest.approx(1.0)
@@ -34,7 +34,7 @@ def test_exports_reproduce_the_served_predictions_and_bad_requests_are_named(sta
     sql = client.get(f"/v1/models/{model['id']}/export?format=sql")
     assert sql.status_code == 200 and sql.headers["content-type"].startswith("application/sql")
     assert sql.headers["content-disposition"].endswith('.sql"')
-    assert sql.text.startswith("-- FIRE model 'abalone-rings' v1")
+    assert sql.text.startswith("-- FIRE model 'abalone-export' v1")  # a name no other test of the session promotes
     expression = "\n".join(line for line in sql.text.splitlines() if not line.startswith("--"))
     np.testing.assert_allclose(sql_predictions(expression, features), served, rtol=0, atol=1e-9)
     python = client.get(f"/v1/models/{model['id']}/export?format=python")
