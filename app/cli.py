@@ -1,4 +1,5 @@
 """`fire-rules serve` and `fire-rules worker`."""
+
 import argparse
 import ipaddress
 import logging
@@ -39,11 +40,14 @@ def serve(args: argparse.Namespace) -> None:
         sys.exit(f"fire-rules serve: {error}")
     if not keys.required:
         if not is_loopback(args.host):
-            sys.exit(f"fire-rules serve: no API keys are configured, so the API would be open to anyone who reaches "
-                     f"{args.host}; it only listens on loopback without them. Set FIRE_API_KEYS (or "
-                     f"FIRE_API_KEYS_FILE) to listen on {args.host}.")
-        print(f"no API keys configured: authentication is off, listening on loopback only ({args.host})",
-              file=sys.stderr)
+            sys.exit(
+                f"fire-rules serve: no API keys are configured, so the API would be open to anyone who reaches "
+                f"{args.host}; it only listens on loopback without them. Set FIRE_API_KEYS (or "
+                f"FIRE_API_KEYS_FILE) to listen on {args.host}."
+            )
+        print(
+            f"no API keys configured: authentication is off, listening on loopback only ({args.host})", file=sys.stderr
+        )
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from app.main import create_app  # the API's imports first: they take seconds, and the workers' would compete
 
@@ -54,12 +58,21 @@ def serve(args: argparse.Namespace) -> None:
             os.environ["FIRE_REDIS_URL"] = stack.start()
             os.environ["FIRE_EMBEDDED"] = "true"
             get_settings.cache_clear()
-            print(f"embedded Redis at {stack.redis_url} (data in {settings.data_dir}), "
-                  f"{settings.embedded_workers} workers (restarted if they die)", file=sys.stderr)
+            print(
+                f"embedded Redis at {stack.redis_url} (data in {settings.data_dir}), "
+                f"{settings.embedded_workers} workers (restarted if they die)",
+                file=sys.stderr,
+            )
         workers = get_settings().api_workers
         if workers > 1:  # uvicorn's processes build the app from the environment
-            uvicorn.run("app.main:create_app", factory=True, workers=workers, host=args.host, port=args.port,
-                        log_level=args.log_level)
+            uvicorn.run(
+                "app.main:create_app",
+                factory=True,
+                workers=workers,
+                host=args.host,
+                port=args.port,
+                log_level=args.log_level,
+            )
         else:
             uvicorn.run(create_app(get_settings()), host=args.host, port=args.port, log_level=args.log_level)
     finally:
@@ -80,10 +93,14 @@ def worker(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="fire-rules", description="FIRE rule-extraction service")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve_parser = commands.add_parser("serve", help="run the HTTP API (with an embedded Redis and workers "
-                                                     "unless FIRE_REDIS_URL is set)")
-    serve_parser.add_argument("--host", default="127.0.0.1",
-                              help="a non-loopback address needs API keys (FIRE_API_KEYS or FIRE_API_KEYS_FILE)")
+    serve_parser = commands.add_parser(
+        "serve", help="run the HTTP API (with an embedded Redis and workers unless FIRE_REDIS_URL is set)"
+    )
+    serve_parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="a non-loopback address needs API keys (FIRE_API_KEYS or FIRE_API_KEYS_FILE)",
+    )
     serve_parser.add_argument("--port", type=int, default=8000)
     serve_parser.add_argument("--log-level", default="info")
     serve_parser.set_defaults(handler=serve)

@@ -1,5 +1,6 @@
 """The FastAPI application: routers, problem+json errors, body limits, metrics, dashboard, and a maintenance
 thread (lost-worker watchdog; while Redis is down, a probe for its return)."""
+
 import gc
 import logging
 import sys
@@ -59,16 +60,17 @@ def body_limit(settings: Settings):
         if (method, path.rstrip("/")) in UPLOAD_ROUTES:
             return None
         return settings.max_scoring_bytes if path.endswith("/predict") else settings.max_json_bytes
+
     return limit_for
 
 
 def _openapi(app: FastAPI):
     def openapi() -> dict:
         if app.openapi_schema is None:
-            document = get_openapi(title=app.title, version=app.version, description=app.description,
-                                   routes=app.routes)
-            _, extra = models_json_schema([(model, "validation") for model in SCHEMAS_OUTSIDE_ROUTES],
-                                          ref_template="#/components/schemas/{model}")
+            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            _, extra = models_json_schema(
+                [(model, "validation") for model in SCHEMAS_OUTSIDE_ROUTES], ref_template="#/components/schemas/{model}"
+            )
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             schemas.update(extra["$defs"])
             # FastAPI documents request-validation errors as its HTTPValidationError; they are answered as Problems
@@ -80,6 +82,7 @@ def _openapi(app: FastAPI):
                 schemas.pop(name, None)
             app.openapi_schema = document
         return app.openapi_schema
+
     return openapi
 
 
@@ -107,8 +110,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         title="FIRE rule extraction",
         version="0.1.0",
         description="Upload a table, train or upload a tree ensemble, extract a sparse fused rule ensemble "
-                    "along a regularization path, promote a step to a model and score with it. Every error is "
-                    "application/problem+json (RFC 9457).",
+        "along a regularization path, promote a step to a model and score with it. Every error is "
+        "application/problem+json (RFC 9457).",
         lifespan=lifespan,
     )
     app.state.core = core

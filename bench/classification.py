@@ -27,6 +27,7 @@ import json
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +75,12 @@ def run_fire(penalty, mats, y, idx):
     k = result.select()
     step = result.steps[k]
     score = result.intercepts[k] + mats[2].matvec(result.coef(k))
-    return dict(_scores(expit(score), y[te]), rules=step.n_rules, antecedents=step.n_antecedents,
-                seconds=time.perf_counter() - started)
+    return dict(
+        _scores(expit(score), y[te]),
+        rules=step.n_rules,
+        antecedents=step.n_antecedents,
+        seconds=time.perf_counter() - started,
+    )
 
 
 def run_rulefit(X, y, idx, seed):
@@ -92,15 +97,19 @@ def run_rulefit(X, y, idx, seed):
         coef = np.asarray(model.coef, dtype=float)
         nonzero = np.abs(coef) > 1e-8
         terms = int(nonzero.sum())
-        rules = [r for r, nz in zip(model.rules_without_feature_names_, nonzero[X.shape[1]:]) if nz]
+        rules = [r for r, nz in zip(model.rules_without_feature_names_, nonzero[X.shape[1] :]) if nz]
         val = _scores(expit(model._predict_continuous_output(X[va])), y[va])["log_loss"]
         if terms <= BUDGET and (best is None or val < best[0]):
             best = (val, model, terms, sum(len(str(r).split(" and ")) for r in rules))
     if best is None:
         return None
     _, model, terms, conditions = best
-    return dict(_scores(expit(model._predict_continuous_output(X[te])), y[te]), rules=terms,
-                antecedents=conditions, seconds=time.perf_counter() - started)
+    return dict(
+        _scores(expit(model._predict_continuous_output(X[te])), y[te]),
+        rules=terms,
+        antecedents=conditions,
+        seconds=time.perf_counter() - started,
+    )
 
 
 def run_sirus(X, y, idx, seed):
@@ -113,8 +122,12 @@ def run_sirus(X, y, idx, seed):
         warnings.simplefilter("ignore")
         model.fit(X[tr], y[tr])
     used = [rule for rule, weight in zip(model.rules_, model.rule_weights_) if weight != 0]
-    return dict(_scores(model.predict_proba(X[te])[:, 1], y[te]), rules=len(used),
-                antecedents=sum(len(rule.conditions) for rule in used), seconds=time.perf_counter() - started)
+    return dict(
+        _scores(model.predict_proba(X[te])[:, 1], y[te]),
+        rules=len(used),
+        antecedents=sum(len(rule.conditions) for rule in used),
+        seconds=time.perf_counter() - started,
+    )
 
 
 def quality(splits, trees, log):
@@ -124,19 +137,32 @@ def quality(splits, trees, log):
         X_imputed = np.where(np.isnan(X), np.nanmedian(X, axis=0), X)  # RuleFit and SIRUS take no NaN
         for seed in range(splits):
             idx = split(len(y), seed)
-            tr, va, te = idx
-            rf = RandomForestClassifier(n_estimators=trees, max_depth=3, max_features="sqrt", random_state=seed,
-                                        n_jobs=1).fit(X[tr], y[tr])
+            tr, _va, te = idx
+            rf = RandomForestClassifier(
+                n_estimators=trees, max_depth=3, max_features="sqrt", random_state=seed, n_jobs=1
+            ).fit(X[tr], y[tr])
             forest = TreeEnsemble.from_sklearn(rf)
-            mats = tuple(leaf_matrix(forest, X[i]) for i in idx) + (forest.leaf_ancestors,)
-            rec = {"table": name, "seed": seed, "positive": str(classes[1]), "n": len(y),
-                   "forest": dict(_scores(rf.predict_proba(X[te])[:, 1], y[te]), rules=forest.n_leaves),
-                   "fire": run_fire("mcp", mats, y, idx), "l1": run_fire("l1", mats, y, idx),
-                   "rulefit": run_rulefit(X_imputed, y, idx, seed), "sirus": run_sirus(X_imputed, y, idx, seed)}
+            mats = (*tuple(leaf_matrix(forest, X[i]) for i in idx), forest.leaf_ancestors)
+            rec = {
+                "table": name,
+                "seed": seed,
+                "positive": str(classes[1]),
+                "n": len(y),
+                "forest": dict(_scores(rf.predict_proba(X[te])[:, 1], y[te]), rules=forest.n_leaves),
+                "fire": run_fire("mcp", mats, y, idx),
+                "l1": run_fire("l1", mats, y, idx),
+                "rulefit": run_rulefit(X_imputed, y, idx, seed),
+                "sirus": run_sirus(X_imputed, y, idx, seed),
+            }
             records.append(rec)
-            log(f"{name} split {seed}: " + ", ".join(
-                f"{m} {rec[m]['log_loss']:.4f}/{rec[m]['auc']:.3f}" for m in ("fire", "l1", "rulefit", "sirus",
-                                                                               "forest") if rec[m]))
+            log(
+                f"{name} split {seed}: "
+                + ", ".join(
+                    f"{m} {rec[m]['log_loss']:.4f}/{rec[m]['auc']:.3f}"
+                    for m in ("fire", "l1", "rulefit", "sirus", "forest")
+                    if rec[m]
+                )
+            )
     return records
 
 
@@ -145,16 +171,36 @@ def summarize(records):
     per_table = {}
     for name in TABLES:
         rows = [r for r in records if r["table"] == name]
-        per_table[name] = {m: {k: float(np.median([r[m][k] for r in rows if r[m]]))
-                               for k in ("log_loss", "auc", "rules", "antecedents") if k in rows[0][m]}
-                           for m in methods}
+        per_table[name] = {
+            m: {
+                k: float(np.median([r[m][k] for r in rows if r[m]]))
+                for k in ("log_loss", "auc", "rules", "antecedents")
+                if k in rows[0][m]
+            }
+            for m in methods
+        }
     decreases = {}
     for comp in ("l1", "rulefit", "sirus"):
         d = [1 - r["fire"]["log_loss"] / r[comp]["log_loss"] for r in records if r[comp]]
         decreases[comp] = float(np.median(d))
     auc_gap = {name: per_table[name]["forest"]["auc"] - per_table[name]["fire"]["auc"] for name in TABLES}
-    return {"per_table": per_table, "median_logloss_decrease": decreases, "auc_gap_to_forest": auc_gap,
-            "tables_within_0.03_auc": int(sum(g <= 0.03 for g in auc_gap.values()))}
+    return {
+        "per_table": per_table,
+        "median_logloss_decrease": decreases,
+        "auc_gap_to_forest": auc_gap,
+        "tables_within_0.03_auc": int(sum(g <= 0.03 for g in auc_gap.values())),
+    }
+
+
+def logistic_objective(X, y, penalty, g, w, b, lam):
+    """The logistic FIRE objective (sum of log losses + L1 or MCP with concavity ``g``) at (w, b, lam)."""
+    score = b + X @ w
+    a = np.abs(w)
+    if penalty == "l1":
+        pen = lam * a.sum()
+    else:
+        pen = np.where(a <= g * lam, lam * a - a**2 / (2 * g), 0.5 * g * lam**2).sum()
+    return float(np.sum(np.logaddexp(0, score) - y * score) + pen)
 
 
 def speed(log):
@@ -167,37 +213,42 @@ def speed(log):
     out = {}
     X, y, _ = load("churn")
     tr = split(len(y), 0)[0]  # the 3,000 training rows of split 0
-    rf = RandomForestClassifier(n_estimators=500, max_depth=3, max_features="sqrt", random_state=0,
-                                n_jobs=1).fit(X[tr], y[tr])
+    rf = RandomForestClassifier(n_estimators=500, max_depth=3, max_features="sqrt", random_state=0, n_jobs=1).fit(
+        X[tr], y[tr]
+    )
     rng = np.random.default_rng(0)
     Xs = rng.normal(size=(100_000, 20))
     ys = (rng.random(100_000) < expit(Xs[:, 0] - 2 * (Xs[:, 1] > 0.5) + Xs[:, 2] * Xs[:, 3])).astype(float)
-    rfs = RandomForestClassifier(n_estimators=100, max_depth=3, max_features="sqrt", random_state=0,
-                                 n_jobs=1).fit(Xs[:20_000], ys[:20_000])
-    cases = {"churn (3,000 rows, 500 trees depth 3)": (leaf_matrix(TreeEnsemble.from_sklearn(rf), X[tr]), y[tr]),
-             "synthetic (100,000 rows, 100 trees depth 3)": (leaf_matrix(TreeEnsemble.from_sklearn(rfs), Xs), ys)}
+    rfs = RandomForestClassifier(n_estimators=100, max_depth=3, max_features="sqrt", random_state=0, n_jobs=1).fit(
+        Xs[:20_000], ys[:20_000]
+    )
+    cases = {
+        "churn (3,000 rows, 500 trees depth 3)": (leaf_matrix(TreeEnsemble.from_sklearn(rf), X[tr]), y[tr]),
+        "synthetic (100,000 rows, 100 trees depth 3)": (leaf_matrix(TreeEnsemble.from_sklearn(rfs), Xs), ys),
+    }
     for case, (M, yy) in cases.items():
         n = len(yy)
         csc = M.to_csc()
         for penalty in ("l1", "mcp"):
             gamma = 3.0
-            spec = PathSpec(loss="logistic", penalty=penalty, gamma=gamma / n, mcp_scaling="plain", fusion_ratio=0,
-                            scaling="leaf_value", min_support=0, polish=False, n_lambdas=20, lambda_min_ratio=0.02)
+            spec = PathSpec(
+                loss="logistic",
+                penalty=penalty,
+                gamma=gamma / n,
+                mcp_scaling="plain",
+                fusion_ratio=0,
+                scaling="leaf_value",
+                min_support=0,
+                polish=False,
+                n_lambdas=20,
+                lambda_min_ratio=0.02,
+            )
             started = time.perf_counter()
             ours = fit_path(M, yy, spec)
             t_ours = time.perf_counter() - started
             lambdas = [s.lambda_s for s in ours.steps]
 
-            def objective(w, b, lam):
-                score = b + csc @ w
-                a = np.abs(w)
-                if penalty == "l1":
-                    pen = lam * a.sum()
-                else:
-                    g = gamma / n
-                    pen = np.where(a <= g * lam, lam * a - a**2 / (2 * g), 0.5 * g * lam**2).sum()
-                return float(np.sum(np.logaddexp(0, score) - yy * score) + pen)
-
+            objective = partial(logistic_objective, csc, yy, penalty, gamma / n)
             f_ours = [objective(ours.coef(k), ours.intercepts[k], lam) for k, lam in enumerate(lambdas)]
             refs = {}
             coef = np.zeros(csc.shape[1] + 1)
@@ -209,7 +260,8 @@ def speed(log):
                     break
                 pen = L1(lam / n) if penalty == "l1" else MCPenalty(lam / n, gamma)
                 coef, *_ = AndersonCD(fit_intercept=True, warm_start=True, tol=1e-6, max_iter=200).solve(
-                    csc, 2 * yy - 1, Logistic(), pen, w_init=coef, Xw_init=csc @ coef[:-1] + coef[-1])
+                    csc, 2 * yy - 1, Logistic(), pen, w_init=coef, Xw_init=csc @ coef[:-1] + coef[-1]
+                )
                 f_ref.append(objective(coef[:-1], coef[-1], lam))
             refs["skglm"] = (time.perf_counter() - started, f_ref)
             if penalty == "l1":
@@ -230,12 +282,21 @@ def speed(log):
                 mine = t_ours - sum(step.seconds for step in ours.steps[done:])
                 gaps = np.array(f_ours[:done]) / np.array(f_ref) - 1
                 out[f"{case} | {penalty} vs {ref}"] = {
-                    "steps": done, "of": len(lambdas), "ours_s": mine, "ref_s": seconds, "speedup": seconds / mine,
-                    "worst_rel_gap": float(gaps.max()), "median_rel_gap": float(np.median(gaps)),
-                    "matched": bool(gaps.max() <= 1e-6)}
-                log(f"{case} {penalty} vs {ref}, {done} of {len(lambdas)} steps: ours {mine:.1f}s, {ref} "
+                    "steps": done,
+                    "of": len(lambdas),
+                    "ours_s": mine,
+                    "ref_s": seconds,
+                    "speedup": seconds / mine,
+                    "worst_rel_gap": float(gaps.max()),
+                    "median_rel_gap": float(np.median(gaps)),
+                    "matched": bool(gaps.max() <= 1e-6),
+                }
+                log(
+                    f"{case} {penalty} vs {ref}, {done} of {len(lambdas)} steps: ours {mine:.1f}s, {ref} "
                     f"{seconds:.1f}s, x{seconds / mine:.1f}, objective gap median {np.median(gaps):.2e} "
-                    f"worst {gaps.max():.2e}", flush=True)
+                    f"worst {gaps.max():.2e}",
+                    flush=True,
+                )
     return out
 
 

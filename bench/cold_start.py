@@ -7,6 +7,7 @@ given: run it twice on an empty folder for the cold and the warm figures.
 Usage: python bench/cold_start.py NUMBA_CACHE_DIR
 Loopback only; the service is stopped with SIGTERM at the end.
 """
+
 import os
 import signal
 import subprocess
@@ -16,7 +17,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from service import free_port  # bench/service.py
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +30,13 @@ def main() -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("FIRE_")}
     env.update(NUMBA_CACHE_DIR=numba_cache, FIRE_DATA_DIR=data_dir, PYTHONPATH=str(REPO_ROOT))
     started = time.monotonic()
-    service = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                               cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    service = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     seconds = {}
 
@@ -49,18 +54,31 @@ def main() -> None:
     try:
         wait_until("/healthz answers", lambda: http.get("/healthz").status_code == 200)
         wait_until("/readyz 200", lambda: http.get("/readyz").status_code == 200)
-        dataset = http.post("/v1/datasets?target=rings", content=ABALONE.read_bytes(),
-                            headers={"Content-Type": "application/gzip"}).raise_for_status().json()
-        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {"n_estimators": 50, "max_depth": 3}}
-                        ).raise_for_status().json()
-        wait_until("first job done", lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"]
-                   in ("succeeded", "failed", "canceled"))
+        dataset = (
+            http.post(
+                "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+            )
+            .raise_for_status()
+            .json()
+        )
+        job = (
+            http.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {"n_estimators": 50, "max_depth": 3}})
+            .raise_for_status()
+            .json()
+        )
+        wait_until(
+            "first job done",
+            lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] in ("succeeded", "failed", "canceled"),
+        )
         status = http.get(f"/v1/jobs/{job['id']}").json()["status"]
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(60)
-    print(f"cold start on {os.cpu_count()} cores, numba cache {numba_cache}: "
-          + ", ".join(f"{name} {value:.1f} s" for name, value in seconds.items()) + f" (job {status})")
+    print(
+        f"cold start on {os.cpu_count()} cores, numba cache {numba_cache}: "
+        + ", ".join(f"{name} {value:.1f} s" for name, value in seconds.items())
+        + f" (job {status})"
+    )
 
 
 if __name__ == "__main__":

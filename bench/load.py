@@ -2,8 +2,8 @@
 mixing single-row scoring, job polling and job submission, then a check that nothing was lost.
 
 It starts its own service on the Redis given (bench/service.py's: a fresh key prefix and queue, removed at the
-end): `fire-rules serve` with --api-processes API processes and --workers `fire-rules worker` processes. Before the load it
-uploads tests/data/abalone.csv.gz, runs a path job and promotes --models models, scoring a fixed set of rows
+end): `fire-rules serve` with --api-processes API processes and --workers `fire-rules worker` processes. Before
+the load it uploads tests/data/abalone.csv.gz, runs a path job and promotes --models models, scoring a fixed set of rows
 with each. Then --clients clients run for --seconds:
 
 - scoring clients (most of them) POST one row to a random model, back to back (--think-ms between requests);
@@ -18,6 +18,7 @@ Usage: python bench/load.py [--redis redis://127.0.0.1:6379/0] [--clients 50] [-
                             [--api-processes 1] [--workers 2] [--think-ms 0]
 Loopback only; bounded by --seconds and --drain-seconds.
 """
+
 import argparse
 import asyncio
 import gzip
@@ -31,7 +32,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pandas as pd
-
 from service import Service  # bench/service.py: the service under test, on its own key prefix and queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -54,21 +54,41 @@ def wait_job(http: httpx.Client, job_id: str, timeout: float = 120) -> dict:
 
 def prepare(http: httpx.Client, n_models: int) -> tuple[dict, list[str], list[dict], dict[str, list[float]]]:
     """(dataset, model ids, scoring rows, each model's predictions of the check rows)."""
-    dataset = http.post("/v1/datasets?target=rings", content=ABALONE.read_bytes(),
-                        headers={"Content-Type": "application/gzip"}).raise_for_status().json()
+    dataset = (
+        http.post(
+            "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+        )
+        .raise_for_status()
+        .json()
+    )
     models = []
     for index in range(n_models):
-        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {**FOREST, "random_state": index},
-                                          "n_lambdas": 20, "max_rules": 12}).raise_for_status().json()
+        job = (
+            http.post(
+                "/v1/jobs",
+                json={
+                    "dataset_id": dataset["id"],
+                    "forest": {**FOREST, "random_state": index},
+                    "n_lambdas": 20,
+                    "max_rules": 12,
+                },
+            )
+            .raise_for_status()
+            .json()
+        )
         done = wait_job(http, job["id"])
         assert done["status"] == "succeeded", done
-        models.append(http.post("/v1/models", json={"job_id": job["id"], "name": f"load-{index}"})
-                      .raise_for_status().json()["id"])
-    frame = pd.read_csv(gzip.open(ABALONE)).drop(columns=["rings"])
+        models.append(
+            http.post("/v1/models", json={"job_id": job["id"], "name": f"load-{index}"}).raise_for_status().json()["id"]
+        )
+    with gzip.open(ABALONE) as table:
+        frame = pd.read_csv(table).drop(columns=["rings"])
     rows = frame.to_dict(orient="records")
     check = {"dataframe_records": rows[:200]}
-    before = {model: http.post(f"/v1/models/{model}/predict", json=check).raise_for_status().json()["predictions"]
-              for model in models}
+    before = {
+        model: http.post(f"/v1/models/{model}/predict", json=check).raise_for_status().json()["predictions"]
+        for model in models
+    }
     return dataset, models, rows, before
 
 
@@ -163,8 +183,12 @@ async def poller(client, tally, jobs, stop_at, think):
 async def submitter(client, tally, dataset_id, jobs, stop_at, index):
     rng = random.Random(index)
     while time.monotonic() < stop_at:
-        body = {"dataset_id": dataset_id, "forest": {**FOREST, "random_state": rng.randrange(10**6)},
-                "n_lambdas": 10, "max_rules": 8}
+        body = {
+            "dataset_id": dataset_id,
+            "forest": {**FOREST, "random_state": rng.randrange(10**6)},
+            "n_lambdas": 10,
+            "max_rules": 8,
+        }
         response = await timed(client, tally, SUBMIT, "POST", "/v1/jobs", body)
         if response is None or response.status_code != 202:
             await asyncio.sleep(1)
@@ -178,8 +202,16 @@ async def submitter(client, tally, dataset_id, jobs, stop_at, index):
             await asyncio.sleep(0.2)
 
 
-async def run_load(base: str, clients: int, seconds: float, think: float, dataset_id: str, models: list[str],
-                   rows: list[dict], first_jobs: list[str]) -> tuple[Tally, float, list[str]]:
+async def run_load(
+    base: str,
+    clients: int,
+    seconds: float,
+    think: float,
+    dataset_id: str,
+    models: list[str],
+    rows: list[dict],
+    first_jobs: list[str],
+) -> tuple[Tally, float, list[str]]:
     n_submitters = max(1, clients // 16)
     n_pollers = max(1, clients // 7)
     n_scorers = clients - n_submitters - n_pollers
@@ -191,7 +223,8 @@ async def run_load(base: str, clients: int, seconds: float, think: float, datase
     await asyncio.gather(
         *[scorer(connect(), tally, models, rows, stop_at, think) for _ in range(n_scorers)],
         *[poller(connect(), tally, jobs, stop_at, think) for _ in range(n_pollers)],
-        *[submitter(connect(), tally, dataset_id, jobs, stop_at, index) for index in range(n_submitters)])
+        *[submitter(connect(), tally, dataset_id, jobs, stop_at, index) for index in range(n_submitters)],
+    )
     return tally, time.monotonic() - started, jobs
 
 
@@ -213,36 +246,49 @@ def main() -> None:
         http = service.http
         dataset, models, rows, before = prepare(http, args.models)
         first_jobs = [job["id"] for job in http.get("/v1/jobs").json()]
-        tally, elapsed, jobs = asyncio.run(run_load(service.base, args.clients, args.seconds, args.think_ms / 1000,
-                                                    dataset["id"], models, rows, first_jobs))
+        tally, elapsed, jobs = asyncio.run(
+            run_load(
+                service.base, args.clients, args.seconds, args.think_ms / 1000, dataset["id"], models, rows, first_jobs
+            )
+        )
         deadline = time.monotonic() + args.drain_seconds
         finals = {}
         for job_id in set(jobs):
             job = wait_job(http, job_id, max(1.0, deadline - time.monotonic()))
             finals[job_id] = job["status"]
         check = {"dataframe_records": rows[:200]}
-        same = sum(http.post(f"/v1/models/{model}/predict", json=check).json()["predictions"] == before[model]
-                   for model in models)
+        same = sum(
+            http.post(f"/v1/models/{model}/predict", json=check).json()["predictions"] == before[model]
+            for model in models
+        )
     finally:
         service.close()
 
     total = sum(len(values) for values in tally.latency.values())
-    print(f"FIRE load benchmark: {args.clients} clients for {elapsed:.0f} s on {os.cpu_count()} cores, "
-          f"{args.api_processes} API process(es), {args.workers} workers, think time {args.think_ms:g} ms\n")
+    print(
+        f"FIRE load benchmark: {args.clients} clients for {elapsed:.0f} s on {os.cpu_count()} cores, "
+        f"{args.api_processes} API process(es), {args.workers} workers, think time {args.think_ms:g} ms\n"
+    )
     print("| kind | requests | per second | p50 | p99 | errors | 429 |")
     print("|---|---|---|---|---|---|---|")
     for kind in (SCORE, POLL, SUBMIT):
         values = np.asarray(tally.latency.get(kind, [float("nan")])) * 1000
-        print(f"| {kind} | {len(tally.latency.get(kind, []))} | {len(tally.latency.get(kind, [])) / elapsed:.1f} | "
-              f"{np.percentile(values, 50):.1f} ms | {np.percentile(values, 99):.1f} ms | {tally.errors[kind]} | "
-              f"{tally.throttled[kind]} |")
-    print(f"| all | {total} | {total / elapsed:.1f} | | | {sum(tally.errors.values())} | "
-          f"{sum(tally.throttled.values())} |")
+        print(
+            f"| {kind} | {len(tally.latency.get(kind, []))} | {len(tally.latency.get(kind, [])) / elapsed:.1f} | "
+            f"{np.percentile(values, 50):.1f} ms | {np.percentile(values, 99):.1f} ms | {tally.errors[kind]} | "
+            f"{tally.throttled[kind]} |"
+        )
+    print(
+        f"| all | {total} | {total / elapsed:.1f} | | | {sum(tally.errors.values())} | "
+        f"{sum(tally.throttled.values())} |"
+    )
     statuses = defaultdict(int)
     for status in finals.values():
         statuses[status] += 1
-    print(f"\njobs submitted and final: {sum(status in TERMINAL for status in finals.values())}/{len(finals)} "
-          f"({dict(statuses)}); models predicting as before the load: {same}/{len(models)}")
+    print(
+        f"\njobs submitted and final: {sum(status in TERMINAL for status in finals.values())}/{len(finals)} "
+        f"({dict(statuses)}); models predicting as before the load: {same}/{len(models)}"
+    )
     for example in tally.error_examples:
         print(f"- error: {example}")
 

@@ -9,6 +9,7 @@ Reports, as a markdown table:
 Usage: python bench/service.py [--redis redis://127.0.0.1:6379/0] [--repeats 5] [--seconds 10]
 Writes only under a fresh key prefix and queue name, and removes them at the end.
 """
+
 import argparse
 import gzip
 import os
@@ -47,16 +48,34 @@ class Service:
         token = uuid.uuid4().hex[:10]
         self.prefix, self.queue = f"fire-bench-{token}:", f"fire-bench-{token}"
         self.redis = Redis.from_url(redis_url)
-        self.env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIRE_REDIS_URL": redis_url,
-                    "FIRE_KEY_PREFIX": self.prefix, "FIRE_QUEUE_NAME": self.queue,
-                    "FIRE_API_WORKERS": str(api_processes), **(env or {})}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_ROOT),
+            "FIRE_REDIS_URL": redis_url,
+            "FIRE_KEY_PREFIX": self.prefix,
+            "FIRE_QUEUE_NAME": self.queue,
+            "FIRE_API_WORKERS": str(api_processes),
+            **(env or {}),
+        }
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
         self.processes = [
-            subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
-                             env=self.env, cwd=REPO_ROOT, stderr=subprocess.DEVNULL),
-            *[subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=self.env, cwd=REPO_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)],
+            subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+                env=self.env,
+                cwd=REPO_ROOT,
+                stderr=subprocess.DEVNULL,
+            ),
+            *[
+                subprocess.Popen(
+                    [sys.executable, "-m", "app.cli", "worker"],
+                    env=self.env,
+                    cwd=REPO_ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for _ in range(workers)
+            ],
         ]
         self.http = httpx.Client(base_url=self.base, timeout=60)
         self._wait_ready()
@@ -84,7 +103,7 @@ class Service:
         for pattern in [f"{self.prefix}*", f"rq:*{self.queue}*"] + [f"rq:*{j}*" for j in job_ids]:
             keys = list(self.redis.scan_iter(match=pattern, count=1000))
             for start in range(0, len(keys), 500):
-                self.redis.unlink(*keys[start:start + 500])
+                self.redis.unlink(*keys[start : start + 500])
 
     def upload(self, csv: bytes, target: str) -> dict:
         response = self.http.post(f"/v1/datasets?target={target}", content=csv, headers={"Content-Type": "text/csv"})
@@ -127,13 +146,20 @@ def job_figures(service: Service, body: dict, repeats: int, cold: bool) -> dict:
         job, latency = service.run_job(body)
         assert job["cache_hit"] is (not cold)
         timings = job["timings"]
-        rows.append({"end_to_end": latency, "queue_wait": timings["queue_wait"],
-                     "matrix_build": timings["matrix_build"], "path": timings["path"]})
+        rows.append(
+            {
+                "end_to_end": latency,
+                "queue_wait": timings["queue_wait"],
+                "matrix_build": timings["matrix_build"],
+                "path": timings["path"],
+            }
+        )
     return {name: statistics.median(row[name] for row in rows) for name in rows[0]}
 
 
-def scoring_figures(service: Service, model_id: str, frame: pd.DataFrame, rate: float, seconds: float,
-                    batch_rows: int, batches: int) -> dict:
+def scoring_figures(
+    service: Service, model_id: str, frame: pd.DataFrame, rate: float, seconds: float, batch_rows: int, batches: int
+) -> dict:
     url = f"/v1/models/{model_id}/predict"
     columns = list(frame.columns)
     records = frame.to_numpy().tolist()
@@ -161,10 +187,15 @@ def scoring_figures(service: Service, model_id: str, frame: pd.DataFrame, rate: 
         batch_latency.append(time.perf_counter() - sent)
         response.raise_for_status()
         assert len(response.json()["predictions"]) == batch_rows
-    return {"single_p50": percentile(single, 50), "single_p99": percentile(single, 99), "rate": achieved_rate,
-            "n_single": len(single), "batch_p50": percentile(batch_latency, 50),
-            "batch_p99": percentile(batch_latency, 99),
-            "batch_rows_per_s": batch_rows / statistics.median(batch_latency)}
+    return {
+        "single_p50": percentile(single, 50),
+        "single_p99": percentile(single, 99),
+        "rate": achieved_rate,
+        "n_single": len(single),
+        "batch_p50": percentile(batch_latency, 50),
+        "batch_p99": percentile(batch_latency, 99),
+        "batch_rows_per_s": batch_rows / statistics.median(batch_latency),
+    }
 
 
 def main() -> None:
@@ -180,8 +211,13 @@ def main() -> None:
     try:
         small = service.upload(small_csv, "Goal")
         small_forest = service.train(small["id"], n_estimators=100, max_depth=3, max_features="sqrt")
-        small_job = {"dataset_id": small["id"], "forest_id": small_forest, "fusion_ratio": 1.0, "n_lambdas": 50,
-                     "max_rules": 15}
+        small_job = {
+            "dataset_id": small["id"],
+            "forest_id": small_forest,
+            "fusion_ratio": 1.0,
+            "n_lambdas": 50,
+            "max_rules": 15,
+        }
         service.run_job(small_job)  # first contact: connections, imports
         cold = job_figures(service, small_job, args.repeats, cold=True)
         warm = job_figures(service, small_job, args.repeats, cold=False)
@@ -194,8 +230,15 @@ def main() -> None:
 
         job, _ = service.run_job(small_job)
         model = service.http.post("/v1/models", json={"job_id": job["id"], "name": "bench"}).json()
-        scoring = scoring_figures(service, model["id"], full.drop(columns=["Goal"]), rate=200, seconds=args.seconds,
-                                  batch_rows=10_000, batches=20)
+        scoring = scoring_figures(
+            service,
+            model["id"],
+            full.drop(columns=["Goal"]),
+            rate=200,
+            seconds=args.seconds,
+            batch_rows=10_000,
+            batches=20,
+        )
     finally:
         service.close()
 
@@ -209,15 +252,23 @@ def main() -> None:
     print(f"| … path | {ms(cold['path'])} | |")
     print(f"| small job end to end, warm cache | {ms(warm['end_to_end'])} | |")
     print(f"| … matrix from cache | {ms(warm['matrix_build'])} | |")
-    print(f"| matrix build, elevators 16,599 rows × 250 trees d5: cold / cached | "
-          f"{ms(large_cold['matrix_build'])} / {ms(large_warm['matrix_build'])} "
-          f"({large_cold['matrix_build'] / large_warm['matrix_build']:.1f}× faster) | |")
-    print(f"| that job end to end (3 λ): cold / cached | {ms(large_cold['end_to_end'])} / "
-          f"{ms(large_warm['end_to_end'])} ({large_cold['end_to_end'] / large_warm['end_to_end']:.2f}×) | |")
-    print(f"| single-row scoring over HTTP at {scoring['rate']:.0f} req/s ({scoring['n_single']} requests): "
-          f"p50 / p99 | {ms(scoring['single_p50'])} / {ms(scoring['single_p99'])} | p99 < 10 ms at 200 req/s |")
-    print(f"| 10,000-row batch scoring over HTTP: p50 / p99 | {ms(scoring['batch_p50'])} / "
-          f"{ms(scoring['batch_p99'])} ({scoring['batch_rows_per_s']:,.0f} rows/s) | < 100 ms |")
+    print(
+        f"| matrix build, elevators 16,599 rows × 250 trees d5: cold / cached | "
+        f"{ms(large_cold['matrix_build'])} / {ms(large_warm['matrix_build'])} "
+        f"({large_cold['matrix_build'] / large_warm['matrix_build']:.1f}× faster) | |"
+    )
+    print(
+        f"| that job end to end (3 λ): cold / cached | {ms(large_cold['end_to_end'])} / "
+        f"{ms(large_warm['end_to_end'])} ({large_cold['end_to_end'] / large_warm['end_to_end']:.2f}×) | |"
+    )
+    print(
+        f"| single-row scoring over HTTP at {scoring['rate']:.0f} req/s ({scoring['n_single']} requests): "
+        f"p50 / p99 | {ms(scoring['single_p50'])} / {ms(scoring['single_p99'])} | p99 < 10 ms at 200 req/s |"
+    )
+    print(
+        f"| 10,000-row batch scoring over HTTP: p50 / p99 | {ms(scoring['batch_p50'])} / "
+        f"{ms(scoring['batch_p99'])} ({scoring['batch_rows_per_s']:,.0f} rows/s) | < 100 ms |"
+    )
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 A pure numpy/numba library: trees become candidate rules (``forest``; scikit-learn models convert in
 ``sklearn_adapters``, uploaded files load in ``formats``), the mapping matrix stays implicit
-(``leaf_matrix``), penalties and their proxes live in ``penalties``, the losses (squared, logistic) in ``datafits``, the greedy block coordinate descent in
-``gbcd``, warm-started lambda paths in ``path``. Every setting of a fit, with its one default and check, is in
-``spec``; ``encoding`` turns tables with text columns into the matrix a forest splits on; ``fitting`` is the
-one orchestration (split, forest, path, selected step, rules) that the estimator in ``estimator`` and the
-service's workers both run.
+(``leaf_matrix``), penalties and their proxes live in ``penalties``, the losses (squared, logistic) in
+``datafits``, the greedy block coordinate descent in ``gbcd``, warm-started lambda paths in ``path``. Every
+setting of a fit, with its one default and check, is in ``spec``; ``encoding`` turns tables with text columns
+into the matrix a forest splits on; ``fitting`` is the one orchestration (split, forest, path, selected step,
+rules) that the estimator in ``estimator`` and the service's workers both run.
 """
 
 from .datafits import probability

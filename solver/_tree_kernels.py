@@ -41,8 +41,7 @@ def depth_first_leaves(children_left, children_right):
 
 
 @njit(cache=True)
-def apply_trees(X, node_offsets, children_left, children_right, feature, threshold,
-                missing_go_left, leaf_index, out):
+def apply_trees(X, node_offsets, children_left, children_right, feature, threshold, missing_go_left, leaf_index, out):
     """out[i, t] = local leaf index that row i reaches in tree t (sklearn's routing).
 
     Tree by tree, so one tree's nodes stay in cache while all rows go through it.

@@ -2,8 +2,8 @@
 failure names the offending entry by its path in the document."""
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,15 +40,15 @@ def check_feature_names(names: list, field: str, error: Callable[[str, str], Sch
     seen: dict[str, int] = {}
     for j, name in enumerate(names):
         if not isinstance(name, str) or not name or len(name) > MAX_FEATURE_NAME_LENGTH:
-            raise error(f"{field}/{j}", f"must be a non-empty string of at most {MAX_FEATURE_NAME_LENGTH} "
-                        "characters")
+            raise error(f"{field}/{j}", f"must be a non-empty string of at most {MAX_FEATURE_NAME_LENGTH} characters")
         if name in seen:
             raise error(f"{field}/{j}", f"{name!r} repeats {field}/{seen[name]}; feature names must be unique")
         seen[name] = j
 
 
-def check_keys(prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str],
-               error: Callable[[str, str], SchemaError]) -> None:
+def check_keys(
+    prefix: str, mapping: Mapping, allowed: set[str], required: Sequence[str], error: Callable[[str, str], SchemaError]
+) -> None:
     where = f"{prefix}/" if prefix else ""
     for key in required:
         if key not in mapping:
@@ -97,5 +97,5 @@ def _matches_kind(value, kind: str) -> bool:
     if kind == "bool":
         return isinstance(value, (bool, np.bool_))
     if is_integer(value):  # numpy holds integers of at most 64 bits
-        return -2**63 <= value < 2**63
+        return -(2**63) <= value < 2**63
     return kind == "float" and isinstance(value, Real) and not isinstance(value, bool)

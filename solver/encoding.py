@@ -6,6 +6,7 @@ its training rows. Missing values stay NaN in numeric columns; a missing categor
 column records whether the table it was inferred from had missing values (``missing``): rules mention
 missing values only where they can occur (``solver.rule_text``).
 """
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,12 +48,15 @@ class TableEncoding:
     def __init__(self, columns: Sequence[ColumnSpec]):
         self.columns = list(columns)
         self.feature_names = [name for column in self.columns for name in column.encoded_names()]
-        self._feature_columns = [(column, None if column.kind == "numeric" else category)
-                                 for column in self.columns
-                                 for category in ((None,) if column.kind == "numeric" else column.categories)]
+        self._feature_columns = [
+            (column, None if column.kind == "numeric" else category)
+            for column in self.columns
+            for category in ((None,) if column.kind == "numeric" else column.categories)
+        ]
         self._category_codes = {
             column.name: {category: code for code, category in enumerate(column.categories)}
-            for column in self.columns if column.kind == "categorical"
+            for column in self.columns
+            if column.kind == "categorical"
         }
 
     @property
@@ -66,8 +70,9 @@ class TableEncoding:
         return cls([ColumnSpec(str(name), "numeric", missing=flag) for name, flag in zip(names, flags)])
 
     @classmethod
-    def infer(cls, frame: pd.DataFrame, categorical: str = "onehot",
-              max_categories: int = DEFAULT_MAX_CATEGORIES) -> "TableEncoding":
+    def infer(
+        cls, frame: pd.DataFrame, categorical: str = "onehot", max_categories: int = DEFAULT_MAX_CATEGORIES
+    ) -> "TableEncoding":
         """Numeric where every present value is a number; categorical (one-hot, sorted levels) otherwise."""
         if categorical not in CATEGORICAL_POLICIES:
             raise ValueError(f"categorical must be one of {list(CATEGORICAL_POLICIES)}, got {categorical!r}")
@@ -80,12 +85,20 @@ class TableEncoding:
                 continue
             categories = sorted({str(v) for v in values.dropna().unique()})
             if categorical == "reject":
-                refused.append(table_fault(f"columns.{name}", "non-numeric column",
-                                           "encode it as numbers first (categorical='reject')"))
+                refused.append(
+                    table_fault(
+                        f"columns.{name}", "non-numeric column", "encode it as numbers first (categorical='reject')"
+                    )
+                )
             elif len(categories) > max_categories:
-                refused.append(table_fault(f"columns.{name}", f"{len(categories)} distinct text values",
-                                           f"at most {max_categories} categories are one-hot encoded; "
-                                           "drop the column or encode it yourself"))
+                refused.append(
+                    table_fault(
+                        f"columns.{name}",
+                        f"{len(categories)} distinct text values",
+                        f"at most {max_categories} categories are one-hot encoded; "
+                        "drop the column or encode it yourself",
+                    )
+                )
             else:
                 columns.append(ColumnSpec(str(name), "categorical", tuple(categories), missing))
         if refused:
@@ -97,14 +110,21 @@ class TableEncoding:
         return self._feature_columns[j]
 
     def to_dict(self) -> list[dict]:
-        return [{"name": c.name, "kind": c.kind, **({"categories": list(c.categories)} if c.categories else {}),
-                 **({} if c.missing is None else {"missing": c.missing})}
-                for c in self.columns]
+        return [
+            {
+                "name": c.name,
+                "kind": c.kind,
+                **({"categories": list(c.categories)} if c.categories else {}),
+                **({} if c.missing is None else {"missing": c.missing}),
+            }
+            for c in self.columns
+        ]
 
     @classmethod
     def from_dict(cls, columns: list[dict]) -> "TableEncoding":
-        return cls([ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ())), c.get("missing"))
-                    for c in columns])
+        return cls(
+            [ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ())), c.get("missing")) for c in columns]
+        )
 
     def encode_frame(self, frame: pd.DataFrame, location: str = "columns") -> np.ndarray:
         return self.encode({str(name): frame[name].to_numpy() for name in frame.columns}, len(frame), location)
@@ -113,23 +133,28 @@ class TableEncoding:
         """Encoded float64 matrix (n_rows, n_features); a :class:`TableError` naming every column at fault."""
         expected = self.column_names
         known = set(expected)
-        errors = [table_fault(f"{location}.{name}", "missing column", "send every column of the training table")
-                  for name in expected if name not in table]
-        errors += [table_fault(f"{location}.{name}", "unknown column", f"remove it; the columns are {expected}")
-                   for name in table if name not in known]
+        errors = [
+            table_fault(f"{location}.{name}", "missing column", "send every column of the training table")
+            for name in expected
+            if name not in table
+        ]
+        errors += [
+            table_fault(f"{location}.{name}", "unknown column", f"remove it; the columns are {expected}")
+            for name in table
+            if name not in known
+        ]
         if errors:
             raise TableError("The columns do not match the training table's.", errors)
         encoded = np.zeros((n_rows, len(self.feature_names)), dtype=np.float64)
         position = 0
         for column in self.columns:
             width = 1 if column.kind == "numeric" else len(column.categories)
-            block = encoded[:, position:position + width]
+            block = encoded[:, position : position + width]
             field = f"{location}.{column.name}"
             if column.kind == "numeric":
                 error = _encode_numeric(table[column.name], block[:, 0], field)
             else:
-                error = _encode_categorical(self._category_codes[column.name], column, table[column.name], block,
-                                            field)
+                error = _encode_categorical(self._category_codes[column.name], column, table[column.name], block, field)
             position += width
             if error:
                 errors.append(error)
@@ -159,8 +184,9 @@ def _encode_categorical(codes: dict, column: ColumnSpec, values, out: np.ndarray
         else:
             out[row, code] = 1.0
     if unknown:
-        return table_fault(field, f"unknown categories {sorted(unknown)[:MAX_EXAMPLES]}",
-                           f"use one of {list(column.categories)}")
+        return table_fault(
+            field, f"unknown categories {sorted(unknown)[:MAX_EXAMPLES]}", f"use one of {list(column.categories)}"
+        )
     return None
 
 

@@ -15,8 +15,16 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_y, assert_all_finite,
-                                      check_consistent_length, check_is_fitted, check_random_state, validate_data)
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _check_n_features,
+    _check_y,
+    assert_all_finite,
+    check_consistent_length,
+    check_is_fitted,
+    check_random_state,
+    validate_data,
+)
 
 from .datafits import probability
 from .encoding import TableEncoding, has_text_columns
@@ -33,8 +41,9 @@ def _parameters(**extra) -> dict:
     """name -> default of an estimator's parameters, in order: ``forest``, the ForestSpec fields but its seed,
     the PathSpec fields but ``loss`` and the seed, ``extra``, ``random_state`` (None: fresh seeds)."""
     spec_name = {field: name for name, field in _FOREST_FIELDS.items()}
-    forest = {spec_name.get(name, name): default for name, default in ForestSpec.defaults().items()
-              if name != "random_state"}
+    forest = {
+        spec_name.get(name, name): default for name, default in ForestSpec.defaults().items() if name != "random_state"
+    }
     path = {name: default for name, default in PathSpec.defaults().items() if name not in ("loss", "random_state")}
     return {"forest": None, **forest, **path, **extra, "random_state": None}
 
@@ -42,6 +51,7 @@ def _parameters(**extra) -> dict:
 def _init_taking(parameters: dict):
     """An ``__init__`` that stores each of ``parameters`` (keyword-only, their defaults where not given) and
     shows them as its signature, which is where scikit-learn reads an estimator's parameters from."""
+
     def __init__(self, **given):
         unknown = sorted(set(given) - set(parameters))
         if unknown:
@@ -51,8 +61,11 @@ def _init_taking(parameters: dict):
 
     __init__.__signature__ = inspect.Signature(
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-           for name, default in parameters.items()])
+        + [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in parameters.items()
+        ]
+    )
     return __init__
 
 
@@ -106,17 +119,20 @@ class _FireEstimator(BaseEstimator):
 
     def path_spec(self, seed: int) -> PathSpec:
         """The estimator's path settings as the :class:`PathSpec` the library and the service run."""
-        return PathSpec.from_dict({name: getattr(self, name) for name in PathSpec.defaults()
-                                   if name not in ("loss", "random_state")}
-                                  | {"loss": self._loss, "random_state": seed})
+        return PathSpec.from_dict(
+            {name: getattr(self, name) for name in PathSpec.defaults() if name not in ("loss", "random_state")}
+            | {"loss": self._loss, "random_state": seed}
+        )
 
     def forest_spec(self, seed: int) -> ForestSpec:
         """The forest fitted when none is given, as the :class:`ForestSpec` the service trains too."""
         spec_fields = {_FOREST_FIELDS.get(name, name) for name in ForestSpec.defaults()}
         names = {field: name for name, field in _FOREST_FIELDS.items()}
         try:
-            return ForestSpec.from_dict({field: getattr(self, names.get(field, field)) for field in spec_fields
-                                         if field != "random_state"} | {"random_state": seed})
+            return ForestSpec.from_dict(
+                {field: getattr(self, names.get(field, field)) for field in spec_fields if field != "random_state"}
+                | {"random_state": seed}
+            )
         except SpecError as error:  # named as the estimator's parameter
             raise SpecError(names.get(error.field, error.field), error.detail) from None
 
@@ -144,13 +160,24 @@ class _FireEstimator(BaseEstimator):
             X_val = self._table(X_val, reset=False)
         if y_val is not None:
             y_val = self._target(y_val, fitting=False)
-        seed = (int(self.random_state) if isinstance(self.random_state, numbers.Integral)
-                else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max)))
+        seed = (
+            int(self.random_state)
+            if isinstance(self.random_state, numbers.Integral)
+            else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        )
         spec = self.path_spec(seed)
-        fit = fit_rules(X, y, spec, forest=self.forest_spec(seed) if self.forest is None else self.forest,
-                        X_val=X_val, y_val=y_val, sample_weight=sample_weight,
-                        feature_names=self._encoded_feature_names(), encoding=self.encoding_,
-                        classes=getattr(self, "classes_", None))
+        fit = fit_rules(
+            X,
+            y,
+            spec,
+            forest=self.forest_spec(seed) if self.forest is None else self.forest,
+            X_val=X_val,
+            y_val=y_val,
+            sample_weight=sample_weight,
+            feature_names=self._encoded_feature_names(),
+            encoding=self.encoding_,
+            classes=getattr(self, "classes_", None),
+        )
         self.estimator_, self.forest_ = fit.estimator, fit.forest
         self.path_ = [step.to_dict() for step in fit.path.steps]
         self.coef_path_ = fit.path.coef_path
@@ -176,8 +203,10 @@ class _FireEstimator(BaseEstimator):
         _check_feature_names(self, X, reset=reset)
         _check_n_features(self, X, reset=reset)
         if not isinstance(X, pd.DataFrame):
-            raise ValueError(f"this model was fitted on a table with text columns: pass a DataFrame with the "
-                             f"columns {self.encoding_.column_names}")
+            raise ValueError(
+                f"this model was fitted on a table with text columns: pass a DataFrame with the "
+                f"columns {self.encoding_.column_names}"
+            )
         X = self.encoding_.encode_frame(X)
         assert_all_finite(X, allow_nan=True, input_name="X")
         return X
@@ -218,7 +247,8 @@ class _FireEstimator(BaseEstimator):
             "version": 1,
             "params": params,
             "n_features_in": int(self.n_features_in_),
-            "feature_names_in": None if not hasattr(self, "feature_names_in_")
+            "feature_names_in": None
+            if not hasattr(self, "feature_names_in_")
             else [str(v) for v in self.feature_names_in_],
             "columns": None if self.encoding_ is None else self.encoding_.to_dict(),
             "classes": self.classes_.tolist() if hasattr(self, "classes_") else None,
@@ -289,8 +319,10 @@ class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(cla
             return codes
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
-            raise ValueError(f"y_val has labels the training labels {self.classes_.tolist()} do not: "
-                             f"{np.unique(y[unknown])[:5].tolist()}")
+            raise ValueError(
+                f"y_val has labels the training labels {self.classes_.tolist()} do not: "
+                f"{np.unique(y[unknown])[:5].tolist()}"
+            )
         return (y == self.classes_[1]).astype(np.float64)
 
     def _sample_weight(self, y, sample_weight):

@@ -18,7 +18,7 @@ mapping from column name to value.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -64,9 +64,15 @@ class _Dialect:
                 continue
             if is_unbounded(condition):
                 everything = (condition.threshold > 0) == (condition.operator == "<=")
-                parts.append(self.true if everything and condition.missing else
-                             self.present(column) if everything else
-                             self.missing(column) if condition.missing else self.false)
+                parts.append(
+                    self.true
+                    if everything and condition.missing
+                    else self.present(column)
+                    if everything
+                    else self.missing(column)
+                    if condition.missing
+                    else self.false
+                )
             elif condition.missing:
                 parts.append(f"({self.missing(column)} {self.disjunction} {self.compare(column, condition)})")
             else:
@@ -132,13 +138,16 @@ def to_sql(ensemble) -> str:
     """A SQL expression of the original columns giving the ensemble's prediction (tested on SQLite)."""
     dialect = _SQL()
     wording = RuleWording(ensemble.encoding)
-    terms = [f"  + CASE WHEN {_condition(dialect, ensemble, rule.conditions)} "
-             f"THEN {rule.contribution!r} ELSE 0.0 END  -- r{rule.id}: "
-             f"{wording.conjunction(rule.conditions)}" for rule in ensemble.rules]
+    terms = [
+        f"  + CASE WHEN {_condition(dialect, ensemble, rule.conditions)} "
+        f"THEN {rule.contribution!r} ELSE 0.0 END  -- r{rule.id}: "
+        f"{wording.conjunction(rule.conditions)}"
+        for rule in ensemble.rules
+    ]
     return "\n".join([f"{ensemble.intercept!r} + (0.0", *terms, ")"])
 
 
-_PYTHON_HELPERS = '''
+_PYTHON_HELPERS = """
 
 def _number(value):
     return float("nan") if value is None else float(value)
@@ -150,7 +159,7 @@ def _missing(value):
 
 def _level(value):
     return None if value is None or (isinstance(value, float) and value != value) else str(value)
-'''
+"""
 
 
 def to_python(ensemble, name: str = "predict") -> str:
@@ -164,17 +173,20 @@ def to_python(ensemble, name: str = "predict") -> str:
         body.append(f"        total += {rule.contribution!r}")
     if not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
-    return "\n".join([
-        f'"""FIRE rule set: {ensemble.n_rules} rules (generated; needs nothing but Python)."""',
-        f"# columns: {ensemble.encoding.column_names!r}",
-        _PYTHON_HELPERS,
-        "",
-        f"def {name}(row):",
-        '    """The prediction for ``row``, a mapping from column name to value (None or NaN: missing)."""',
-        "    total = 0.0",
-        *body,
-        f"    return {ensemble.intercept!r} + total",
-        ""])
+    return "\n".join(
+        [
+            f'"""FIRE rule set: {ensemble.n_rules} rules (generated; needs nothing but Python)."""',
+            f"# columns: {ensemble.encoding.column_names!r}",
+            _PYTHON_HELPERS,
+            "",
+            f"def {name}(row):",
+            '    """The prediction for ``row``, a mapping from column name to value (None or NaN: missing)."""',
+            "    total = 0.0",
+            *body,
+            f"    return {ensemble.intercept!r} + total",
+            "",
+        ]
+    )
 
 
 def export_rules(ensemble, format: str) -> str:

@@ -13,6 +13,7 @@ turns a rule ensemble's prediction into the probability of ``classes[1]``.
 Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
 responsibility: it should not have been trained on the validation rows either.
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +36,12 @@ def holdout_split(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, 
     """
     n_val = int(round(n_rows * fraction))
     if fraction > 0 and (n_val < 1 or n_rows - n_val < MIN_TRAINING_ROWS):
-        raise SpecError("validation_fraction", f"{fraction} of {n_rows} rows leaves {n_val} validation and "
-                                               f"{n_rows - n_val} training rows; at least 1 and "
-                                               f"{MIN_TRAINING_ROWS} are needed")
+        raise SpecError(
+            "validation_fraction",
+            f"{fraction} of {n_rows} rows leaves {n_val} validation and "
+            f"{n_rows - n_val} training rows; at least 1 and "
+            f"{MIN_TRAINING_ROWS} are needed",
+        )
     order = np.random.default_rng(seed).permutation(n_rows)
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
@@ -77,8 +81,12 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
 
     X = np.asarray(X, dtype=np.float64)
     spec.check_data(X.shape[1], bool(np.isnan(X).any()))
-    common = dict(n_estimators=spec.n_estimators, max_depth=spec.max_depth, max_features=spec.max_features,
-                  random_state=spec.random_state)
+    common = dict(
+        n_estimators=spec.n_estimators,
+        max_depth=spec.max_depth,
+        max_features=spec.max_features,
+        random_state=spec.random_state,
+    )
     task = "Classifier" if loss == "logistic" else "Regressor"
     if spec.kind == "gradient_boosting":
         estimator = getattr(forests, f"GradientBoosting{task}")(learning_rate=spec.learning_rate, **common)
@@ -103,8 +111,22 @@ class RuleFit:
     val_rows: np.ndarray | None  # rows of X held out to select the step; None with a separate X_val
 
 
-def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_weight=None, feature_names=None,
-              encoding=None, classes=None, leaves=None, val_leaves=None, callback=None) -> RuleFit:
+def fit_rules(
+    X,
+    y,
+    spec: PathSpec,
+    *,
+    forest,
+    X_val=None,
+    y_val=None,
+    sample_weight=None,
+    feature_names=None,
+    encoding=None,
+    classes=None,
+    leaves=None,
+    val_leaves=None,
+    callback=None,
+) -> RuleFit:
     """Forest, path, selected step and rule ensemble of the table ``X`` (float, encoded), ``y`` (0/1 labels for
     the logistic loss).
 
@@ -130,8 +152,9 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
     train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
 
     if isinstance(forest, ForestSpec):
-        estimator, ensemble = train_forest(forest, X[train_rows], y[train_rows], train_weight, feature_names,
-                                           loss=spec.loss)
+        estimator, ensemble = train_forest(
+            forest, X[train_rows], y[train_rows], train_weight, feature_names, loss=spec.loss
+        )
     else:
         estimator = None if isinstance(forest, TreeEnsemble) else forest
         ensemble = _named(as_tree_ensemble(forest), feature_names)
@@ -146,16 +169,30 @@ def fit_rules(X, y, spec: PathSpec, *, forest, X_val=None, y_val=None, sample_we
         y_holdout = np.asarray(y_val, dtype=np.float64).ravel()
         if y_holdout.shape != (len(X_val),):
             raise ValueError(f"X_val has {len(X_val)} rows but y_val has {y_holdout.size} values")
-        val_leaves = leaf_matrix(ensemble, np.asarray(X_val, dtype=np.float64)).leaves \
-            if val_leaves is None else val_leaves
+        val_leaves = (
+            leaf_matrix(ensemble, np.asarray(X_val, dtype=np.float64)).leaves if val_leaves is None else val_leaves
+        )
         val_matrix = _matrix(ensemble, val_leaves)
 
-    path = fit_path(_matrix(ensemble, leaves[train_rows]), y[train_rows], spec, sample_weight=train_weight,
-                    val_matrix=val_matrix, y_val=y_holdout, leaf_ancestors=ensemble.leaf_ancestors,
-                    callback=callback)
+    path = fit_path(
+        _matrix(ensemble, leaves[train_rows]),
+        y[train_rows],
+        spec,
+        sample_weight=train_weight,
+        val_matrix=val_matrix,
+        y_val=y_holdout,
+        leaf_ancestors=ensemble.leaf_ancestors,
+        callback=callback,
+    )
     selected = path.select()
-    rules = RuleEnsemble.from_weights(ensemble, path.coef(selected), float(path.intercepts[selected]),
-                                      encoding=encoding, X=X[train_rows], response=rule_response(spec.loss, classes))
+    rules = RuleEnsemble.from_weights(
+        ensemble,
+        path.coef(selected),
+        float(path.intercepts[selected]),
+        encoding=encoding,
+        X=X[train_rows],
+        response=rule_response(spec.loss, classes),
+    )
     return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
 
 

@@ -57,14 +57,14 @@ exactly through ``json.dumps``/``json.loads``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec
-from ._validation import (SchemaError, check_feature_names, check_keys, is_integer, node_array,
-                          require_finite)
+from ._validation import SchemaError, check_feature_names, check_keys, is_integer, node_array, require_finite
 from .rule_types import Condition
 
 FOREST_FORMAT = "fire-forest"
@@ -78,8 +78,7 @@ LEAF = -1
 LEAF_FEATURE = -2
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
-_TOP_LEVEL_KEYS = {"format", "version", "kind", "n_features", "feature_names", "base_score",
-                   "tree_weight", "trees"}
+_TOP_LEVEL_KEYS = {"format", "version", "kind", "n_features", "feature_names", "base_score", "tree_weight", "trees"}
 _REQUIRED_TOP_LEVEL_KEYS = ("format", "version", "n_features", "base_score", "tree_weight", "trees")
 _REQUIRED_TREE_KEYS = ("children_left", "children_right", "feature", "threshold", "value")
 _OPTIONAL_TREE_KEYS = ("missing_go_left", "n_samples")
@@ -96,13 +95,13 @@ class Tree:
     ``TreeEnsemble`` validates the arrays and stores canonical copies (int32, float64, bool).
     """
 
-    children_left: np.ndarray    # int32 (n_nodes,), -1 at leaves
-    children_right: np.ndarray   # int32 (n_nodes,), -1 at leaves
-    feature: np.ndarray          # int32 (n_nodes,), -2 at leaves
-    threshold: np.ndarray        # float64 (n_nodes,): go left iff float32(x[feature]) <= threshold
-    value: np.ndarray            # float64 (n_nodes,): node output before tree_weight
+    children_left: np.ndarray  # int32 (n_nodes,), -1 at leaves
+    children_right: np.ndarray  # int32 (n_nodes,), -1 at leaves
+    feature: np.ndarray  # int32 (n_nodes,), -2 at leaves
+    threshold: np.ndarray  # float64 (n_nodes,): go left iff float32(x[feature]) <= threshold
+    value: np.ndarray  # float64 (n_nodes,): node output before tree_weight
     missing_go_left: np.ndarray | None = None  # bool (n_nodes,): where NaN goes (None: right)
-    n_samples: np.ndarray | None = None        # int64 (n_nodes,): training samples per node
+    n_samples: np.ndarray | None = None  # int64 (n_nodes,): training samples per node
 
     @property
     def n_nodes(self) -> int:
@@ -113,6 +112,7 @@ class Tree:
 # input checks
 # ----------------------------------------------------------------------------------------------
 
+
 def as_float32_rows(X, n_features: int) -> np.ndarray:
     """X as a C-contiguous float32 (n, n_features) array, cast exactly like scikit-learn.
 
@@ -121,18 +121,23 @@ def as_float32_rows(X, n_features: int) -> np.ndarray:
     """
     array = np.asarray(X)
     if array.dtype.kind not in "biuf":
-        raise ValueError(f"X must be numeric, got dtype {array.dtype}; encode categorical and "
-                         "text columns as numbers first")
+        raise ValueError(
+            f"X must be numeric, got dtype {array.dtype}; encode categorical and text columns as numbers first"
+        )
     if array.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n_samples, n_features), got {array.ndim}-D; "
-                         "use X.reshape(1, -1) for a single sample")
+        raise ValueError(
+            f"X must be a 2-D array (n_samples, n_features), got {array.ndim}-D; "
+            "use X.reshape(1, -1) for a single sample"
+        )
     if array.shape[1] != n_features:
         raise ValueError(f"X has {array.shape[1]} columns but the forest expects {n_features}")
     with np.errstate(over="ignore"):
         X32 = np.ascontiguousarray(array, dtype=np.float32)
     if np.isinf(X32).any():
-        raise ValueError("X contains infinity or a value too large for float32 (|x| > 3.4e38); "
-                         "replace it by a finite value, or by NaN to treat it as missing")
+        raise ValueError(
+            "X contains infinity or a value too large for float32 (|x| > 3.4e38); "
+            "replace it by a finite value, or by NaN to treat it as missing"
+        )
     return X32
 
 
@@ -158,35 +163,44 @@ def _check_children(prefix: str, left: np.ndarray, right: np.ndarray) -> None:
         raise ForestSchemaError(
             f"{prefix}/children_left/{i}",
             f"node {i} has children ({left[i]}, {right[i]}): a leaf has both children -1 and a "
-            "split node has two valid child ids")
+            "split node has two valid child ids",
+        )
     for name, children in (("children_left", left), ("children_right", right)):
         out_of_range = (children != LEAF) & ((children < 0) | (children >= n_nodes))
         if out_of_range.any():
             i = _first(out_of_range)
-            raise ForestSchemaError(f"{prefix}/{name}/{i}", f"is {children[i]} but must be -1 "
-                                    f"(leaf) or a node id in [1, {n_nodes})")
+            raise ForestSchemaError(
+                f"{prefix}/{name}/{i}", f"is {children[i]} but must be -1 (leaf) or a node id in [1, {n_nodes})"
+            )
         points_to_root = children == 0
         if points_to_root.any():
             i = _first(points_to_root)
-            raise ForestSchemaError(f"{prefix}/{name}/{i}", "is 0 but node 0 is the root and "
-                                    "cannot be a child; renumber so the root is node 0")
+            raise ForestSchemaError(
+                f"{prefix}/{name}/{i}",
+                "is 0 but node 0 is the root and cannot be a child; renumber so the root is node 0",
+            )
     split = left != LEAF
     parent_count = np.bincount(np.concatenate([left[split], right[split]]), minlength=n_nodes)
     if (parent_count > 1).any():
         node = _first(parent_count > 1)
-        references = sorted([(int(i), "children_left") for i in np.flatnonzero(left == node)]
-                            + [(int(i), "children_right") for i in np.flatnonzero(right == node)])
+        references = sorted(
+            [(int(i), "children_left") for i in np.flatnonzero(left == node)]
+            + [(int(i), "children_right") for i in np.flatnonzero(right == node)]
+        )
         second, name = references[1]
         raise ForestSchemaError(
             f"{prefix}/{name}/{second}",
             f"node {node} is referenced {len(references)} times (as a child of nodes "
             f"{[i for i, _ in references]}): in a tree every node except the root has exactly "
-            "one parent")
+            "one parent",
+        )
     orphan = parent_count[1:] == 0
     if orphan.any():
         node = _first(orphan) + 1
-        raise ForestSchemaError(f"{prefix}/children_left", f"node {node} is nobody's child, so it "
-                                "is unreachable from the root (node 0); remove it or link it")
+        raise ForestSchemaError(
+            f"{prefix}/children_left",
+            f"node {node} is nobody's child, so it is unreachable from the root (node 0); remove it or link it",
+        )
 
 
 @dataclass(frozen=True)
@@ -195,11 +209,10 @@ class _TreeLayout:
 
     leaf_nodes: np.ndarray  # int32, leaves in left-to-right DFS order
     leaf_depth: np.ndarray  # int32, number of splits above each of those leaves
-    parent: np.ndarray      # int32 (n_nodes,), -1 at the root
+    parent: np.ndarray  # int32 (n_nodes,), -1 at the root
 
 
-def _canonical_tree(index: int, tree: Tree, n_features: int,
-                    max_depth: int | None) -> tuple[Tree, _TreeLayout]:
+def _canonical_tree(index: int, tree: Tree, n_features: int, max_depth: int | None) -> tuple[Tree, _TreeLayout]:
     """Validate one tree; return a canonical copy (int32/float64/bool arrays) and its layout."""
     prefix = f"trees/{index}"
 
@@ -209,8 +222,10 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
     left = checked_array("children_left", "int")
     n_nodes = left.shape[0]
     if n_nodes == 0:
-        raise ForestSchemaError(f"{prefix}/children_left", "is empty: a tree needs at least one "
-                                "node (a single leaf is children_left = children_right = [-1])")
+        raise ForestSchemaError(
+            f"{prefix}/children_left",
+            "is empty: a tree needs at least one node (a single leaf is children_left = children_right = [-1])",
+        )
     if n_nodes > _INT32_MAX:
         raise ForestSchemaError(prefix, f"has {n_nodes} nodes; at most {_INT32_MAX} are supported")
     arrays = {
@@ -218,15 +233,18 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
         "feature": checked_array("feature", "int"),
         "threshold": checked_array("threshold", "float"),
         "value": checked_array("value", "float"),
-        "missing_go_left": (np.zeros(n_nodes, np.bool_) if tree.missing_go_left is None
-                            else checked_array("missing_go_left", "bool")),
+        "missing_go_left": (
+            np.zeros(n_nodes, np.bool_) if tree.missing_go_left is None else checked_array("missing_go_left", "bool")
+        ),
     }
     if tree.n_samples is not None:
         arrays["n_samples"] = checked_array("n_samples", "int")
     for name, array in arrays.items():
         if array.shape[0] != n_nodes:
-            raise ForestSchemaError(f"{prefix}/{name}", f"has {array.shape[0]} entries but "
-                                    f"children_left has {n_nodes}: give exactly one per node")
+            raise ForestSchemaError(
+                f"{prefix}/{name}",
+                f"has {array.shape[0]} entries but children_left has {n_nodes}: give exactly one per node",
+            )
     right = arrays["children_right"]
     _check_children(prefix, left, right)
     is_split = left != LEAF
@@ -234,8 +252,10 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
     bad_feature = is_split & ((feature < 0) | (feature >= n_features))
     if bad_feature.any():
         i = _first(bad_feature)
-        raise ForestSchemaError(f"{prefix}/feature/{i}", f"is {feature[i]} at split node {i} but "
-                                f"must be a column index in [0, {n_features})")
+        raise ForestSchemaError(
+            f"{prefix}/feature/{i}",
+            f"is {feature[i]} at split node {i} but must be a column index in [0, {n_features})",
+        )
     if "n_samples" in arrays and (arrays["n_samples"] < 0).any():
         i = _first(arrays["n_samples"] < 0)
         raise ForestSchemaError(f"{prefix}/n_samples/{i}", "must be a sample count >= 0")
@@ -245,12 +265,17 @@ def _canonical_tree(index: int, tree: Tree, n_features: int,
     leaf_nodes, parent, depth = depth_first_leaves(left, right)
     if (depth < 0).any():
         node = _first(depth < 0)
-        raise ForestSchemaError(f"{prefix}/children_left", f"node {node} is unreachable from the "
-                                "root (node 0): its parent links form a cycle")
+        raise ForestSchemaError(
+            f"{prefix}/children_left",
+            f"node {node} is unreachable from the root (node 0): its parent links form a cycle",
+        )
     tree_depth = int(depth.max())
     if max_depth is not None and tree_depth > max_depth:
-        raise ForestSchemaError(prefix, f"has depth {tree_depth}, above the limit of {max_depth}; "
-                                "grow shallower trees (max_depth) or raise the limit")
+        raise ForestSchemaError(
+            prefix,
+            f"has depth {tree_depth}, above the limit of {max_depth}; "
+            "grow shallower trees (max_depth) or raise the limit",
+        )
     canonical = Tree(
         children_left=left,
         children_right=right,
@@ -270,8 +295,9 @@ def _check_feature_names(feature_names, n_features: int) -> list[str]:
         raise ForestSchemaError("feature_names", "must be a list of strings")
     names = list(feature_names)
     if len(names) != n_features:
-        raise ForestSchemaError("feature_names", f"has {len(names)} names but n_features is "
-                                f"{n_features}; give one name per column")
+        raise ForestSchemaError(
+            "feature_names", f"has {len(names)} names but n_features is {n_features}; give one name per column"
+        )
     check_feature_names(names, "feature_names", ForestSchemaError)
     return [str(name) for name in names]
 
@@ -279,6 +305,7 @@ def _check_feature_names(feature_names, n_features: int) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 # tree ensemble
 # ----------------------------------------------------------------------------------------------
+
 
 class TreeEnsemble:
     """A validated regression tree ensemble with its leaves (rules) in a fixed global order.
@@ -296,11 +323,19 @@ class TreeEnsemble:
     The arrays are validated (see the module docstring); errors raise ``ForestSchemaError``.
     """
 
-    def __init__(self, trees: Sequence[Tree], n_features: int, feature_names=None,
-                 base_score: float = 0.0, tree_weight: float = 1.0, kind: str = "custom", *,
-                 max_nodes: int | None = DEFAULT_MAX_NODES,
-                 max_depth: int | None = DEFAULT_MAX_DEPTH,
-                 max_features: int | None = DEFAULT_MAX_FEATURES):
+    def __init__(
+        self,
+        trees: Sequence[Tree],
+        n_features: int,
+        feature_names=None,
+        base_score: float = 0.0,
+        tree_weight: float = 1.0,
+        kind: str = "custom",
+        *,
+        max_nodes: int | None = DEFAULT_MAX_NODES,
+        max_depth: int | None = DEFAULT_MAX_DEPTH,
+        max_features: int | None = DEFAULT_MAX_FEATURES,
+    ):
         self.n_features = _require_integer(n_features, "n_features", 1, max_features)
         self.feature_names = _check_feature_names(feature_names, self.n_features)
         self.base_score = require_finite(base_score, "base_score", ForestSchemaError)
@@ -311,11 +346,14 @@ class TreeEnsemble:
         if len(trees) == 0:
             raise ForestSchemaError("trees", "is empty: an ensemble needs at least one tree")
         # counted before any array is converted
-        total_nodes = sum(len(tree.children_left) for tree in trees
-                          if isinstance(tree.children_left, (list, tuple, np.ndarray)))
+        total_nodes = sum(
+            len(tree.children_left) for tree in trees if isinstance(tree.children_left, (list, tuple, np.ndarray))
+        )
         if max_nodes is not None and total_nodes > max_nodes:
-            raise ForestSchemaError("trees", f"have {total_nodes} nodes in total, more than the limit "
-                                    f"of {max_nodes}; use fewer or smaller trees")
+            raise ForestSchemaError(
+                "trees",
+                f"have {total_nodes} nodes in total, more than the limit of {max_nodes}; use fewer or smaller trees",
+            )
         checked = [_canonical_tree(t, tree, self.n_features, max_depth) for t, tree in enumerate(trees)]
         self.trees: tuple[Tree, ...] = tuple(tree for tree, _ in checked)
         self._parents = [layout.parent for _, layout in checked]
@@ -343,23 +381,25 @@ class TreeEnsemble:
         self._leaf_index = np.full(self.n_nodes, -1, dtype=np.int32)
         for t, nodes in enumerate(self.leaf_nodes):
             self._leaf_index[self._node_offsets[t] + nodes] = np.arange(len(nodes), dtype=np.int32)
-        self.leaf_values = np.concatenate(
-            [tree.value[nodes] for tree, nodes in zip(trees, self.leaf_nodes)])
+        self.leaf_values = np.concatenate([tree.value[nodes] for tree, nodes in zip(trees, self.leaf_nodes)])
         self.leaf_support = np.concatenate(
-            [np.full(len(nodes), -1, np.int64) if tree.n_samples is None else tree.n_samples[nodes]
-             for tree, nodes in zip(trees, self.leaf_nodes)])
+            [
+                np.full(len(nodes), -1, np.int64) if tree.n_samples is None else tree.n_samples[nodes]
+                for tree, nodes in zip(trees, self.leaf_nodes)
+            ]
+        )
         self.leaf_ancestors = self._compute_leaf_ancestors()
         max_leaves = int(leaf_counts.max())
-        self._leaf_dtype = next(dtype for dtype in (np.uint8, np.uint16, np.uint32)
-                                if max_leaves - 1 <= np.iinfo(dtype).max)
+        self._leaf_dtype = next(
+            dtype for dtype in (np.uint8, np.uint16, np.uint32) if max_leaves - 1 <= np.iinfo(dtype).max
+        )
 
     def _compute_leaf_ancestors(self) -> tuple[np.ndarray, np.ndarray]:
         ptr = np.concatenate([[0], np.cumsum(np.concatenate(self._leaf_depths))]).astype(np.int64)
         ids = np.empty(ptr[-1], dtype=np.int64)
         for t in range(self.n_trees):
             start, stop = self.leaf_offsets[t], self.leaf_offsets[t + 1]
-            fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], self._node_offsets[t],
-                                 ptr[start:stop + 1], ids)
+            fill_leaf_ancestors(self.leaf_nodes[t], self._parents[t], self._node_offsets[t], ptr[start : stop + 1], ids)
         return ptr, ids
 
     # -- prediction ------------------------------------------------------------------------
@@ -368,14 +408,22 @@ class TreeEnsemble:
         """(n, T) C-contiguous local leaf index reached in each tree (uint8/16/32, smallest fit)."""
         X32 = as_float32_rows(X, self.n_features)
         out = np.empty((X32.shape[0], self.n_trees), dtype=self._leaf_dtype)
-        apply_trees(X32, self._node_offsets, self._children_left, self._children_right,
-                     self._feature, self._threshold, self._missing_go_left, self._leaf_index, out)
+        apply_trees(
+            X32,
+            self._node_offsets,
+            self._children_left,
+            self._children_right,
+            self._feature,
+            self._threshold,
+            self._missing_go_left,
+            self._leaf_index,
+            out,
+        )
         return out
 
     def predict(self, X) -> np.ndarray:
         """The ensemble's own prediction ``base_score + tree_weight * sum_t value_t[leaf_t]``."""
-        leaf_sums = leaf_matvec(self.apply(X), self.leaf_offsets, self.leaf_values,
-                                np.ones(self.n_leaves))
+        leaf_sums = leaf_matvec(self.apply(X), self.leaf_offsets, self.leaf_values, np.ones(self.n_leaves))
         return self.base_score + self.tree_weight * leaf_sums
 
     # -- rules -----------------------------------------------------------------------------
@@ -400,8 +448,10 @@ class TreeEnsemble:
         if leaves.size and (leaves.min() < 0 or leaves.max() >= self.n_leaves):
             raise ValueError(f"leaf indices must lie in [0, {self.n_leaves})")
         trees = self.leaf_tree(leaves)
-        return [self._path_conditions(int(t), int(self.leaf_nodes[t][j - self.leaf_offsets[t]]))
-                for j, t in zip(leaves, trees)]
+        return [
+            self._path_conditions(int(t), int(self.leaf_nodes[t][j - self.leaf_offsets[t]]))
+            for j, t in zip(leaves, trees)
+        ]
 
     def _path_conditions(self, t: int, node: int) -> tuple[Condition, ...]:
         tree, parent = self.trees[t], self._parents[t]
@@ -432,12 +482,13 @@ class TreeEnsemble:
                 both = bounds[feature, "<="][1] and bounds[feature, ">"][1]
                 bounds[feature, "<="] = (bounds[feature, "<="][0], both)
                 bounds[feature, ">"] = (bounds[feature, ">"][0], both)
-        ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]],
-                                                           item[0][1] != ">"))
-        return tuple(Condition(self.feature_names[feature], feature, operator, threshold, missing)
-                     for (feature, operator), (threshold, missing) in ordered)
+        ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]], item[0][1] != ">"))
+        return tuple(
+            Condition(self.feature_names[feature], feature, operator, threshold, missing)
+            for (feature, operator), (threshold, missing) in ordered
+        )
 
-    def with_feature_names(self, feature_names: Sequence[str]) -> "TreeEnsemble":
+    def with_feature_names(self, feature_names: Sequence[str]) -> TreeEnsemble:
         """The same trees with other feature names (a shallow copy; checked as the constructor does)."""
         renamed = copy.copy(self)
         renamed.feature_names = _check_feature_names(list(feature_names), self.n_features)
@@ -477,14 +528,26 @@ class TreeEnsemble:
             if tree.n_samples is not None:
                 entry["n_samples"] = tree.n_samples.tolist()
             trees.append(entry)
-        return {"format": FOREST_FORMAT, "version": FOREST_FORMAT_VERSION, "kind": self.kind,
-                "n_features": self.n_features, "feature_names": list(self.feature_names),
-                "base_score": self.base_score, "tree_weight": self.tree_weight, "trees": trees}
+        return {
+            "format": FOREST_FORMAT,
+            "version": FOREST_FORMAT_VERSION,
+            "kind": self.kind,
+            "n_features": self.n_features,
+            "feature_names": list(self.feature_names),
+            "base_score": self.base_score,
+            "tree_weight": self.tree_weight,
+            "trees": trees,
+        }
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, Any], *, max_nodes: int = DEFAULT_MAX_NODES,
-                  max_depth: int = DEFAULT_MAX_DEPTH,
-                  max_features: int = DEFAULT_MAX_FEATURES) -> "TreeEnsemble":
+    def from_dict(
+        cls,
+        document: Mapping[str, Any],
+        *,
+        max_nodes: int = DEFAULT_MAX_NODES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_features: int = DEFAULT_MAX_FEATURES,
+    ) -> TreeEnsemble:
         """Validate an untrusted ``fire-forest`` document and build the ensemble.
 
         Raises ``ForestSchemaError`` (a ValueError) naming the offending field.
@@ -493,24 +556,31 @@ class TreeEnsemble:
             raise ForestSchemaError("", "a fire-forest document must be a JSON object")
         check_keys("", document, _TOP_LEVEL_KEYS, _REQUIRED_TOP_LEVEL_KEYS, ForestSchemaError)
         if document["format"] != FOREST_FORMAT:
-            raise ForestSchemaError("format", f"must be {FOREST_FORMAT!r}, got "
-                                    f"{document['format']!r}")
+            raise ForestSchemaError("format", f"must be {FOREST_FORMAT!r}, got {document['format']!r}")
         version = document["version"]
         if not is_integer(version) or version != FOREST_FORMAT_VERSION:
-            raise ForestSchemaError("version", f"is {version!r}; only version "
-                                    f"{FOREST_FORMAT_VERSION} is supported")
+            raise ForestSchemaError("version", f"is {version!r}; only version {FOREST_FORMAT_VERSION} is supported")
         trees = document["trees"]
         if not isinstance(trees, list):
             raise ForestSchemaError("trees", "must be a list of tree objects")
         for t, tree in enumerate(trees):
             if not isinstance(tree, Mapping):
                 raise ForestSchemaError(f"trees/{t}", "must be an object with the node arrays")
-            check_keys(f"trees/{t}", tree, set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
-                        _REQUIRED_TREE_KEYS, ForestSchemaError)
+            check_keys(
+                f"trees/{t}",
+                tree,
+                set(_REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS),
+                _REQUIRED_TREE_KEYS,
+                ForestSchemaError,
+            )
         return cls(
-            [Tree(**{key: tree.get(key) for key in _REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS})
-             for tree in trees],
-            n_features=document["n_features"], feature_names=document.get("feature_names"),
-            base_score=document["base_score"], tree_weight=document["tree_weight"],
+            [Tree(**{key: tree.get(key) for key in _REQUIRED_TREE_KEYS + _OPTIONAL_TREE_KEYS}) for tree in trees],
+            n_features=document["n_features"],
+            feature_names=document.get("feature_names"),
+            base_score=document["base_score"],
+            tree_weight=document["tree_weight"],
             kind=document.get("kind", "custom"),
-            max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            max_features=max_features,
+        )

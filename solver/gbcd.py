@@ -27,8 +27,8 @@ intercept every weight change keeps at its exact optimum (the weighted mean of t
 logistic loss's residual, score and intercept steps are described in ``solver.datafits``. The entry points
 are ``solve_greedy`` and ``solve_cyclic`` (problem, state, lam, lam_f, tol, max_iter, inner_iters),
 ``objective_value`` and ``lambda_max``; the loss gradient of a leaf is ``solver.datafits.leaf_gradient``, the
-only place its formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do not know
-raises. A call that takes the bundles costs a reference count increment and decrement per array in them,
+only place its formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do
+not know raises. A call that takes the bundles costs a reference count increment and decrement per array in them,
 so the per-leaf work runs in loops inside such calls, never one such call per leaf: ``leaf_gradient``, called
 for every leaf a loop visits, is kept small and free of branches on the loss so that LLVM inlines it (where it
 did not, squared-loss paths ran 1.3-1.9x slower, and a test checks it); ``move_leaf``, called only where a
@@ -156,8 +156,8 @@ def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     (0 exactly at a fixed point)."""
     first = problem.offsets[t]
     size = out.shape[0]
-    start = w[first:first + size]
-    curvature = problem.curvature[first:first + size]
+    start = w[first : first + size]
+    curvature = problem.curvature[first : first + size]
     step_curvature = problem.lipschitz[t]
     gamma = problem.block_gamma[t]
     penalty = problem.penalty

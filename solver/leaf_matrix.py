@@ -20,8 +20,8 @@ class LeafMatrix:
     Never densified; products cost O(n * T).
     """
 
-    leaves: np.ndarray   # (n, T) C-contiguous uint8/uint16/uint32 local leaf indices
-    values: np.ndarray   # float64 (R,)
+    leaves: np.ndarray  # (n, T) C-contiguous uint8/uint16/uint32 local leaf indices
+    values: np.ndarray  # float64 (R,)
     offsets: np.ndarray  # int64 (T+1,)
 
     @property
@@ -45,8 +45,7 @@ class LeafMatrix:
     def column_counts(self, sample_weight=None) -> np.ndarray:
         """(R,) number of rows (or total sample_weight) reaching each leaf."""
         n_rows = self.shape[0]
-        row_weight = (np.ones(n_rows) if sample_weight is None
-                      else np.ascontiguousarray(sample_weight, dtype=np.float64))
+        row_weight = np.ones(n_rows) if sample_weight is None else np.ascontiguousarray(sample_weight, dtype=np.float64)
         if row_weight.shape != (n_rows,):
             raise ValueError(f"sample_weight must have shape ({n_rows},), got {row_weight.shape}")
         return leaf_column_sums(self.leaves, self.offsets, self.shape[1], row_weight)
@@ -106,7 +105,6 @@ def count_antecedents(leaves, ptr: np.ndarray, ids: np.ndarray) -> int:
         if leaves.shape != (n_leaves,):
             raise ValueError(f"a leaf mask must have shape ({n_leaves},), got {leaves.shape}")
         leaves = np.flatnonzero(leaves)
-    elif leaves.size and (leaves.dtype.kind not in "iu" or leaves.min() < 0
-                          or leaves.max() >= n_leaves):
+    elif leaves.size and (leaves.dtype.kind not in "iu" or leaves.min() < 0 or leaves.max() >= n_leaves):
         raise ValueError(f"leaves must be a boolean mask or integer indices in [0, {n_leaves})")
     return int(count_distinct_ancestors(leaves.astype(np.int64).ravel(), ptr, ids))

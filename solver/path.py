@@ -112,8 +112,18 @@ def _validated_sample_weight(sample_weight, n):
     return sample_weight * (n / total)
 
 
-def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val=None, leaf_ancestors=None,
-             callback=None, **settings):
+def fit_path(
+    matrix,
+    y,
+    spec=None,
+    *,
+    sample_weight=None,
+    val_matrix=None,
+    y_val=None,
+    leaf_ancestors=None,
+    callback=None,
+    **settings,
+):
     """Solve the FIRE problem along a decreasing, warm-started grid of lambda_s.
 
     ``matrix`` is a :class:`solver.LeafMatrix` (M, implicit). The settings are a :class:`solver.spec.PathSpec`
@@ -184,8 +194,22 @@ def fit_path(matrix, y, spec=None, *, sample_weight=None, val_matrix=None, y_val
         if spec.polishes():
             w, intercept = polish(matrix, y, weights, w, spec.loss)
         train_score = _training_score(problem, state, matrix, w, intercept, spec.polishes())
-        step = _record_step(index, lam, lam_f, problem, w, intercept, train_score, objective, n_iter, converged,
-                            val_matrix, y_val, leaf_ancestors, time.perf_counter() - started)
+        step = _record_step(
+            index,
+            lam,
+            lam_f,
+            problem,
+            w,
+            intercept,
+            train_score,
+            objective,
+            n_iter,
+            converged,
+            val_matrix,
+            y_val,
+            leaf_ancestors,
+            time.perf_counter() - started,
+        )
         nonzero = np.flatnonzero(w)
         rows.append((nonzero, w[nonzero].copy()))
         intercepts.append(intercept)
@@ -221,8 +245,22 @@ def _training_score(problem, state, matrix, w, intercept, polished):
     return problem.y - state.residual + state.intercept[0]
 
 
-def _record_step(index, lam, lam_f, problem, w, intercept, train_score, objective, n_iter, converged,
-                 val_matrix, y_val, leaf_ancestors, seconds):
+def _record_step(
+    index,
+    lam,
+    lam_f,
+    problem,
+    w,
+    intercept,
+    train_score,
+    objective,
+    n_iter,
+    converged,
+    val_matrix,
+    y_val,
+    leaf_ancestors,
+    seconds,
+):
     active = w != 0
     per_tree = np.add.reduceat(active.astype(np.int64), problem.offsets[:-1])
     train = _metrics(problem.loss, problem.y, train_score, problem.sample_weight)
@@ -232,11 +270,24 @@ def _record_step(index, lam, lam_f, problem, w, intercept, train_score, objectiv
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(active, *leaf_ancestors))
-    return PathStep(index=index, lambda_s=float(lam), lambda_f=lam_f, n_rules=int(active.sum()),
-                    n_trees=int(np.count_nonzero(per_tree)), n_antecedents=n_antecedents,
-                    train_loss=train["loss"], val_loss=val.get("loss"), train_auc=train.get("auc"),
-                    val_auc=val.get("auc"), train_accuracy=train.get("accuracy"), val_accuracy=val.get("accuracy"),
-                    objective=float(objective), n_iter=int(n_iter), converged=bool(converged), seconds=seconds)
+    return PathStep(
+        index=index,
+        lambda_s=float(lam),
+        lambda_f=lam_f,
+        n_rules=int(active.sum()),
+        n_trees=int(np.count_nonzero(per_tree)),
+        n_antecedents=n_antecedents,
+        train_loss=train["loss"],
+        val_loss=val.get("loss"),
+        train_auc=train.get("auc"),
+        val_auc=val.get("auc"),
+        train_accuracy=train.get("accuracy"),
+        val_accuracy=val.get("accuracy"),
+        objective=float(objective),
+        n_iter=int(n_iter),
+        converged=bool(converged),
+        seconds=seconds,
+    )
 
 
 def _metrics(loss, y, score, sample_weight=None):

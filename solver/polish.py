@@ -33,8 +33,9 @@ def selected_columns(matrix, leaves: np.ndarray) -> sp.csc_matrix:
     n = matrix.leaves.shape[0]
     if not len(leaves):
         return sp.csc_matrix((n, 0))
-    return sp.csc_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))),
-                         shape=(n, len(leaves)))
+    return sp.csc_matrix(
+        (np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))), shape=(n, len(leaves))
+    )
 
 
 def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:

@@ -18,20 +18,20 @@ from .penalties import MCP, penalty_code
 class Problem(NamedTuple):
     """Per-leaf and per-tree constants of the FIRE problem on one training set (R leaves, T trees, n rows)."""
 
-    leaf_rows: np.ndarray      # (T*n,) int32, rows grouped by leaf: leaf j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
-    leaf_ptr: np.ndarray       # (R+1,) int64
-    values: np.ndarray         # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
-    offsets: np.ndarray        # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
-    y: np.ndarray              # (n,) the response (squared loss) or 0/1 labels (logistic loss)
+    leaf_rows: np.ndarray  # (T*n,) int32, rows grouped by leaf: leaf j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
+    leaf_ptr: np.ndarray  # (R+1,) int64
+    values: np.ndarray  # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
+    offsets: np.ndarray  # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
+    y: np.ndarray  # (n,) the response (squared loss) or 0/1 labels (logistic loss)
     sample_weight: np.ndarray  # (n,) s, normalised by the caller to sum to n
-    weight_total: float        # sum_i s_i
-    leaf_weight: np.ndarray    # (R,) S_j, the weighted row count of leaf j
-    curvature: np.ndarray      # (R,) c_j = kappa S_j v_j^2: the loss's curvature in w_j, at most (solver.datafits)
-    lipschitz: np.ndarray      # (T,) L_t = max_{j in t} c_j
-    block_gamma: np.ndarray    # (T,) effective MCP concavity of each tree
-    leaf_gamma: np.ndarray     # (R,) the same, repeated per leaf
-    penalty: int               # solver.penalties.L1 or MCP
-    loss: int                  # solver.datafits.SQUARED or LOGISTIC
+    weight_total: float  # sum_i s_i
+    leaf_weight: np.ndarray  # (R,) S_j, the weighted row count of leaf j
+    curvature: np.ndarray  # (R,) c_j = kappa S_j v_j^2: the loss's curvature in w_j, at most (solver.datafits)
+    lipschitz: np.ndarray  # (T,) L_t = max_{j in t} c_j
+    block_gamma: np.ndarray  # (T,) effective MCP concavity of each tree
+    leaf_gamma: np.ndarray  # (R,) the same, repeated per leaf
+    penalty: int  # solver.penalties.L1 or MCP
+    loss: int  # solver.datafits.SQUARED or LOGISTIC
 
     @classmethod
     def from_leaf_matrix(cls, matrix, y, sample_weight, loss, penalty, gamma, mcp_scaling):
@@ -57,20 +57,33 @@ class Problem(NamedTuple):
             block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
         else:
             block_gamma = np.full(len(sizes), float(gamma))
-        return cls(leaf_rows, leaf_ptr, values, offsets, np.ascontiguousarray(y, dtype=np.float64), sample_weight,
-                   float(sample_weight.sum()), leaf_weight, curvature, lipschitz, block_gamma,
-                   np.repeat(block_gamma, sizes), code, loss)
+        return cls(
+            leaf_rows,
+            leaf_ptr,
+            values,
+            offsets,
+            np.ascontiguousarray(y, dtype=np.float64),
+            sample_weight,
+            float(sample_weight.sum()),
+            leaf_weight,
+            curvature,
+            lipschitz,
+            block_gamma,
+            np.repeat(block_gamma, sizes),
+            code,
+            loss,
+        )
 
 
 class State(NamedTuple):
     """The point being optimised, updated in place: every weight change keeps every field exact
     (``solver.datafits`` says what the residual and the intercept are for each loss)."""
 
-    w: np.ndarray             # (R,) leaf weights
-    residual: np.ndarray      # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic)
-    intercept: np.ndarray     # (1,) b
+    w: np.ndarray  # (R,) leaf weights
+    residual: np.ndarray  # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic)
+    intercept: np.ndarray  # (1,) b
     residual_sum: np.ndarray  # (1,) sum_i s_i residual_i: the squared loss's b times sum_i s_i, -d loss/d b
-    score: np.ndarray         # (n,) b + M w (logistic); empty for the squared loss, whose residual is linear in w
+    score: np.ndarray  # (n,) b + M w (logistic); empty for the squared loss, whose residual is linear in w
 
     @classmethod
     def initial(cls, problem):
@@ -82,8 +95,13 @@ class State(NamedTuple):
         if problem.loss == LOGISTIC:  # both labels present: checked by the caller
             intercept = np.log(mean / (1.0 - mean))
             residual = y - mean
-            return cls(w, residual, np.array([intercept]), np.array([np.dot(weights, residual)]),
-                       np.full(y.shape[0], intercept))
+            return cls(
+                w,
+                residual,
+                np.array([intercept]),
+                np.array([np.dot(weights, residual)]),
+                np.full(y.shape[0], intercept),
+            )
         return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0))
 
 

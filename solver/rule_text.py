@@ -22,9 +22,9 @@ escaped as Python writes them (``\\n``): a rule is one line, and the exports' co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
-from typing import Sequence
 
 import numpy as np
 
@@ -75,8 +75,10 @@ def display_thresholds(rules: Sequence[Rule], X: np.ndarray) -> list[Rule]:
         position = int(np.searchsorted(as_compared, condition.threshold, side="right"))
         if not 0 < position < len(column):
             return condition
-        return replace(condition, display_threshold=separating_threshold(column[position - 1], column[position],
-                                                                         condition.threshold))
+        return replace(
+            condition,
+            display_threshold=separating_threshold(column[position - 1], column[position], condition.threshold),
+        )
 
     return [replace(rule, conditions=[displayed(c) for c in rule.conditions]) for rule in rules]
 
@@ -120,8 +122,8 @@ def level_sets(encoding: TableEncoding, conditions: Sequence[Condition]) -> tupl
     for condition in conditions:
         level = encoding.feature_column(condition.feature_index)[1]
         upper = condition.operator == "<="
-        at_zero = (0.0 <= condition.threshold) == upper
-        at_one = (1.0 <= condition.threshold) == upper
+        at_zero = (condition.threshold >= 0.0) == upper
+        at_one = (condition.threshold >= 1.0) == upper
         allowed = [category for category in allowed if (at_one if category == level else at_zero)]
         missing_ok = missing_ok and at_zero
     return allowed, [category for category in column.categories if category not in allowed], missing_ok
@@ -129,8 +131,10 @@ def level_sets(encoding: TableEncoding, conditions: Sequence[Condition]) -> tupl
 
 def bounds(conditions: Sequence[Condition]) -> tuple:
     """(the ``>`` condition or None, the ``<=`` condition or None) of a numeric column's conditions."""
-    return (next((c for c in conditions if c.operator == ">"), None),
-            next((c for c in conditions if c.operator == "<="), None))
+    return (
+        next((c for c in conditions if c.operator == ">"), None),
+        next((c for c in conditions if c.operator == "<="), None),
+    )
 
 
 class RuleWording:
@@ -143,16 +147,19 @@ class RuleWording:
         self.show_missing = show_missing
 
     def _or_missing(self, text: str, satisfied_by_missing: bool, column) -> str:
-        shown = satisfied_by_missing and (self.show_missing == "always" or (
-            self.show_missing == "auto" and column.missing is not False))
+        shown = satisfied_by_missing and (
+            self.show_missing == "always" or (self.show_missing == "auto" and column.missing is not False)
+        )
         return f"{text} or missing" if shown else text
 
     def conjunction(self, conditions: Sequence[Condition]) -> str:
         """The conditions of a rule joined by "and": one phrase per column, in order of first use."""
         if not conditions:
             return "always"
-        parts = [self._levels(column, group) if column.kind == "categorical" else self._numbers(column, group)
-                 for column, group in column_groups(self.encoding, conditions)]
+        parts = [
+            self._levels(column, group) if column.kind == "categorical" else self._numbers(column, group)
+            for column, group in column_groups(self.encoding, conditions)
+        ]
         if len(parts) > 1:
             parts = [f"({part})" if " or " in part else part for part in parts]
         return " and ".join(parts)
@@ -214,8 +221,9 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         summary += f"; amounts in {ensemble.response}"
     lines = [summary, f"{'':{id_width}}  {intercept:>{width}}  intercept"]
     for rule_id, amount, rule in zip(ids, amounts, rules):
-        lines.append(f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule.conditions)}"
-                     f"{_origin(rule)}")
+        lines.append(
+            f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule.conditions)}{_origin(rule)}"
+        )
     return "\n".join(lines)
 
 

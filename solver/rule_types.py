@@ -71,8 +71,13 @@ class Condition:
     display_threshold: float | None = None
 
     def to_dict(self) -> dict:
-        entry = {"feature": self.feature, "feature_index": self.feature_index, "operator": self.operator,
-                 "threshold": self.threshold, "missing": self.missing}
+        entry = {
+            "feature": self.feature,
+            "feature_index": self.feature_index,
+            "operator": self.operator,
+            "threshold": self.threshold,
+            "missing": self.missing,
+        }
         if self.display_threshold is not None:
             entry["display_threshold"] = self.display_threshold
         return entry
@@ -85,11 +90,13 @@ class Condition:
         check_keys(field, entry, _CONDITION_KEYS, _REQUIRED_CONDITION_KEYS, RuleSchemaError)
         index = entry["feature_index"]
         if not is_integer(index) or not 0 <= index < len(feature_names):
-            raise RuleSchemaError(f"{field}/feature_index", f"is {index!r} but must be a column "
-                                  f"index in [0, {len(feature_names)})")
+            raise RuleSchemaError(
+                f"{field}/feature_index", f"is {index!r} but must be a column index in [0, {len(feature_names)})"
+            )
         if entry["feature"] != feature_names[index]:
-            raise RuleSchemaError(f"{field}/feature", f"is {entry['feature']!r} but "
-                                  f"feature_names[{index}] is {feature_names[index]!r}")
+            raise RuleSchemaError(
+                f"{field}/feature", f"is {entry['feature']!r} but feature_names[{index}] is {feature_names[index]!r}"
+            )
         if entry["operator"] not in OPERATORS:
             raise RuleSchemaError(f"{field}/operator", f"is {entry['operator']!r} but must be '<=' or '>'")
         if not isinstance(entry["missing"], bool):
@@ -156,8 +163,16 @@ class Rule:
         contribution = first.weight * first.value
         for member in members[1:]:
             contribution += member.weight * member.value
-        return cls(conditions, contribution, tree=first.tree, leaf=first.leaf, weight=first.weight,
-                   value=first.value, support=first.support, members=members)
+        return cls(
+            conditions,
+            contribution,
+            tree=first.tree,
+            leaf=first.leaf,
+            weight=first.weight,
+            value=first.value,
+            support=first.support,
+            members=members,
+        )
 
     def to_dict(self) -> dict:
         entry = _origin_to_dict(self)
@@ -178,11 +193,13 @@ class Rule:
         check_keys(field, entry, _RULE_KEYS, ("conditions", "contribution"), RuleSchemaError)
         conditions = entry["conditions"]
         if not isinstance(conditions, list) or len(conditions) > MAX_CONDITIONS_PER_RULE:
-            raise RuleSchemaError(f"{field}/conditions", "must be a list of at most "
-                                  f"{MAX_CONDITIONS_PER_RULE} conditions")
+            raise RuleSchemaError(
+                f"{field}/conditions", f"must be a list of at most {MAX_CONDITIONS_PER_RULE} conditions"
+            )
         origin = _origin_from_dict(entry, field)
-        conditions = [Condition.from_dict(c, f"{field}/conditions/{k}", feature_names)
-                      for k, c in enumerate(conditions)]
+        conditions = [
+            Condition.from_dict(c, f"{field}/conditions/{k}", feature_names) for k, c in enumerate(conditions)
+        ]
         contribution = _amount(entry["contribution"], f"{field}/contribution")
         members = entry.get("members")
         if "members" in entry:
@@ -201,8 +218,9 @@ def count(value, field: str) -> int:
 
 def _amount(value, field: str) -> float:
     if isinstance(value, (list, tuple)):
-        raise RuleSchemaError(field, "is a list, but per-class amounts (multiclass rules) cannot be scored yet: "
-                              "it must be a number")
+        raise RuleSchemaError(
+            field, "is a list, but per-class amounts (multiclass rules) cannot be scored yet: it must be a number"
+        )
     return require_finite(value, field, RuleSchemaError)
 
 
@@ -220,7 +238,15 @@ def _origin_from_dict(entry: Mapping, field: str) -> dict[str, Any]:
 
 
 def _origin_to_dict(origin: Member | Rule) -> dict:
-    values = {"tree": origin.tree, "leaf": origin.leaf, "weight": origin.weight, "value": origin.value,
-              "support": origin.support}
-    return {key: value for key, value in values.items()
-            if key not in origin.omitted and (value is not None or key in _NULLABLE)}
+    values = {
+        "tree": origin.tree,
+        "leaf": origin.leaf,
+        "weight": origin.weight,
+        "value": origin.value,
+        "support": origin.support,
+    }
+    return {
+        key: value
+        for key, value in values.items()
+        if key not in origin.omitted and (value is not None or key in _NULLABLE)
+    }

@@ -33,8 +33,9 @@ evenly over its columns).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -52,8 +53,17 @@ RULES_FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 MAX_RULES = 1_000_000
 
-_TOP_LEVEL_KEYS = {"format", "version", "feature_names", "intercept", "n_antecedents", "columns",
-                   "importance", "rules", "response"}
+_TOP_LEVEL_KEYS = {
+    "format",
+    "version",
+    "feature_names",
+    "intercept",
+    "n_antecedents",
+    "columns",
+    "importance",
+    "rules",
+    "response",
+}
 
 
 @njit(cache=True)
@@ -73,15 +83,15 @@ def _rule_fires(x, start, stop, cond_feature, cond_is_upper, cond_threshold, con
 
 
 @njit(cache=True)
-def _predict_rules(X, intercept, contributions, rule_ptr, cond_feature, cond_is_upper,
-                   cond_threshold, cond_missing):
+def _predict_rules(X, intercept, contributions, rule_ptr, cond_feature, cond_is_upper, cond_threshold, cond_missing):
     n_rows = X.shape[0]
     out = np.empty(n_rows)
     for i in range(n_rows):
         total = 0.0
         for r in range(contributions.shape[0]):
-            if _rule_fires(X[i], rule_ptr[r], rule_ptr[r + 1], cond_feature, cond_is_upper,
-                           cond_threshold, cond_missing):
+            if _rule_fires(
+                X[i], rule_ptr[r], rule_ptr[r + 1], cond_feature, cond_is_upper, cond_threshold, cond_missing
+            ):
                 total += contributions[r]
         out[i] = intercept + total
     return out
@@ -93,8 +103,9 @@ def _fired_rules(X, rule_ptr, cond_feature, cond_is_upper, cond_threshold, cond_
     fired = np.zeros((n_rows, n_rules), np.bool_)
     for i in range(n_rows):
         for r in range(n_rules):
-            fired[i, r] = _rule_fires(X[i], rule_ptr[r], rule_ptr[r + 1], cond_feature,
-                                      cond_is_upper, cond_threshold, cond_missing)
+            fired[i, r] = _rule_fires(
+                X[i], rule_ptr[r], rule_ptr[r + 1], cond_feature, cond_is_upper, cond_threshold, cond_missing
+            )
     return fired
 
 
@@ -110,11 +121,19 @@ class RuleEnsemble:
     per-class contributions is refused (``solver.rule_types`` says how one is represented).
     """
 
-    def __init__(self, rules: Sequence[Rule], intercept: float, feature_names: Sequence[str],
-                 n_antecedents: int | None = None, encoding: TableEncoding | None = None,
-                 importance: dict[str, float] | None = None, response: str | None = None):
-        self.rules = tuple(rule if rule.id == position else replace(rule, id=position)
-                           for position, rule in enumerate(rules))
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        intercept: float,
+        feature_names: Sequence[str],
+        n_antecedents: int | None = None,
+        encoding: TableEncoding | None = None,
+        importance: dict[str, float] | None = None,
+        response: str | None = None,
+    ):
+        self.rules = tuple(
+            rule if rule.id == position else replace(rule, id=position) for position, rule in enumerate(rules)
+        )
         per_class = next((rule.id for rule in self.rules if isinstance(rule.contribution, tuple)), None)
         if per_class is not None:
             raise ValueError(f"rule {per_class} has per-class contributions: a RuleEnsemble scores one output")
@@ -124,12 +143,14 @@ class RuleEnsemble:
         self.n_antecedents = n_antecedents
         self.encoding = TableEncoding.numeric(self.feature_names) if encoding is None else encoding
         if len(self.encoding.feature_names) != len(self.feature_names):
-            raise ValueError(f"the encoding has {len(self.encoding.feature_names)} features, the rules "
-                             f"{len(self.feature_names)}")
+            raise ValueError(
+                f"the encoding has {len(self.encoding.feature_names)} features, the rules {len(self.feature_names)}"
+            )
         self.importance = importance
         conditions = [c for rule in self.rules for c in rule.conditions]
-        self._rule_ptr = np.concatenate(
-            [[0], np.cumsum([len(rule.conditions) for rule in self.rules])]).astype(np.int64)
+        self._rule_ptr = np.concatenate([[0], np.cumsum([len(rule.conditions) for rule in self.rules])]).astype(
+            np.int64
+        )
         self._cond_feature = np.array([c.feature_index for c in conditions], dtype=np.int64)
         self._cond_is_upper = np.array([c.operator == "<=" for c in conditions], dtype=np.bool_)
         self._cond_threshold = np.array([c.threshold for c in conditions], dtype=np.float64)
@@ -145,8 +166,16 @@ class RuleEnsemble:
         return len(self.feature_names)
 
     @classmethod
-    def from_weights(cls, forest, weights, intercept: float, *, encoding: TableEncoding | None = None,
-                     X=None, response: str | None = None) -> "RuleEnsemble":
+    def from_weights(
+        cls,
+        forest,
+        weights,
+        intercept: float,
+        *,
+        encoding: TableEncoding | None = None,
+        X=None,
+        response: str | None = None,
+    ) -> RuleEnsemble:
         """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
         scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M.
 
@@ -164,8 +193,7 @@ class RuleEnsemble:
         forest = as_tree_ensemble(forest)
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (forest.n_leaves,):
-            raise ValueError(f"weights must have shape ({forest.n_leaves},) (one per leaf), got "
-                             f"{weights.shape}")
+            raise ValueError(f"weights must have shape ({forest.n_leaves},) (one per leaf), got {weights.shape}")
         if not np.isfinite(weights).all():
             raise ValueError("weights must be finite")
         if not math.isfinite(intercept):
@@ -175,14 +203,23 @@ class RuleEnsemble:
         merged: dict[tuple, tuple] = {}  # (feature_index, operator, threshold, missing) of each condition
         for leaf, tree, conditions in zip(leaves, trees, forest.leaf_conditions(leaves)):
             support = int(forest.leaf_support[leaf])
-            member = Member(int(tree), int(leaf - forest.leaf_offsets[tree]), float(weights[leaf]),
-                            float(forest.leaf_values[leaf]), support if support >= 0 else None)
+            member = Member(
+                int(tree),
+                int(leaf - forest.leaf_offsets[tree]),
+                float(weights[leaf]),
+                float(forest.leaf_values[leaf]),
+                support if support >= 0 else None,
+            )
             key = tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
             merged.setdefault(key, (conditions, []))[1].append(member)
-        rules = [rule for rule in (Rule.merged(conditions, members) for conditions, members in merged.values())
-                 if rule.contribution != 0.0]
-        kept_leaves = np.array([forest.leaf_offsets[m.tree] + m.leaf for rule in rules for m in rule.members],
-                               dtype=np.int64)
+        rules = [
+            rule
+            for rule in (Rule.merged(conditions, members) for conditions, members in merged.values())
+            if rule.contribution != 0.0
+        ]
+        kept_leaves = np.array(
+            [forest.leaf_offsets[m.tree] + m.leaf for rule in rules for m in rule.members], dtype=np.int64
+        )
         n_antecedents = count_antecedents(kept_leaves, *forest.leaf_ancestors)
         if X is not None:
             X32 = as_float32_rows(X, forest.n_features)
@@ -191,10 +228,13 @@ class RuleEnsemble:
             rules = display_thresholds(rules, np.asarray(X, dtype=np.float64))
         feature_names = forest.feature_names if encoding is None else encoding.feature_names
         if len(feature_names) != forest.n_features:
-            raise ValueError(f"the encoding has {len(feature_names)} features, the forest splits on "
-                             f"{forest.n_features}")
-        rules = [replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index])
-                                           for c in rule.conditions]) for rule in rules]
+            raise ValueError(
+                f"the encoding has {len(feature_names)} features, the forest splits on {forest.n_features}"
+            )
+        rules = [
+            replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index]) for c in rule.conditions])
+            for rule in rules
+        ]
         ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding, response=response)
         if X is not None:
             ensemble._count_training_rows(X32)
@@ -212,28 +252,39 @@ class RuleEnsemble:
                 shares[k] += abs(rule.contribution) * rows / len(columns)
         self.rules = tuple(replace(rule, support=int(rows)) for rule, rows in zip(self.rules, support))
         total = shares.sum()
-        self.importance = {column.name: float(share / total) if total > 0 else 0.0
-                           for column, share in zip(self.encoding.columns, shares)}
+        self.importance = {
+            column.name: float(share / total) if total > 0 else 0.0
+            for column, share in zip(self.encoding.columns, shares)
+        }
 
     # -- scoring ---------------------------------------------------------------------------
 
     def predict(self, X) -> np.ndarray:
         """intercept + sum of the contributions of the rules each row satisfies."""
         X32 = as_float32_rows(X, self.n_features)
-        return _predict_rules(X32, self.intercept, self._contributions, self._rule_ptr,
-                              self._cond_feature, self._cond_is_upper, self._cond_threshold,
-                              self._cond_missing)
+        return _predict_rules(
+            X32,
+            self.intercept,
+            self._contributions,
+            self._rule_ptr,
+            self._cond_feature,
+            self._cond_is_upper,
+            self._cond_threshold,
+            self._cond_missing,
+        )
 
     def explain(self, X) -> list[list[dict]]:
         """Per row, the rules that fire as ``{"id", "contribution"}``, in id order: the contributions sum to
         the prediction minus the intercept."""
         fired = self._fired(as_float32_rows(X, self.n_features))
-        return [[{"id": int(r), "contribution": self.rules[r].contribution} for r in np.flatnonzero(row)]
-                for row in fired]
+        return [
+            [{"id": int(r), "contribution": self.rules[r].contribution} for r in np.flatnonzero(row)] for row in fired
+        ]
 
     def _fired(self, X32: np.ndarray) -> np.ndarray:
-        return _fired_rules(X32, self._rule_ptr, self._cond_feature, self._cond_is_upper,
-                            self._cond_threshold, self._cond_missing)
+        return _fired_rules(
+            X32, self._rule_ptr, self._cond_feature, self._cond_is_upper, self._cond_threshold, self._cond_missing
+        )
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -250,26 +301,32 @@ class RuleEnsemble:
 
     def to_dict(self) -> dict:
         """The ``fire-rules`` JSON document."""
-        return {"format": RULES_FORMAT, "version": RULES_FORMAT_VERSION,
-                "feature_names": list(self.feature_names), "intercept": self.intercept,
-                "n_antecedents": self.n_antecedents, "columns": self.encoding.to_dict(),
-                "importance": None if self.importance is None else dict(self.importance),
-                "response": self.response,
-                "rules": [rule.to_dict() for rule in self.rules]}
+        return {
+            "format": RULES_FORMAT,
+            "version": RULES_FORMAT_VERSION,
+            "feature_names": list(self.feature_names),
+            "intercept": self.intercept,
+            "n_antecedents": self.n_antecedents,
+            "columns": self.encoding.to_dict(),
+            "importance": None if self.importance is None else dict(self.importance),
+            "response": self.response,
+            "rules": [rule.to_dict() for rule in self.rules],
+        }
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> "RuleEnsemble":
+    def from_dict(cls, document: Mapping[str, Any]) -> RuleEnsemble:
         """Validate an untrusted ``fire-rules`` document; raises RuleSchemaError (ValueError)."""
         if not isinstance(document, Mapping):
             raise RuleSchemaError("", "a fire-rules document must be a JSON object")
-        check_keys("", document, _TOP_LEVEL_KEYS,
-                    ("format", "version", "feature_names", "intercept", "rules"), RuleSchemaError)
+        check_keys(
+            "", document, _TOP_LEVEL_KEYS, ("format", "version", "feature_names", "intercept", "rules"), RuleSchemaError
+        )
         if document["format"] != RULES_FORMAT:
-            raise RuleSchemaError("format", f"must be {RULES_FORMAT!r}, got "
-                                  f"{document['format']!r}")
+            raise RuleSchemaError("format", f"must be {RULES_FORMAT!r}, got {document['format']!r}")
         if not is_integer(document["version"]) or document["version"] not in READABLE_VERSIONS:
-            raise RuleSchemaError("version", f"is {document['version']!r}; versions "
-                                  f"{list(READABLE_VERSIONS)} are supported")
+            raise RuleSchemaError(
+                "version", f"is {document['version']!r}; versions {list(READABLE_VERSIONS)} are supported"
+            )
         feature_names = _check_feature_names(document["feature_names"])
         encoding = _check_columns(document.get("columns"), feature_names)
         importance = _check_importance(document.get("importance"), encoding)
@@ -281,8 +338,7 @@ class RuleEnsemble:
         if not isinstance(entries, list):
             raise RuleSchemaError("rules", "must be a list of rule objects")
         if len(entries) > MAX_RULES:
-            raise RuleSchemaError("rules", f"has {len(entries)} rules, above the limit of "
-                                  f"{MAX_RULES}")
+            raise RuleSchemaError("rules", f"has {len(entries)} rules, above the limit of {MAX_RULES}")
         rules = [Rule.from_dict(entry, f"rules/{r}", feature_names) for r, entry in enumerate(entries)]
         for r, entry in enumerate(entries):
             if entry.get("id", r) != r:
@@ -297,6 +353,7 @@ class RuleEnsemble:
 # helpers
 # ----------------------------------------------------------------------------------------------
 
+
 def _check_feature_names(names) -> list[str]:
     if not isinstance(names, list) or not names:
         raise RuleSchemaError("feature_names", "must be a non-empty list of strings")
@@ -310,9 +367,13 @@ def _check_columns(columns, feature_names: list[str]) -> TableEncoding | None:
         return None
     try:
         encoding = TableEncoding.from_dict(columns)
-        valid = all(isinstance(c.name, str) and c.kind in ("numeric", "categorical")
-                    and all(isinstance(level, str) for level in c.categories)
-                    and c.missing in (None, True, False) for c in encoding.columns)
+        valid = all(
+            isinstance(c.name, str)
+            and c.kind in ("numeric", "categorical")
+            and all(isinstance(level, str) for level in c.categories)
+            and c.missing in (None, True, False)
+            for c in encoding.columns
+        )
     except (TypeError, KeyError, AttributeError):
         valid = False
     if not valid:
@@ -326,7 +387,7 @@ def _check_importance(importance, encoding: TableEncoding | None) -> dict[str, f
     if importance is None:
         return None
     if not isinstance(importance, Mapping) or (
-            encoding is not None and sorted(importance) != sorted(encoding.column_names)):
+        encoding is not None and sorted(importance) != sorted(encoding.column_names)
+    ):
         raise RuleSchemaError("importance", "must map every column name to its share")
-    return {name: require_finite(share, f"importance/{name}", RuleSchemaError)
-            for name, share in importance.items()}
+    return {name: require_finite(share, f"importance/{name}", RuleSchemaError) for name, share in importance.items()}

@@ -20,20 +20,41 @@ import dataclasses
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.dummy import DummyClassifier, DummyRegressor
-from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor, GradientBoostingClassifier,
-                              GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor)
-from sklearn.tree import (BaseDecisionTree, DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
-                          ExtraTreeRegressor)
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import (
+    BaseDecisionTree,
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    ExtraTreeClassifier,
+    ExtraTreeRegressor,
+)
 from sklearn.tree._tree import NODE_DTYPE
 from sklearn.tree._tree import Tree as SklearnTree
 from sklearn.utils.validation import check_is_fitted
 
 from .forest import Tree, TreeEnsemble
 
-SKLEARN_REGRESSORS = (RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
-                      DecisionTreeRegressor, ExtraTreeRegressor)
-SKLEARN_CLASSIFIERS = (RandomForestClassifier, ExtraTreesClassifier, GradientBoostingClassifier,
-                       DecisionTreeClassifier, ExtraTreeClassifier)
+SKLEARN_REGRESSORS = (
+    RandomForestRegressor,
+    ExtraTreesRegressor,
+    GradientBoostingRegressor,
+    DecisionTreeRegressor,
+    ExtraTreeRegressor,
+)
+SKLEARN_CLASSIFIERS = (
+    RandomForestClassifier,
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    DecisionTreeClassifier,
+    ExtraTreeClassifier,
+)
 _FOREST_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS)
 _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
 
@@ -60,8 +81,9 @@ def _require_forest(estimator, error: type[Exception], expected: str) -> None:
     raise error(f"unsupported {name}: expected {expected}")
 
 
-def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | None = None,
-                 max_features: int | None = None) -> TreeEnsemble:
+def from_sklearn(
+    estimator, *, max_nodes: int | None = None, max_depth: int | None = None, max_features: int | None = None
+) -> TreeEnsemble:
     """The TreeEnsemble of a fitted single-output scikit-learn tree regressor or binary tree classifier
     (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the module
     docstring).
@@ -73,8 +95,10 @@ def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | No
     check_is_fitted(estimator)
     name = type(estimator).__name__
     if getattr(estimator, "n_outputs_", 1) != 1:
-        raise ValueError(f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
-                         "output models only: fit one model per target")
+        raise ValueError(
+            f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
+            "output models only: fit one model per target"
+        )
     if is_classifier(estimator) and len(estimator.classes_) != 2:
         raise ValueError(f"{name} has {len(estimator.classes_)} classes; FIRE classifies two classes only")
     base_score, scale = 0.0, 1.0
@@ -92,11 +116,17 @@ def from_sklearn(estimator, *, max_nodes: int | None = None, max_depth: int | No
     if isinstance(estimator, SKLEARN_CLASSIFIERS) and kind != "gradient_boosting":
         trees, base_score = _centered_at_roots(trees, tree_weight)
     names = getattr(estimator, "feature_names_in_", None)
-    return TreeEnsemble(trees,
-                        n_features=int(estimator.n_features_in_),
-                        feature_names=None if names is None else [str(n) for n in names],
-                        base_score=base_score, tree_weight=tree_weight, kind=kind,
-                        max_nodes=max_nodes, max_depth=max_depth, max_features=max_features)
+    return TreeEnsemble(
+        trees,
+        n_features=int(estimator.n_features_in_),
+        feature_names=None if names is None else [str(n) for n in names],
+        base_score=base_score,
+        tree_weight=tree_weight,
+        kind=kind,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        max_features=max_features,
+    )
 
 
 def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
@@ -108,17 +138,21 @@ def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
     """
     n_outputs, n_values = sklearn_tree.value.shape[1:]
     if n_outputs != 1 or n_values > 2:
-        raise ValueError(f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
-                         "single-output trees (one value or two class shares per node) are supported")
+        raise ValueError(
+            f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
+            "single-output trees (one value or two class shares per node) are supported"
+        )
     threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
     value = sklearn_tree.value[:, 0, n_values - 1]
-    return Tree(children_left=sklearn_tree.children_left,
-                children_right=sklearn_tree.children_right,
-                feature=sklearn_tree.feature,
-                threshold=threshold,
-                value=value * scale if scale != 1.0 else value.copy(),
-                missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
-                n_samples=sklearn_tree.n_node_samples)
+    return Tree(
+        children_left=sklearn_tree.children_left,
+        children_right=sklearn_tree.children_right,
+        feature=sklearn_tree.feature,
+        threshold=threshold,
+        value=value * scale if scale != 1.0 else value.copy(),
+        missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
+        n_samples=sklearn_tree.n_node_samples,
+    )
 
 
 def _centered_at_roots(trees: list[Tree], tree_weight: float) -> tuple[list[Tree], float]:
@@ -137,9 +171,11 @@ def _constant_init_prediction(boosting) -> float:
         return 0.0
     constant = DummyClassifier if is_classifier(boosting) else DummyRegressor
     if not isinstance(init, constant):
-        raise ValueError(f"{type(boosting).__name__} init={init!r} is not a constant prediction; "
-                         "FIRE needs a constant base score: refit with init=None (default), "
-                         f"'zero' or a {constant.__name__}")
+        raise ValueError(
+            f"{type(boosting).__name__} init={init!r} is not a constant prediction; "
+            "FIRE needs a constant base score: refit with init=None (default), "
+            f"'zero' or a {constant.__name__}"
+        )
     probe = np.zeros((1, boosting.n_features_in_))
     if is_classifier(boosting):
         eps = np.finfo(np.float32).eps  # scikit-learn's clip before the logit
@@ -161,9 +197,11 @@ def to_sklearn(forest: TreeEnsemble):
     p, n_trees = forest.n_features, forest.n_trees
     averaged = forest.base_score == 0.0 and forest.tree_weight == 1.0 / n_trees
     if forest.kind in ("random_forest", "extra_trees") and averaged:
-        forest_class, tree_class = ((RandomForestRegressor, DecisionTreeRegressor)
-                                    if forest.kind == "random_forest"
-                                    else (ExtraTreesRegressor, ExtraTreeRegressor))
+        forest_class, tree_class = (
+            (RandomForestRegressor, DecisionTreeRegressor)
+            if forest.kind == "random_forest"
+            else (ExtraTreesRegressor, ExtraTreeRegressor)
+        )
         ensemble = forest_class(n_estimators=n_trees)
         ensemble.estimators_ = [_sklearn_member(forest, t, tree_class) for t in range(n_trees)]
         ensemble.estimator_ = tree_class()
@@ -177,7 +215,8 @@ def to_sklearn(forest: TreeEnsemble):
     for t in range(n_trees):
         boosting.estimators_[t, 0] = _sklearn_member(forest, t, DecisionTreeRegressor)
     boosting.init_ = DummyRegressor(strategy="constant", constant=forest.base_score).fit(
-        np.zeros((1, p)), np.array([forest.base_score]))
+        np.zeros((1, p)), np.array([forest.base_score])
+    )
     boosting._loss = boosting._get_loss(sample_weight=None)
     boosting.n_trees_per_iteration_ = 1
     boosting.n_estimators_ = n_trees
@@ -200,10 +239,16 @@ def _sklearn_member(forest: TreeEnsemble, t: int, tree_class):
         nodes["weighted_n_node_samples"] = tree.n_samples
     nodes["missing_go_to_left"] = tree.missing_go_left
     # a leaf's depth is the number of internal nodes on its path
-    ptr = forest.leaf_ancestors[0][forest.leaf_offsets[t]:forest.leaf_offsets[t + 1] + 1]
+    ptr = forest.leaf_ancestors[0][forest.leaf_offsets[t] : forest.leaf_offsets[t + 1] + 1]
     sklearn_tree = SklearnTree(forest.n_features, np.array([1], dtype=np.intp), 1)
-    sklearn_tree.__setstate__({"max_depth": int(np.diff(ptr).max()), "node_count": tree.n_nodes,
-                               "nodes": nodes, "values": tree.value.reshape(-1, 1, 1).copy()})
+    sklearn_tree.__setstate__(
+        {
+            "max_depth": int(np.diff(ptr).max()),
+            "node_count": tree.n_nodes,
+            "nodes": nodes,
+            "values": tree.value.reshape(-1, 1, 1).copy(),
+        }
+    )
     member = tree_class()
     member.tree_ = sklearn_tree
     member.n_features_in_ = forest.n_features

@@ -89,101 +89,193 @@ class _Spec:
 class PathSpec(_Spec):
     """Every setting of a FIRE path: loss, penalty, fusion, lambda grid, rule budget, solver, validation split."""
 
-    loss: str = field(default="squared", metadata=_doc(
-        "'squared' (regression) or 'logistic' (binary classification: y holds 0/1 labels and the rules add "
-        "log-odds of label 1)"))
-    penalty: str = field(default="mcp", metadata=_doc(
-        "sparsity penalty: 'mcp' (selects without shrinking large weights) or 'l1'"))
-    gamma: float = field(default=1.1, metadata=_doc(
-        "MCP concavity (> 1 in block scaling, > 0 in plain); near 1 selects aggressively, large acts like l1"))
-    mcp_scaling: str = field(default="block", metadata=_doc(
-        "'block': the paper's per-tree concavity gamma / L_t; 'plain': one gamma for every leaf"))
-    scaling: str = field(default="unit", metadata=_doc(
-        "units the penalties weigh a rule in: 'unit' (its column of M scaled to unit norm on the training rows, "
-        "so lambda_s and lambda_f mean the same for a rule of 10 rows as of 1000 and fusion compares neighbours' "
-        "contributions per row) or 'leaf_value' (M's columns are the leaf values, as in the paper)"))
-    lambda_f: float | None = field(default=None, metadata=_doc(
-        "fixed fusion strength; give this or fusion_ratio, not both"))
-    fusion_ratio: float | None = field(default=None, metadata=_doc(
-        f"fusion strength as a multiple of lambda_s at every step; {DEFAULT_FUSION_RATIO} when neither this nor "
-        "lambda_f is given, 0 for no fusion"))
-    lambdas: tuple[float, ...] | None = field(default=None, metadata=_doc(
-        "explicit lambda_s grid (positive, used in decreasing order); otherwise n_lambdas geometric steps"))
-    n_lambdas: int = field(default=50, metadata=_doc(
-        "steps of the geometric grid from lambda_max down to lambda_min_ratio * lambda_max"))
+    loss: str = field(
+        default="squared",
+        metadata=_doc(
+            "'squared' (regression) or 'logistic' (binary classification: y holds 0/1 labels and the rules add "
+            "log-odds of label 1)"
+        ),
+    )
+    penalty: str = field(
+        default="mcp", metadata=_doc("sparsity penalty: 'mcp' (selects without shrinking large weights) or 'l1'")
+    )
+    gamma: float = field(
+        default=1.1,
+        metadata=_doc(
+            "MCP concavity (> 1 in block scaling, > 0 in plain); near 1 selects aggressively, large acts like l1"
+        ),
+    )
+    mcp_scaling: str = field(
+        default="block",
+        metadata=_doc("'block': the paper's per-tree concavity gamma / L_t; 'plain': one gamma for every leaf"),
+    )
+    scaling: str = field(
+        default="unit",
+        metadata=_doc(
+            "units the penalties weigh a rule in: 'unit' (its column of M scaled to unit norm on the training rows, "
+            "so lambda_s and lambda_f mean the same for a rule of 10 rows as of 1000 and fusion compares neighbours' "
+            "contributions per row) or 'leaf_value' (M's columns are the leaf values, as in the paper)"
+        ),
+    )
+    lambda_f: float | None = field(
+        default=None, metadata=_doc("fixed fusion strength; give this or fusion_ratio, not both")
+    )
+    fusion_ratio: float | None = field(
+        default=None,
+        metadata=_doc(
+            f"fusion strength as a multiple of lambda_s at every step; {DEFAULT_FUSION_RATIO} when neither this nor "
+            "lambda_f is given, 0 for no fusion"
+        ),
+    )
+    lambdas: tuple[float, ...] | None = field(
+        default=None,
+        metadata=_doc(
+            "explicit lambda_s grid (positive, used in decreasing order); otherwise n_lambdas geometric steps"
+        ),
+    )
+    n_lambdas: int = field(
+        default=50, metadata=_doc("steps of the geometric grid from lambda_max down to lambda_min_ratio * lambda_max")
+    )
     lambda_min_ratio: float = field(default=1e-3, metadata=_doc("smallest lambda_s as a fraction of lambda_max"))
-    max_rules: int | None = field(default=None, metadata=_doc(
-        "rule budget of the selected step; the path stops after the first step past it"))
-    selection: str = field(default="loss", metadata=_doc(
-        "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
-        "squared error, or log loss for the logistic loss) or 'auc' (the highest validation AUC; logistic only)"))
-    tol: float = field(default=1e-4, metadata=_doc(
-        "stationarity tolerance relative to lambda_max (no direction entry or block move larger)"))
+    max_rules: int | None = field(
+        default=None, metadata=_doc("rule budget of the selected step; the path stops after the first step past it")
+    )
+    selection: str = field(
+        default="loss",
+        metadata=_doc(
+            "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
+            "squared error, or log loss for the logistic loss) or 'auc' (the highest validation AUC; logistic only)"
+        ),
+    )
+    tol: float = field(
+        default=1e-4,
+        metadata=_doc("stationarity tolerance relative to lambda_max (no direction entry or block move larger)"),
+    )
     max_iter: int = field(default=10_000, metadata=_doc("cap on solver passes per lambda step"))
-    block_selection: str = field(default="greedy", metadata=_doc(
-        "'greedy': steepest trees and leaves first (the paper's GBCD); 'cyclic': every tree in turn"))
+    block_selection: str = field(
+        default="greedy",
+        metadata=_doc("'greedy': steepest trees and leaves first (the paper's GBCD); 'cyclic': every tree in turn"),
+    )
     inner_iters: int = field(default=3, metadata=_doc("fused proximal steps per visit of a tree"))
-    min_support: int | float = field(default=DEFAULT_MIN_SUPPORT, metadata=_doc(
-        "leaves that fewer training rows reach are not candidate rules: a row count (an integer >= 0) or a "
-        "fraction of the training rows in (0, 1)"))
-    polish: bool | None = field(default=None, metadata=_doc(
-        "refit the weights of each step's rules (and the intercept) without the penalties on the training rows, "
-        "keeping the rules the penalties selected (solver.polish); None: on for the squared loss, off for the "
-        "logistic loss (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
-        "tables, bench/classification.py, validation log loss rose from the first rule)"))
-    validation_fraction: float = field(default=0.2, metadata=_doc(
-        "share of the rows held out to select the step when no validation rows are given"))
+    min_support: int | float = field(
+        default=DEFAULT_MIN_SUPPORT,
+        metadata=_doc(
+            "leaves that fewer training rows reach are not candidate rules: a row count (an integer >= 0) or a "
+            "fraction of the training rows in (0, 1)"
+        ),
+    )
+    polish: bool | None = field(
+        default=None,
+        metadata=_doc(
+            "refit the weights of each step's rules (and the intercept) without the penalties on the training rows, "
+            "keeping the rules the penalties selected (solver.polish); None: on for the squared loss, off for the "
+            "logistic loss (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
+            "tables, bench/classification.py, validation log loss rose from the first rule)"
+        ),
+    )
+    validation_fraction: float = field(
+        default=0.2, metadata=_doc("share of the rows held out to select the step when no validation rows are given")
+    )
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
 
     def __post_init__(self):
         _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
         _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
-        _require(self.mcp_scaling in MCP_SCALINGS, "mcp_scaling",
-                 f"must be one of {list(MCP_SCALINGS)}, got {self.mcp_scaling!r}")
+        _require(
+            self.mcp_scaling in MCP_SCALINGS,
+            "mcp_scaling",
+            f"must be one of {list(MCP_SCALINGS)}, got {self.mcp_scaling!r}",
+        )
         _require(self.scaling in SCALINGS, "scaling", f"must be one of {list(SCALINGS)}, got {self.scaling!r}")
         floor = 1.0 if self.mcp_scaling == "block" else 0.0
-        _require(_is_number(self.gamma) and self.gamma > floor, "gamma",
-                 f"must be a number > {floor:g} ({self.mcp_scaling} MCP scaling), got {self.gamma!r}")
+        _require(
+            _is_number(self.gamma) and self.gamma > floor,
+            "gamma",
+            f"must be a number > {floor:g} ({self.mcp_scaling} MCP scaling), got {self.gamma!r}",
+        )
         for name in ("lambda_f", "fusion_ratio"):
             value = getattr(self, name)
-            _require(value is None or (_is_number(value) and value >= 0), name,
-                     f"must be a finite non-negative number, got {value!r}")
-        _require(self.lambda_f is None or self.fusion_ratio is None, "lambda_f",
-                 "give either lambda_f (fixed) or fusion_ratio (lambda_f = ratio * lambda_s), not both")
+            _require(
+                value is None or (_is_number(value) and value >= 0),
+                name,
+                f"must be a finite non-negative number, got {value!r}",
+            )
+        _require(
+            self.lambda_f is None or self.fusion_ratio is None,
+            "lambda_f",
+            "give either lambda_f (fixed) or fusion_ratio (lambda_f = ratio * lambda_s), not both",
+        )
         if self.lambdas is not None:
             try:
                 grid = tuple(float(v) for v in self.lambdas)
             except (TypeError, ValueError):
                 grid = ()
-            _require(len(grid) > 0 and all(math.isfinite(v) and v > 0 for v in grid), "lambdas",
-                     "must be a non-empty list of finite positive numbers")
+            _require(
+                len(grid) > 0 and all(math.isfinite(v) and v > 0 for v in grid),
+                "lambdas",
+                "must be a non-empty list of finite positive numbers",
+            )
             object.__setattr__(self, "lambdas", tuple(sorted(grid, reverse=True)))
-        _require(_is_count(self.n_lambdas) and self.n_lambdas >= 1, "n_lambdas",
-                 f"must be an integer >= 1, got {self.n_lambdas!r}")
-        _require(_is_number(self.lambda_min_ratio) and 0 < self.lambda_min_ratio < 1, "lambda_min_ratio",
-                 f"must be in (0, 1), got {self.lambda_min_ratio!r}")
-        _require(self.max_rules is None or (_is_count(self.max_rules) and self.max_rules >= 0), "max_rules",
-                 f"must be a non-negative integer or None, got {self.max_rules!r}")
-        _require(self.selection in SELECTIONS, "selection",
-                 f"must be one of {list(SELECTIONS)}, got {self.selection!r}")
-        _require(self.selection != "auc" or self.loss == "logistic", "selection",
-                 "'auc' ranks classifiers: it needs loss='logistic'")
+        _require(
+            _is_count(self.n_lambdas) and self.n_lambdas >= 1,
+            "n_lambdas",
+            f"must be an integer >= 1, got {self.n_lambdas!r}",
+        )
+        _require(
+            _is_number(self.lambda_min_ratio) and 0 < self.lambda_min_ratio < 1,
+            "lambda_min_ratio",
+            f"must be in (0, 1), got {self.lambda_min_ratio!r}",
+        )
+        _require(
+            self.max_rules is None or (_is_count(self.max_rules) and self.max_rules >= 0),
+            "max_rules",
+            f"must be a non-negative integer or None, got {self.max_rules!r}",
+        )
+        _require(
+            self.selection in SELECTIONS, "selection", f"must be one of {list(SELECTIONS)}, got {self.selection!r}"
+        )
+        _require(
+            self.selection != "auc" or self.loss == "logistic",
+            "selection",
+            "'auc' ranks classifiers: it needs loss='logistic'",
+        )
         _require(_is_number(self.tol) and 0 < self.tol < 1, "tol", f"must be in (0, 1), got {self.tol!r}")
-        _require(_is_count(self.max_iter) and self.max_iter >= 1, "max_iter",
-                 f"must be an integer >= 1, got {self.max_iter!r}")
-        _require(self.block_selection in BLOCK_SELECTIONS, "block_selection",
-                 f"must be one of {list(BLOCK_SELECTIONS)}, got {self.block_selection!r}")
-        _require(_is_count(self.inner_iters) and self.inner_iters >= 1, "inner_iters",
-                 f"must be an integer >= 1, got {self.inner_iters!r}")
-        _require((_is_count(self.min_support) and self.min_support >= 0)
-                 or (_is_number(self.min_support) and 0 < self.min_support < 1), "min_support",
-                 f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}")
-        _require(self.polish is None or isinstance(self.polish, bool), "polish",
-                 f"must be true, false or null, got {self.polish!r}")
-        _require(_is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
-                 "validation_fraction", f"must be in [0, 1), got {self.validation_fraction!r}")
-        _require(_is_count(self.random_state) and 0 <= self.random_state < 2**32, "random_state",
-                 f"must be an integer in [0, 2**32), got {self.random_state!r}")
+        _require(
+            _is_count(self.max_iter) and self.max_iter >= 1,
+            "max_iter",
+            f"must be an integer >= 1, got {self.max_iter!r}",
+        )
+        _require(
+            self.block_selection in BLOCK_SELECTIONS,
+            "block_selection",
+            f"must be one of {list(BLOCK_SELECTIONS)}, got {self.block_selection!r}",
+        )
+        _require(
+            _is_count(self.inner_iters) and self.inner_iters >= 1,
+            "inner_iters",
+            f"must be an integer >= 1, got {self.inner_iters!r}",
+        )
+        _require(
+            (_is_count(self.min_support) and self.min_support >= 0)
+            or (_is_number(self.min_support) and 0 < self.min_support < 1),
+            "min_support",
+            f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}",
+        )
+        _require(
+            self.polish is None or isinstance(self.polish, bool),
+            "polish",
+            f"must be true, false or null, got {self.polish!r}",
+        )
+        _require(
+            _is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
+            "validation_fraction",
+            f"must be in [0, 1), got {self.validation_fraction!r}",
+        )
+        _require(
+            _is_count(self.random_state) and 0 <= self.random_state < 2**32,
+            "random_state",
+            f"must be an integer in [0, 2**32), got {self.random_state!r}",
+        )
 
     @property
     def n_steps(self) -> int:
@@ -212,35 +304,61 @@ class PathSpec(_Spec):
 class ForestSpec(_Spec):
     """The recipe of a forest trained for a fit (scikit-learn regressors; deterministic for a fixed seed)."""
 
-    kind: str = field(default="random_forest", metadata=_doc(
-        "'random_forest', 'extra_trees' or 'gradient_boosting'"))
+    kind: str = field(default="random_forest", metadata=_doc("'random_forest', 'extra_trees' or 'gradient_boosting'"))
     n_estimators: int = field(default=500, metadata=_doc("number of trees"))
     max_depth: int = field(default=3, metadata=_doc("depth of every tree: rules have at most this many conditions"))
-    max_features: float | int | str | None = field(default="sqrt", metadata=_doc(
-        "features tried per split as scikit-learn takes it: a fraction in (0, 1], a count, 'sqrt', 'log2', "
-        "or None for all"))
+    max_features: float | int | str | None = field(
+        default="sqrt",
+        metadata=_doc(
+            "features tried per split as scikit-learn takes it: a fraction in (0, 1], a count, 'sqrt', 'log2', "
+            "or None for all"
+        ),
+    )
     learning_rate: float = field(default=0.1, metadata=_doc("shrinkage of gradient boosting (other kinds ignore it)"))
     random_state: int = field(default=0, metadata=_doc("seed of the forest"))
 
     def __post_init__(self):
         _require(self.kind in FOREST_KINDS, "kind", f"must be one of {list(FOREST_KINDS)}, got {self.kind!r}")
-        _require(_is_count(self.n_estimators) and self.n_estimators >= 1, "n_estimators",
-                 f"must be an integer >= 1, got {self.n_estimators!r}")
-        _require(_is_count(self.max_depth) and self.max_depth >= 1, "max_depth",
-                 f"must be an integer >= 1, got {self.max_depth!r}")
+        _require(
+            _is_count(self.n_estimators) and self.n_estimators >= 1,
+            "n_estimators",
+            f"must be an integer >= 1, got {self.n_estimators!r}",
+        )
+        _require(
+            _is_count(self.max_depth) and self.max_depth >= 1,
+            "max_depth",
+            f"must be an integer >= 1, got {self.max_depth!r}",
+        )
         value = self.max_features
-        valid = (value is None or value in MAX_FEATURES_NAMES or (_is_count(value) and value >= 1)
-                 or (_is_number(value) and not _is_count(value) and 0 < value <= 1))
-        _require(valid, "max_features",
-                 f"must be a fraction in (0, 1], a count >= 1, 'sqrt', 'log2' or None, got {value!r}")
-        _require(_is_number(self.learning_rate) and 0 < self.learning_rate <= 1, "learning_rate",
-                 f"must be in (0, 1], got {self.learning_rate!r}")
-        _require(_is_count(self.random_state) and 0 <= self.random_state < 2**32, "random_state",
-                 f"must be an integer in [0, 2**32), got {self.random_state!r}")
+        valid = (
+            value is None
+            or value in MAX_FEATURES_NAMES
+            or (_is_count(value) and value >= 1)
+            or (_is_number(value) and not _is_count(value) and 0 < value <= 1)
+        )
+        _require(
+            valid, "max_features", f"must be a fraction in (0, 1], a count >= 1, 'sqrt', 'log2' or None, got {value!r}"
+        )
+        _require(
+            _is_number(self.learning_rate) and 0 < self.learning_rate <= 1,
+            "learning_rate",
+            f"must be in (0, 1], got {self.learning_rate!r}",
+        )
+        _require(
+            _is_count(self.random_state) and 0 <= self.random_state < 2**32,
+            "random_state",
+            f"must be an integer in [0, 2**32), got {self.random_state!r}",
+        )
 
     def check_data(self, n_features: int, has_missing: bool) -> None:
         """The checks that need the training table: a :class:`SpecError` naming the setting at fault."""
-        _require(not (self.kind == "gradient_boosting" and has_missing), "kind",
-                 "gradient boosting cannot train on missing values: use random_forest or extra_trees, or fill them")
-        _require(not (_is_count(self.max_features) and self.max_features > n_features), "max_features",
-                 f"{self.max_features} exceeds the {n_features} features")
+        _require(
+            not (self.kind == "gradient_boosting" and has_missing),
+            "kind",
+            "gradient boosting cannot train on missing values: use random_forest or extra_trees, or fill them",
+        )
+        _require(
+            not (_is_count(self.max_features) and self.max_features > n_features),
+            "max_features",
+            f"{self.max_features} exceeds the {n_features} features",
+        )

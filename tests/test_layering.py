@@ -1,5 +1,6 @@
 """The layers import downward only: the workers stand on the service core, never on the HTTP API; the
 library imports nothing of the service."""
+
 import ast
 import json
 import subprocess
@@ -31,8 +32,9 @@ def imported_names(path: Path) -> set[str]:
 def test_the_workers_never_load_the_http_api():
     loaded = modules_loaded_by("worker.main", "worker.tasks")
     assert "app.core.job_lifecycle" in loaded  # they do stand on the core
-    forbidden = {m for m in loaded if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("app.api")
-                 or m == "app.main"}
+    forbidden = {
+        m for m in loaded if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("app.api") or m == "app.main"
+    }
     assert not forbidden, sorted(forbidden)
 
 

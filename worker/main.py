@@ -1,5 +1,6 @@
 """`fire-rules worker`: compile the numba solver once, then fork a work horse per job (RQ Worker), and outlive
 Redis outages: a lost connection is waited out with backoff, never a reason to exit."""
+
 import fcntl
 import logging
 import os
@@ -40,8 +41,9 @@ def warm_solver() -> None:
     forest = ForestSpec(n_estimators=3, max_depth=2, max_features=None)
     for loss, target in (("squared", y), ("logistic", (y > 0).astype(np.float64))):
         for penalty, fusion_ratio in (("l1", 0.0), ("mcp", 0.0), ("mcp", 1.0), ("l1", 1.0)):
-            fit_rules(X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3),
-                      forest=forest)
+            fit_rules(
+                X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest
+            )
 
 
 @contextmanager
@@ -152,8 +154,11 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
         os.nice(settings.worker_nice)
     queues = queue_names or [settings.queue_name]
     presence = Presence(WorkerRegistry(settings, data_redis(settings)), queues)
-    log.info("worker %s: preparing the solver (compiled once per machine and solver version, about a minute on "
-             "2 cores; loaded from numba's cache after that); jobs wait meanwhile", presence.name)
+    log.info(
+        "worker %s: preparing the solver (compiled once per machine and solver version, about a minute on "
+        "2 cores; loaded from numba's cache after that); jobs wait meanwhile",
+        presence.name,
+    )
     started = time.perf_counter()
     with presence.beating(WARMING, settings.heartbeat_seconds):
         with one_compiler_at_a_time():
@@ -161,15 +166,21 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
         tasks.core()  # import the job module and open its stores once, not in every forked horse
     log.info("worker %s: solver ready after %.1f s", presence.name, time.perf_counter() - started)
     # RQ's own connection: RQ raises its socket timeout above its blocking dequeue, so it is not shared
-    rq_redis = connect(settings.redis_url, settings.redis_socket_timeout, settings.redis_connect_timeout,
-                       patience=BACKOFF_CAP_SECONDS)
+    rq_redis = connect(
+        settings.redis_url, settings.redis_socket_timeout, settings.redis_connect_timeout, patience=BACKOFF_CAP_SECONDS
+    )
     records = JobRecords(settings, data_redis(settings, settings.redis_outage_seconds))
     ran_jobs = False
     while True:
-        worker = FireWorker([make_queue(name, rq_redis) for name in queues], connection=rq_redis,
-                            serializer=JSONSerializer, records=records, presence=presence,
-                            job_monitoring_interval=settings.heartbeat_seconds,
-                            worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS)
+        worker = FireWorker(
+            [make_queue(name, rq_redis) for name in queues],
+            connection=rq_redis,
+            serializer=JSONSerializer,
+            records=records,
+            presence=presence,
+            job_monitoring_interval=settings.heartbeat_seconds,
+            worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS,
+        )
         log.info("worker %s (rq %s) listening on %s", presence.name, worker.name, queues)
         try:
             ran_jobs |= worker.work(burst=burst, logging_level="INFO")

@@ -4,6 +4,7 @@ A job reports through its record (status, progress, timings) and stores its resu
 the RQ return value stays empty. The fitting itself is the library's (``solver.fitting``): the path job
 only loads the dataset, the forest and the cached leaf indices, and stores what ``fit_rules`` returns.
 """
+
 import os
 import time
 from contextlib import contextmanager
@@ -15,11 +16,23 @@ from rq.timeouts import JobTimeoutException
 from app.core.config import get_settings
 from app.core.container import Core, build_core
 from app.core.forests import ForestRecipe
-from app.core.job_documents import (SUCCEEDED, TERMINAL, BestStep, GridCell, GridJobResult, GridSummary, JobError,
-                                    PathJobResult, Progress, TrainResult, TrainSummary)
+from app.core.job_documents import (
+    SUCCEEDED,
+    TERMINAL,
+    BestStep,
+    GridCell,
+    GridJobResult,
+    GridSummary,
+    JobError,
+    PathJobResult,
+    Progress,
+    TrainResult,
+    TrainSummary,
+)
 from app.core.records import now
 from solver import TreeEnsemble
-from solver.fitting import fit_rules, train_forest as train_ensemble
+from solver.fitting import fit_rules
+from solver.fitting import train_forest as train_ensemble
 from solver.path import PathStep, best_step
 
 PROGRESS_INTERVAL_SECONDS = 0.1
@@ -78,9 +91,13 @@ class JobRun:
         if exc is not None:
             error = JobError(type=exc_type.__name__, detail=str(exc))
             if isinstance(exc, (DeadlinePassed, JobTimeoutException)):
-                error = JobError(type="deadline_exceeded", detail=(
-                    f"the job ran past FIRE_JOB_TIMEOUT={self.core.settings.job_timeout}s "
-                    f"(in phase {self.current_phase!r}); it was stopped"))
+                error = JobError(
+                    type="deadline_exceeded",
+                    detail=(
+                        f"the job ran past FIRE_JOB_TIMEOUT={self.core.settings.job_timeout}s "
+                        f"(in phase {self.current_phase!r}); it was stopped"
+                    ),
+                )
             self.records.fail(self.job_id, self.attempt, error, timings=self.timings)
         return False  # re-raise: RQ records the traceback too
 
@@ -119,13 +136,34 @@ class JobRun:
         self._last_progress = time.monotonic()
         step, path = self.steps[-1], self.spec.path
         best = best_step(self.steps, path.max_rules, path.selection)
-        best_so_far = None if best is None else BestStep(
-            step=self.steps[best].index, n_rules=self.steps[best].n_rules, val_loss=self.steps[best].val_loss,
-            train_loss=self.steps[best].train_loss, val_auc=self.steps[best].val_auc)
-        self.records.report_progress(self.job_id, self.attempt, Progress(
-            phase="path", step=step.index + 1, n_steps=path.n_steps,
-            n_rules=step.n_rules, lambda_s=step.lambda_s, train_loss=step.train_loss, val_loss=step.val_loss,
-            train_auc=step.train_auc, val_auc=step.val_auc, val_accuracy=step.val_accuracy, best=best_so_far))
+        best_so_far = (
+            None
+            if best is None
+            else BestStep(
+                step=self.steps[best].index,
+                n_rules=self.steps[best].n_rules,
+                val_loss=self.steps[best].val_loss,
+                train_loss=self.steps[best].train_loss,
+                val_auc=self.steps[best].val_auc,
+            )
+        )
+        self.records.report_progress(
+            self.job_id,
+            self.attempt,
+            Progress(
+                phase="path",
+                step=step.index + 1,
+                n_steps=path.n_steps,
+                n_rules=step.n_rules,
+                lambda_s=step.lambda_s,
+                train_loss=step.train_loss,
+                val_loss=step.val_loss,
+                train_auc=step.train_auc,
+                val_auc=step.val_auc,
+                val_accuracy=step.val_accuracy,
+                best=best_so_far,
+            ),
+        )
 
     @property
     def orphaned(self) -> bool:
@@ -134,8 +172,9 @@ class JobRun:
     def succeed(self, summary, cache_hit: bool | None = None) -> None:
         self.timings["total"] = now() - self.record.queued_at
         progress = self.records.get(self.job_id).progress.model_copy(update={"phase": "done"})
-        self.records.succeed(self.job_id, self.attempt, summary=summary, cache_hit=cache_hit, timings=self.timings,
-                             progress=progress)
+        self.records.succeed(
+            self.job_id, self.attempt, summary=summary, cache_hit=cache_hit, timings=self.timings, progress=progress
+        )
 
 
 def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe | None) -> TreeEnsemble:
@@ -192,9 +231,19 @@ def run_path(job_id: str, attempt: int) -> None:
             cache_hit = cache_hit and val_hit
         run.phase("path", step=0, n_steps=spec.path.n_steps)
         with run.timed("path"):
-            fit = fit_rules(X, y, spec.path, forest=forest, X_val=X_val, y_val=y_val,
-                            feature_names=dataset.feature_names, classes=dataset.classes, leaves=leaves,
-                            val_leaves=val_leaves, callback=run.on_step)
+            fit = fit_rules(
+                X,
+                y,
+                spec.path,
+                forest=forest,
+                X_val=X_val,
+                y_val=y_val,
+                feature_names=dataset.feature_names,
+                classes=dataset.classes,
+                leaves=leaves,
+                val_leaves=val_leaves,
+                callback=run.on_step,
+            )
         run.report_progress()
         run.check_cancel()
         if run.orphaned:
@@ -204,10 +253,19 @@ def run_path(job_id: str, attempt: int) -> None:
         with run.timed("store"):
             run.core.results.put_weights(job_id, fit.path.coef_path, fit.path.intercepts)
             result = PathJobResult(
-                job_id=job_id, source_job_id=job_id, dataset_id=spec.dataset_id, forest_id=spec.forest_id,
-                parameters=spec, lambda_max=fit.path.lambda_max, stop_reason=fit.path.stop_reason,
-                n_train=len(fit.train_rows), n_val=len(y_val) if fit.val_rows is None else len(fit.val_rows),
-                cache_hit=cache_hit, selected=fit.selected, steps=fit.path.steps)
+                job_id=job_id,
+                source_job_id=job_id,
+                dataset_id=spec.dataset_id,
+                forest_id=spec.forest_id,
+                parameters=spec,
+                lambda_max=fit.path.lambda_max,
+                stop_reason=fit.path.stop_reason,
+                n_train=len(fit.train_rows),
+                n_val=len(y_val) if fit.val_rows is None else len(fit.val_rows),
+                cache_hit=cache_hit,
+                selected=fit.selected,
+                steps=fit.path.steps,
+            )
             run.core.results.put(result)
         run.succeed(result.summary(), cache_hit=cache_hit)
 
@@ -229,17 +287,35 @@ def collect_grid(job_id: str, attempt: int) -> None:
             return
         done = [cell for cell in cells if cell.status == SUCCEEDED]
         if not done:
-            raise RuntimeError("no grid cell succeeded: " + "; ".join(
-                f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells))
+            raise RuntimeError(
+                "no grid cell succeeded: "
+                + "; ".join(f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells)
+            )
         results = [run.core.job_results.stored_result(cell.id) for cell in done]
-        best = results[best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules,
-                                 run.spec.path.selection)]
-        table = [GridCell(job_id=c.id, gamma=c.spec.path.gamma, fusion_ratio=c.spec.path.fusion_ratio,
-                          status=c.status, summary=c.summary) for c in cells]
-        result = GridJobResult(**{**dict(best), "kind": "grid", "job_id": job_id, "best_cell_id": best.job_id,
-                                  "grid": table})
+        best = results[
+            best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules, run.spec.path.selection)
+        ]
+        table = [
+            GridCell(
+                job_id=c.id,
+                gamma=c.spec.path.gamma,
+                fusion_ratio=c.spec.path.fusion_ratio,
+                status=c.status,
+                summary=c.summary,
+            )
+            for c in cells
+        ]
+        result = GridJobResult(
+            **{**dict(best), "kind": "grid", "job_id": job_id, "best_cell_id": best.job_id, "grid": table}
+        )
         run.core.results.put(result)
         best_path = best.parameters.path
-        run.succeed(GridSummary(**dict(result.summary()), best_cell_id=best.job_id, best_gamma=best_path.gamma,
-                                best_fusion_ratio=best_path.fusion_ratio),
-                    cache_hit=all(c.cache_hit for c in done))
+        run.succeed(
+            GridSummary(
+                **dict(result.summary()),
+                best_cell_id=best.job_id,
+                best_gamma=best_path.gamma,
+                best_fusion_ratio=best_path.fusion_ratio,
+            ),
+            cache_hit=all(c.cache_hit for c in done),
+        )

@@ -1,5 +1,6 @@
 """Dependencies injected into the routes: the core, the tenant of the request's API key, the Redis check, and
 the lane that runs CPU work off the event loop."""
+
 from typing import Annotated
 
 import anyio
@@ -11,9 +12,12 @@ from app.core.container import Core
 from app.core.errors import FieldFault
 from app.core.tenants import DEFAULT_TENANT
 
-api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False,
-                              description="Required when the server has API keys (FIRE_API_KEYS); the key "
-                                          "names the tenant whose data the request sees")
+api_key_header = APIKeyHeader(
+    name="X-API-Key",
+    auto_error=False,
+    description="Required when the server has API keys (FIRE_API_KEYS); the key "
+    "names the tenant whose data the request sees",
+)
 
 
 # The dependencies that do no I/O are coroutines: FastAPI would run a plain function in its thread pool, a thread
@@ -32,9 +36,12 @@ async def require_tenant(core: CoreDep, api_key: Annotated[str | None, Security(
     # header values arrive decoded as latin-1: encoding them back gives the bytes the client sent
     tenant = None if api_key is None else keys.tenant_of(api_key.encode("latin-1"))
     if tenant is None:
-        raise ProblemError(401, "A valid X-API-Key header is required.",
-                           [FieldFault("header.X-API-Key", "missing or unknown key", "send a key the server lists")],
-                           headers={"WWW-Authenticate": "APIKey"})
+        raise ProblemError(
+            401,
+            "A valid X-API-Key header is required.",
+            [FieldFault("header.X-API-Key", "missing or unknown key", "send a key the server lists")],
+            headers={"WWW-Authenticate": "APIKey"},
+        )
     return tenant
 
 

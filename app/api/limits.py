@@ -1,6 +1,7 @@
 """The size limit of request bodies that are not uploads: Content-Length is checked first, and a body without
 one (chunked) is counted as it arrives, so that no body larger than its limit is ever held in memory. The body
 is read here, up to its limit, and handed on to the route as it came."""
+
 from collections.abc import Callable
 
 from starlette.requests import Request
@@ -46,8 +47,10 @@ class BodyLimitMiddleware:
 
     @staticmethod
     async def _refuse(scope, send, limit: int) -> None:
-        response = problem_response(Request(scope), 413, f"The request body is larger than the limit of {limit} "
-                                                         "bytes.",
-                                    [FieldFault("body", "too large", "send a smaller body (split rows over several "
-                                                                     "requests)")])
+        response = problem_response(
+            Request(scope),
+            413,
+            f"The request body is larger than the limit of {limit} bytes.",
+            [FieldFault("body", "too large", "send a smaller body (split rows over several requests)")],
+        )
         await response(scope, None, send)

@@ -1,6 +1,7 @@
 """Prometheus figures: HTTP traffic, jobs by status, matrix-cache hits (counted in Redis by the workers), whether
 Redis answers. Label values come from fixed sets (methods, route templates, statuses), so no request can grow
 the number of series."""
+
 import logging
 import time
 from collections import Counter as Tally
@@ -52,8 +53,13 @@ class ServiceCollector:
 def install_metrics(app: FastAPI, core: Core) -> CollectorRegistry:
     registry = CollectorRegistry()
     requests = Counter("fire_http_requests", "HTTP requests", ["method", "route", "status"], registry=registry)
-    latency = Histogram("fire_http_request_seconds", "HTTP request latency", ["method", "route"],
-                        registry=registry, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10))
+    latency = Histogram(
+        "fire_http_request_seconds",
+        "HTTP request latency",
+        ["method", "route"],
+        registry=registry,
+        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+    )
     registry.register(ServiceCollector(core))
 
     app.add_middleware(HttpMetricsMiddleware, requests=requests, latency=latency)

@@ -5,6 +5,7 @@ Domain errors from the core are translated here: a status per error class, and e
 placed where this request carried it (``path.job_id``, ``query.dataset_id``, ``header.Idempotency-Key``,
 ``body.validation.dataset_id``). A Redis that cannot be reached is a 503 with ``Retry-After``.
 """
+
 import logging
 import re
 
@@ -15,8 +16,18 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.connections import REDIS_FAILURES, unavailable
-from app.core.errors import (Conflict, DomainError, Expired, FieldFault, Invalid, NotFound, TooLarge, TooMany,
-                             Unavailable, Unsupported)
+from app.core.errors import (
+    Conflict,
+    DomainError,
+    Expired,
+    FieldFault,
+    Invalid,
+    NotFound,
+    TooLarge,
+    TooMany,
+    Unavailable,
+    Unsupported,
+)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://fire-rules.dev/problems/"
@@ -24,16 +35,37 @@ log = logging.getLogger(__name__)
 
 # RFC 9110's reason phrases (Python's http.HTTPStatus still says "Request Entity Too Large" and
 # "Unprocessable Entity")
-TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-          410: "Gone", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-          429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
-DOMAIN_STATUS = {Invalid: 422, NotFound: 404, Conflict: 409, Expired: 410, TooLarge: 413, Unsupported: 415,
-                 TooMany: 429, Unavailable: 503}
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+DOMAIN_STATUS = {
+    Invalid: 422,
+    NotFound: 404,
+    Conflict: 409,
+    Expired: 410,
+    TooLarge: 413,
+    Unsupported: 415,
+    TooMany: 429,
+    Unavailable: 503,
+}
 
 
 class ProblemFault(BaseModel):
-    field: str = Field(description="where the request carried the thing at fault: path.X, query.X, header.X, "
-                                   "body.X (body.file for an upload as a whole)")
+    field: str = Field(
+        description="where the request carried the thing at fault: path.X, query.X, header.X, "
+        "body.X (body.file for an upload as a whole)"
+    )
     message: str
     fix: str
 
@@ -64,14 +96,26 @@ def _kebab(class_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", class_name).lower()
 
 
-def problem_response(request: Request, status: int, detail: str, faults: list[FieldFault] = (),
-                     problem_type: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def problem_response(
+    request: Request,
+    status: int,
+    detail: str,
+    faults: list[FieldFault] = (),
+    problem_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     title = TITLES[status]
-    body = Problem(type=PROBLEM_TYPE_BASE + (problem_type or title.lower().replace(" ", "-")), title=title,
-                   status=status, detail=detail, instance=request.url.path,
-                   errors=[ProblemFault(field=f.field, message=f.message, fix=f.fix) for f in faults])
-    return JSONResponse(body.model_dump(exclude_defaults=True), status_code=status, media_type=PROBLEM_MEDIA_TYPE,
-                        headers=headers)
+    body = Problem(
+        type=PROBLEM_TYPE_BASE + (problem_type or title.lower().replace(" ", "-")),
+        title=title,
+        status=status,
+        detail=detail,
+        instance=request.url.path,
+        errors=[ProblemFault(field=f.field, message=f.message, fix=f.fix) for f in faults],
+    )
+    return JSONResponse(
+        body.model_dump(exclude_defaults=True), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers
+    )
 
 
 def http_location(field: str, request: Request) -> str:
@@ -90,11 +134,19 @@ def http_location(field: str, request: Request) -> str:
 
 def domain_problem(request: Request, error: DomainError) -> JSONResponse:
     status = next(code for kind, code in DOMAIN_STATUS.items() if isinstance(error, kind))
-    faults = [FieldFault(http_location(f.field, request) if f.field not in ("tenant", "redis") else f.field,
-                         f.message, f.fix) for f in error.faults]
+    faults = [
+        FieldFault(http_location(f.field, request) if f.field not in ("tenant", "redis") else f.field, f.message, f.fix)
+        for f in error.faults
+    ]
     retry_after = error.retry_after
-    return problem_response(request, status, error.detail, faults, _kebab(type(error).__name__),
-                            {"Retry-After": f"{retry_after:g}"} if retry_after else None)
+    return problem_response(
+        request,
+        status,
+        error.detail,
+        faults,
+        _kebab(type(error).__name__),
+        {"Retry-After": f"{retry_after:g}"} if retry_after else None,
+    )
 
 
 _VALIDATION_FIXES = {
@@ -151,8 +203,13 @@ def install_problem_handlers(app: FastAPI) -> None:
         elif status == 404:
             faults = [FieldFault("path", f"no route {request.url.path}", "see the API at /docs")]
         elif status == 405:
-            faults = [FieldFault("method", f"{request.method} is not allowed here",
-                                 f"use one of: {exc.headers.get('Allow', '') if exc.headers else ''}")]
+            faults = [
+                FieldFault(
+                    "method",
+                    f"{request.method} is not allowed here",
+                    f"use one of: {exc.headers.get('Allow', '') if exc.headers else ''}",
+                )
+            ]
         return problem_response(request, status if status in TITLES else 400, detail, faults, headers=exc.headers)
 
     @app.exception_handler(Exception)
@@ -163,5 +220,10 @@ def install_problem_handlers(app: FastAPI) -> None:
 
 def problem_responses(*statuses: int) -> dict:
     """OpenAPI responses for these error statuses: each a :class:`Problem` as application/problem+json."""
-    return {status: {"description": TITLES[status], "content": {PROBLEM_MEDIA_TYPE: {
-        "schema": {"$ref": "#/components/schemas/Problem"}}}} for status in statuses}
+    return {
+        status: {
+            "description": TITLES[status],
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }

@@ -5,6 +5,7 @@ and ``ForestSpec``: a body is valid exactly when the spec it becomes is (a ``Spe
 field it names). The service's own limits (sizes a worker should not be asked for) are settings, checked by the
 core. Bodies are strict: ``true`` is no number and ``"3"`` is no integer.
 """
+
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,8 +17,19 @@ from app.core.errors import FieldFault, Invalid
 from app.core.forests import ValidationSplit
 from app.core.job_documents import Grid, JobState
 from solver.path import PathStep
-from solver.spec import (BLOCK_SELECTIONS, FOREST_KINDS, LOSSES, MAX_FEATURES_NAMES, MCP_SCALINGS, PENALTIES,
-                         SCALINGS, SELECTIONS, ForestSpec, PathSpec, SpecError)
+from solver.spec import (
+    BLOCK_SELECTIONS,
+    FOREST_KINDS,
+    LOSSES,
+    MAX_FEATURES_NAMES,
+    MCP_SCALINGS,
+    PENALTIES,
+    SCALINGS,
+    SELECTIONS,
+    ForestSpec,
+    PathSpec,
+    SpecError,
+)
 
 PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
@@ -40,8 +52,14 @@ def body_error(model: BaseModel, loc: tuple[str, ...], message: str) -> Validati
     value = model
     for part in loc:
         value = getattr(value, part, None)
-    return ValidationError.from_exception_data(type(model).__name__, [InitErrorDetails(
-        type=PydanticCustomError("invalid_setting", "{message}", {"message": message}), loc=loc, input=value)])
+    return ValidationError.from_exception_data(
+        type(model).__name__,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("invalid_setting", "{message}", {"message": message}), loc=loc, input=value
+            )
+        ],
+    )
 
 
 class StrictBody(BaseModel):
@@ -74,8 +92,11 @@ class TrainingParams(StrictBody):
 class ValidationSpec(StrictBody):
     """Where the rows that choose the step come from: another dataset, or a holdout of the training dataset."""
 
-    dataset_id: str | None = Field(None, description="validation rows from this dataset (same columns); the "
-                                                     "forest may then learn from every training row")
+    dataset_id: str | None = Field(
+        None,
+        description="validation rows from this dataset (same columns); the "
+        "forest may then learn from every training row",
+    )
     fraction: float = path_setting("validation_fraction")
     seed: int = path_setting("random_state")
 
@@ -97,12 +118,28 @@ class ValidationSpec(StrictBody):
 
 class TrainForestRequest(TrainingParams):
     dataset_id: str
-    validation: ValidationSpec = Field(ValidationSpec(), description=(
-        "the split later path jobs will use: the forest learns from its training rows only"))
+    validation: ValidationSpec = Field(
+        ValidationSpec(),
+        description=("the split later path jobs will use: the forest learns from its training rows only"),
+    )
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
-        {"dataset_id": EXAMPLE_DATASET_ID, "kind": "random_forest", "n_estimators": 100, "max_depth": 3,
-         "max_features": "sqrt", "random_state": 0, "validation": {"fraction": 0.2, "seed": 0}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "dataset_id": EXAMPLE_DATASET_ID,
+                    "kind": "random_forest",
+                    "n_estimators": 100,
+                    "max_depth": 3,
+                    "max_features": "sqrt",
+                    "random_state": 0,
+                    "validation": {"fraction": 0.2, "seed": 0},
+                }
+            ]
+        },
+    )
 
 
 # the HTTP form of the core's PathJobRequest (app/core/job_submission.py), which the core resolves into the
@@ -110,12 +147,17 @@ class TrainForestRequest(TrainingParams):
 class PathJobRequest(StrictBody):
     dataset_id: str
     forest_id: str | None = Field(None, description="an uploaded or trained forest; or give `forest`")
-    forest: TrainingParams | None = Field(None, description="train a forest (on the training rows) for this job; "
-                                                            "or give `forest_id`")
+    forest: TrainingParams | None = Field(
+        None, description="train a forest (on the training rows) for this job; or give `forest_id`"
+    )
     validation: ValidationSpec = ValidationSpec()
-    loss: Literal[LOSSES] = Field(PATH_DEFAULTS["loss"], description=(
-        PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
-        "squared for regression (the default shown). logistic needs a classification dataset"))
+    loss: Literal[LOSSES] = Field(
+        PATH_DEFAULTS["loss"],
+        description=(
+            PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
+            "squared for regression (the default shown). logistic needs a classification dataset"
+        ),
+    )
     penalty: Literal[PENALTIES] = path_setting("penalty")
     gamma: float = path_setting("gamma")
     mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
@@ -133,36 +175,66 @@ class PathJobRequest(StrictBody):
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
     polish: bool | None = path_setting("polish")
-    grid: Grid | None = Field(None, description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
-                                                "64 by default); the best cell's selected step is kept")
+    grid: Grid | None = Field(
+        None,
+        description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
+        "64 by default); the best cell's selected step is kept",
+    )
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
-        {"dataset_id": EXAMPLE_DATASET_ID,
-         "forest": {"kind": "random_forest", "n_estimators": 100, "max_depth": 3, "max_features": "sqrt"},
-         "validation": {"fraction": 0.2, "seed": 0}, "penalty": "mcp", "gamma": 1.1, "fusion_ratio": 1.0,
-         "n_lambdas": 50, "max_rules": 15},
-        {"dataset_id": EXAMPLE_DATASET_ID, "forest_id": EXAMPLE_FOREST_ID,
-         "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 0.5, 1.0]}, "max_rules": 15}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "dataset_id": EXAMPLE_DATASET_ID,
+                    "forest": {"kind": "random_forest", "n_estimators": 100, "max_depth": 3, "max_features": "sqrt"},
+                    "validation": {"fraction": 0.2, "seed": 0},
+                    "penalty": "mcp",
+                    "gamma": 1.1,
+                    "fusion_ratio": 1.0,
+                    "n_lambdas": 50,
+                    "max_rules": 15,
+                },
+                {
+                    "dataset_id": EXAMPLE_DATASET_ID,
+                    "forest_id": EXAMPLE_FOREST_ID,
+                    "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 0.5, 1.0]},
+                    "max_rules": 15,
+                },
+            ]
+        },
+    )
 
     def path_spec(self) -> PathSpec:
         # a setting the library has and this body does not (yet) offer keeps the library's default
-        settings = {name: getattr(self, name) for name in PATH_DEFAULTS
-                    if name not in VALIDATION_FIELDS and name in type(self).model_fields}
+        settings = {
+            name: getattr(self, name)
+            for name in PATH_DEFAULTS
+            if name not in VALIDATION_FIELDS and name in type(self).model_fields
+        }
         return self.validation.path_spec().replace(**settings)
 
     def to_core(self) -> job_submission.PathJobRequest:
         """This body as the core's request of the same name (its settings as the library's PathSpec)."""
         return job_submission.PathJobRequest(
-            dataset_id=self.dataset_id, forest_id=self.forest_id,
+            dataset_id=self.dataset_id,
+            forest_id=self.forest_id,
             forest=self.forest.forest_spec() if self.forest else None,
-            validation_dataset_id=self.validation.dataset_id, path=self.path_spec(),
-            loss=self.loss if "loss" in self.model_fields_set else None, grid=self.grid)
+            validation_dataset_id=self.validation.dataset_id,
+            path=self.path_spec(),
+            loss=self.loss if "loss" in self.model_fields_set else None,
+            grid=self.grid,
+        )
 
     @model_validator(mode="after")
     def check_choices(self):
         if (self.forest_id is None) == (self.forest is None):
-            raise body_error(self, ("forest_id",), "give exactly one of forest_id (an existing forest) and forest "
-                                                   "(training parameters)")
+            raise body_error(
+                self,
+                ("forest_id",),
+                "give exactly one of forest_id (an existing forest) and forest (training parameters)",
+            )
         try:
             spec = self.path_spec()
         except SpecError as error:
@@ -188,8 +260,11 @@ class PromoteRequest(StrictBody):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str | None = Field(None, max_length=2000)
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
-        {"job_id": "job_0123456789abcdef01234567", "name": "abalone-rings"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"job_id": "job_0123456789abcdef01234567", "name": "abalone-rings"}]},
+    )
 
 
 class DataframeSplit(BaseModel):
@@ -206,21 +281,55 @@ class PredictRequest(StrictBody):
     instances: list[Any] | None = None
     inputs: list[Any] | dict[str, list[Any]] | None = None
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
-        {"dataframe_split": {"columns": ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight",
-                                         "Viscera_weight", "Shell_weight"],
-                             "data": [["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15]]}},
-        {"dataframe_records": [{"Sex": "F", "Length": 0.53, "Diameter": 0.42, "Height": 0.135,
-                                "Whole_weight": 0.677, "Shucked_weight": 0.2565, "Viscera_weight": 0.1415,
-                                "Shell_weight": 0.21}]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "dataframe_split": {
+                        "columns": [
+                            "Sex",
+                            "Length",
+                            "Diameter",
+                            "Height",
+                            "Whole_weight",
+                            "Shucked_weight",
+                            "Viscera_weight",
+                            "Shell_weight",
+                        ],
+                        "data": [["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15]],
+                    }
+                },
+                {
+                    "dataframe_records": [
+                        {
+                            "Sex": "F",
+                            "Length": 0.53,
+                            "Diameter": 0.42,
+                            "Height": 0.135,
+                            "Whole_weight": 0.677,
+                            "Shucked_weight": 0.2565,
+                            "Viscera_weight": 0.1415,
+                            "Shell_weight": 0.21,
+                        }
+                    ]
+                },
+            ]
+        },
+    )
 
     @model_validator(mode="after")
     def check_exactly_one(self):
-        given = [name for name in ("dataframe_split", "dataframe_records", "instances", "inputs")
-                 if getattr(self, name) is not None]
+        given = [
+            name
+            for name in ("dataframe_split", "dataframe_records", "instances", "inputs")
+            if getattr(self, name) is not None
+        ]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of dataframe_split, dataframe_records, instances, inputs "
-                             f"(got {given or 'none'})")
+            raise ValueError(
+                f"give exactly one of dataframe_split, dataframe_records, instances, inputs (got {given or 'none'})"
+            )
         return self
 
     def table(self, column_names: list[str]) -> tuple[dict, int, str]:
@@ -235,31 +344,43 @@ class PredictRequest(StrictBody):
         if isinstance(payload, dict):
             lengths = {len(values) for values in payload.values()}
             if len(lengths) > 1:
-                raise Invalid("Columns of different lengths.",
-                              [FieldFault(name, f"lengths {sorted(lengths)}", "send equally long columns")])
+                raise Invalid(
+                    "Columns of different lengths.",
+                    [FieldFault(name, f"lengths {sorted(lengths)}", "send equally long columns")],
+                )
             return payload, lengths.pop() if lengths else 0, name
         if payload and all(isinstance(row, dict) for row in payload):
             return *_columns_from_records(payload, name), name
         if all(isinstance(row, list) for row in payload):
             return *_columns_from_rows(column_names, payload, name), name
-        raise Invalid(f"'{name}' must be a list of records, a list of rows or an object of columns.",
-                      [FieldFault(name, "unrecognized shape", f"send rows in the column order {column_names}, "
-                                                              "or records")])
+        raise Invalid(
+            f"'{name}' must be a list of records, a list of rows or an object of columns.",
+            [FieldFault(name, "unrecognized shape", f"send rows in the column order {column_names}, or records")],
+        )
 
 
 def _columns_from_records(records: list[dict], location: str) -> tuple[dict, int]:
     names = list(records[0]) if records else []
-    faults = [FieldFault(f"{location}[{i}]", f"columns {sorted(set(row) ^ set(names))} differ from row 0's",
-                         "send the same columns in every record")
-              for i, row in enumerate(records) if row.keys() != records[0].keys()][:10]
+    faults = [
+        FieldFault(
+            f"{location}[{i}]",
+            f"columns {sorted(set(row) ^ set(names))} differ from row 0's",
+            "send the same columns in every record",
+        )
+        for i, row in enumerate(records)
+        if row.keys() != records[0].keys()
+    ][:10]
     if faults:
         raise Invalid("The records do not share their columns.", faults)
     return {name: [row[name] for row in records] for name in names}, len(records)
 
 
 def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tuple[dict, int]:
-    faults = [FieldFault(f"{location}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
-              for i, row in enumerate(rows) if len(row) != len(names)][:10]
+    faults = [
+        FieldFault(f"{location}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
+        for i, row in enumerate(rows)
+        if len(row) != len(names)
+    ][:10]
     if faults:
         raise Invalid("Rows and columns do not match.", faults)
     values = list(zip(*rows)) if rows else [[] for _ in names]
@@ -268,20 +389,26 @@ def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tup
 
 # ---- responses ----------------------------------------------------------------------------------------------
 
+
 class PredictResponse(BaseModel):
     """A regression model's predictions are numbers; a classifier's (loss logistic) are labels, with the
     probability of classes[1] per row."""
 
-    predictions: list[float | str | bool | int] = Field(description=(
-        "per row: the prediction, or a classifier's label (classes[1] where its probability is above 0.5)"))
-    probabilities: list[float] | None = Field(None, description="a classifier's: the probability of classes[1] per "
-                                                               "row, 1 / (1 + exp(-log-odds))")
+    predictions: list[float | str | bool | int] = Field(
+        description=("per row: the prediction, or a classifier's label (classes[1] where its probability is above 0.5)")
+    )
+    probabilities: list[float] | None = Field(
+        None, description="a classifier's: the probability of classes[1] per row, 1 / (1 + exp(-log-odds))"
+    )
     classes: list[str | bool | int | float] | None = Field(None, description="a classifier's two labels")
-    explanations: list[list[int]] | None = Field(None, description="explain=true: ids of the rules that fired, "
-                                                                   "per row")
-    contributions: list[list[float]] | None = Field(None, description=(
-        "explain=true: what each of those rules adds, per row (log-odds for a classifier); they sum to the "
-        "prediction (log-odds) minus the model's intercept"))
+    explanations: list[list[int]] | None = Field(None, description="explain=true: ids of the rules that fired, per row")
+    contributions: list[list[float]] | None = Field(
+        None,
+        description=(
+            "explain=true: what each of those rules adds, per row (log-odds for a classifier); they sum to the "
+            "prediction (log-odds) minus the model's intercept"
+        ),
+    )
 
 
 class JobLinks(BaseModel):
@@ -299,8 +426,10 @@ class JobView(JobState):
     @classmethod
     def of(cls, record: JobState) -> "JobView":
         base = f"/v1/jobs/{record.id}"
-        return cls(**{name: getattr(record, name) for name in JobState.model_fields},
-                   links=JobLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel", result=f"{base}/result"))
+        return cls(
+            **{name: getattr(record, name) for name in JobState.model_fields},
+            links=JobLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel", result=f"{base}/result"),
+        )
 
 
 @pydantic_dataclass
@@ -319,8 +448,9 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    status: Literal["ready", "warming"] = Field(description="warming: no worker has finished compiling the "
-                                                            "solver yet; jobs wait in the queue meanwhile")
+    status: Literal["ready", "warming"] = Field(
+        description="warming: no worker has finished compiling the solver yet; jobs wait in the queue meanwhile"
+    )
     detail: str
     workers: int = Field(description="workers ready to run jobs (a fresh heartbeat)")
     warming: int = Field(description="workers still compiling the solver")

@@ -3,6 +3,7 @@
 Accepts a raw body (its Content-Type tells the format) or multipart/form-data with one file part
 and optional small text fields.
 """
+
 from dataclasses import dataclass, field
 
 from python_multipart.multipart import create_form_parser
@@ -21,8 +22,10 @@ class Upload:
 
 
 def _too_large(limit: int) -> TooLarge:
-    return TooLarge(f"The upload is larger than the limit of {limit} bytes.",
-                    [FieldFault("file", "too large", "send a smaller file or raise FIRE_MAX_UPLOAD_BYTES")])
+    return TooLarge(
+        f"The upload is larger than the limit of {limit} bytes.",
+        [FieldFault("file", "too large", "send a smaller file or raise FIRE_MAX_UPLOAD_BYTES")],
+    )
 
 
 async def receive_upload(request: Request, limit: int) -> Upload:
@@ -48,8 +51,9 @@ async def _receive_multipart(request: Request, content_type: str, limit: int) ->
     try:
         parser = create_form_parser(
             {"Content-Type": content_type.encode("latin-1")},
-            on_field=lambda part: fields.__setitem__(part.field_name.decode(errors="replace"),
-                                                     (part.value or b"").decode(errors="replace")),
+            on_field=lambda part: fields.__setitem__(
+                part.field_name.decode(errors="replace"), (part.value or b"").decode(errors="replace")
+            ),
             on_file=files.append,
             config={"MAX_MEMORY_FILE_SIZE": limit + 1},
         )
@@ -62,12 +66,22 @@ async def _receive_multipart(request: Request, content_type: str, limit: int) ->
     except TooLarge:
         raise
     except Exception as exc:
-        raise ProblemError(400, f"The multipart body could not be parsed: {exc}",
-                           [FieldFault("body", "malformed multipart", "send multipart/form-data with its boundary "
-                                                                      "and one file part named 'file'")]) from exc
+        raise ProblemError(
+            400,
+            f"The multipart body could not be parsed: {exc}",
+            [
+                FieldFault(
+                    "body",
+                    "malformed multipart",
+                    "send multipart/form-data with its boundary and one file part named 'file'",
+                )
+            ],
+        ) from exc
     if len(files) != 1:
-        raise Invalid(f"Expected exactly one file part, got {len(files)}.",
-                      [FieldFault("file", "one file part required", "attach the file as form field 'file'")])
+        raise Invalid(
+            f"Expected exactly one file part, got {len(files)}.",
+            [FieldFault("file", "one file part required", "attach the file as form field 'file'")],
+        )
     upload = files[0]
     upload.file_object.seek(0)
     filename = upload.file_name.decode(errors="replace") if upload.file_name else None

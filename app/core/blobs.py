@@ -4,11 +4,12 @@ documents' base model and their JSON helpers.
 Layout: `{key}` holds a small JSON header (chunk count, sizes), `{key}:{i}` the chunks. A reader
 sees either a complete artifact or none: the header is written last, in the same transaction.
 """
+
 import hashlib
 import io
 import json
 import threading
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import zstandard
@@ -28,7 +29,7 @@ class _Codecs(threading.local):
 _codecs = _Codecs()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adapter(model) -> TypeAdapter:
     return TypeAdapter(model)
 
@@ -64,7 +65,7 @@ class BlobStore:
 
     def put(self, key: str, data: bytes | memoryview, ttl: int | None = None) -> None:
         compressed = _codecs.compressor.compress(data)
-        chunks = [compressed[i:i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
+        chunks = [compressed[i : i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
         header = json.dumps({"chunks": len(chunks), "size": len(data), "compressed": len(compressed)})
         with self.redis.pipeline(transaction=True) as pipe:
             for index, chunk in enumerate(chunks):

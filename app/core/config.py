@@ -1,5 +1,6 @@
 """Service settings, read from the environment (prefix FIRE_) by pydantic-settings. Every default is written
 here once; docs/service.md lists them."""
+
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -31,17 +32,23 @@ class Settings(BaseSettings):
     redis_socket_timeout: float = Field(3.0, gt=0, description="Seconds one Redis call may take before it fails.")
     redis_connect_timeout: float = Field(1.0, gt=0, description="Seconds to open a Redis connection.")
     redis_outage_seconds: float = Field(
-        30.0, gt=0, description="Workers keep retrying a failed Redis call this long (with backoff) before the "
-                                "call fails; the API answers 503 at once instead.")
+        30.0,
+        gt=0,
+        description="Workers keep retrying a failed Redis call this long (with backoff) before the "
+        "call fails; the API answers 503 at once instead.",
+    )
     cache_timeout_seconds: float = Field(1.0, gt=0, description="Timeout of a leaf-matrix cache call.")
     cache_backoff_seconds: float = Field(
-        30.0, ge=0, description="After a cache failure, jobs skip the cache this long (they build the matrix).")
+        30.0, ge=0, description="After a cache failure, jobs skip the cache this long (they build the matrix)."
+    )
 
     # ---- tenants ----
     api_keys: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Comma-separated `TENANT=KEY`, `TENANT=sha256:HEX` or bare `KEY` "
-                                          "(its own tenant). Empty with no keys file: no authentication, one "
-                                          "tenant, and `serve` binds to loopback only.")
+        default_factory=list,
+        description="Comma-separated `TENANT=KEY`, `TENANT=sha256:HEX` or bare `KEY` "
+        "(its own tenant). Empty with no keys file: no authentication, one "
+        "tenant, and `serve` binds to loopback only.",
+    )
     api_keys_file: Path | None = Field(None, description="A file of the same entries, one per line (# comments).")
 
     # ---- limits (each a clear 4xx) ----
@@ -49,7 +56,9 @@ class Settings(BaseSettings):
     max_inflated_bytes: int = Field(512 * MiB, description="Bytes a gzipped upload may inflate to (413).")
     max_rows: int = Field(5_000_000, description="Rows of an uploaded table (413).")
     max_columns: int = Field(5_000, description="Columns of an uploaded table (413).")
-    max_categories: int = Field(DEFAULT_MAX_CATEGORIES, description="A text column with more distinct values is refused.")
+    max_categories: int = Field(
+        DEFAULT_MAX_CATEGORIES, description="A text column with more distinct values is refused."
+    )
     max_trees: int = Field(5_000, description="Trees of a trained or uploaded forest (422).")
     max_tree_depth: int = Field(32, description="Depth of a trained or uploaded tree (422).")
     max_leaves: int = Field(1_000_000, description="Leaves (candidate rules) of a forest (422).")
@@ -63,10 +72,14 @@ class Settings(BaseSettings):
 
     # ---- the API process ----
     categorical: Literal[CATEGORICAL_POLICIES] = "onehot"
-    cpu_threads: int = Field(2, ge=1, description="Uploads and large scoring bodies parsed at once, off the event "
-                                                  "loop; more wait their turn.")
-    inline_scoring_bytes: int = Field(64 * 1024, description="Scoring bodies up to this size are scored on the "
-                                                             "event loop (faster than a thread hop).")
+    cpu_threads: int = Field(
+        2,
+        ge=1,
+        description="Uploads and large scoring bodies parsed at once, off the event loop; more wait their turn.",
+    )
+    inline_scoring_bytes: int = Field(
+        64 * 1024, description="Scoring bodies up to this size are scored on the event loop (faster than a thread hop)."
+    )
     model_cache_size: int = 64
     watchdog_seconds: float = Field(10.0, description="The API checks running jobs for lost workers this often.")
     api_workers: int = Field(1, ge=1, description="API processes `serve` runs on its port.")
@@ -77,13 +90,20 @@ class Settings(BaseSettings):
     embedded_workers: int = 2
     job_timeout: int = Field(3600, description="Seconds a job may run; it stops within one step or phase past it.")
     result_ttl_seconds: int = Field(30 * 24 * 3600, description="How long job records and results are kept.")
-    heartbeat_seconds: int = Field(5, ge=1, description="Workers refresh their own and their job's heartbeat this "
-                                                        "often.")
-    heartbeat_ttl_seconds: float = Field(20.0, description="A worker or a running job without heartbeat this long "
-                                                           "is lost.")
+    heartbeat_seconds: int = Field(
+        5, ge=1, description="Workers refresh their own and their job's heartbeat this often."
+    )
+    heartbeat_ttl_seconds: float = Field(
+        20.0, description="A worker or a running job without heartbeat this long is lost."
+    )
     max_job_attempts: int = Field(2, description="A job whose worker died is run again until this many tries.")
-    worker_nice: int = Field(10, ge=0, le=19, description="Workers lower their CPU priority by this much so that "
-                                                          "the API stays responsive on a shared machine.")
+    worker_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="Workers lower their CPU priority by this much so that "
+        "the API stays responsive on a shared machine.",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -5,6 +5,7 @@ Two retry policies: the API fails a call at once (one reconnect for a stale pool
 timeout), so that a client gets a 503 instead of a hung request; workers retry with backoff for up to
 ``redis_outage_seconds``, so that a running job rides out a Redis restart.
 """
+
 import threading
 import time
 from functools import lru_cache
@@ -38,19 +39,31 @@ def connect(url: str, socket_timeout: float, connect_timeout: float, patience: f
     """A client whose every call times out; with ``patience``, connection failures and timeouts are retried
     with backoff for about that many seconds, without it only a broken connection is retried, once."""
     if patience > 0:
-        retry = Retry(ExponentialBackoff(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS), retries_within(patience),
-                      supported_errors=REDIS_FAILURES)
+        retry = Retry(
+            ExponentialBackoff(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS),
+            retries_within(patience),
+            supported_errors=REDIS_FAILURES,
+        )
     else:
-        retry = Retry(ExponentialBackoff(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS), 1,
-                      supported_errors=(RedisConnectionError,))
-    return Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=connect_timeout, retry=retry,
-                          health_check_interval=30, socket_keepalive=True)
+        retry = Retry(
+            ExponentialBackoff(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS), 1, supported_errors=(RedisConnectionError,)
+        )
+    return Redis.from_url(
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=connect_timeout,
+        retry=retry,
+        health_check_interval=30,
+        socket_keepalive=True,
+    )
 
 
 def _require_url(settings: Settings) -> str:
     if settings.redis_url is None:
-        raise RuntimeError("FIRE_REDIS_URL is not set: start the service with `fire-rules serve`, "
-                           "which runs an embedded Redis, or point it at a Redis")
+        raise RuntimeError(
+            "FIRE_REDIS_URL is not set: start the service with `fire-rules serve`, "
+            "which runs an embedded Redis, or point it at a Redis"
+        )
     return settings.redis_url
 
 
@@ -61,9 +74,13 @@ def data_redis(settings: Settings, patience: float = 0.0) -> Redis:
 def cache_redis(settings: Settings) -> Redis:
     """The leaf-matrix cache: short timeouts and no retries, since a job can always build the matrix itself."""
     timeout = settings.cache_timeout_seconds
-    return Redis.from_url(settings.cache_redis_url or _require_url(settings), socket_timeout=timeout,
-                          socket_connect_timeout=timeout, retry=Retry(ExponentialBackoff(), 0),
-                          health_check_interval=30)
+    return Redis.from_url(
+        settings.cache_redis_url or _require_url(settings),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(ExponentialBackoff(), 0),
+        health_check_interval=30,
+    )
 
 
 class RedisHealth:
@@ -101,6 +118,8 @@ class RedisHealth:
 
 
 def unavailable(reason: str) -> Unavailable:
-    return Unavailable(f"The service's Redis is unreachable ({reason}); nothing stored is lost. Retry shortly.",
-                       [FieldFault("redis", "unreachable", "retry after the Retry-After seconds")],
-                       retry_after=OUTAGE_RETRY_AFTER_SECONDS)
+    return Unavailable(
+        f"The service's Redis is unreachable ({reason}); nothing stored is lost. Retry shortly.",
+        [FieldFault("redis", "unreachable", "retry after the Retry-After seconds")],
+        retry_after=OUTAGE_RETRY_AFTER_SECONDS,
+    )

@@ -1,4 +1,5 @@
 """Wires the core's stores and services for one process (the API or a worker) from the settings."""
+
 from dataclasses import dataclass
 
 from redis import Redis
@@ -58,9 +59,22 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
     job_results = JobResults(jobs, results, datasets, forests)
     models = ModelStore(settings, blobs, datasets, job_results, idempotency)
     leaf_cache = LeafMatrixCache(settings, BlobStore(cache, settings.chunk_bytes), redis)
-    return Core(settings=settings, redis=redis, redis_health=RedisHealth(redis),
-                tenant_keys=TenantKeys.from_settings(settings), blobs=blobs, datasets=datasets, forests=forests,
-                records=records, results=results, idempotency=idempotency,
-                job_submission=job_submission, jobs=jobs, job_results=job_results, models=models, leaf_cache=leaf_cache,
-                deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
-                workers=WorkerRegistry(settings, redis))
+    return Core(
+        settings=settings,
+        redis=redis,
+        redis_health=RedisHealth(redis),
+        tenant_keys=TenantKeys.from_settings(settings),
+        blobs=blobs,
+        datasets=datasets,
+        forests=forests,
+        records=records,
+        results=results,
+        idempotency=idempotency,
+        job_submission=job_submission,
+        jobs=jobs,
+        job_results=job_results,
+        models=models,
+        leaf_cache=leaf_cache,
+        deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
+        workers=WorkerRegistry(settings, redis),
+    )

@@ -4,6 +4,7 @@ Parsing is bounded before it is costly: a gzipped upload inflates up to ``max_in
 inflates), a CSV's or Parquet file's header is checked (column count, repeated names) before its rows are
 read, and no more than ``max_rows + 1`` rows are parsed.
 """
+
 import csv
 import hashlib
 import io
@@ -31,8 +32,11 @@ TASK_LOSSES = {"classification": "logistic", "regression": "squared"}
 
 FORMATS = ("csv", "parquet", "json")
 _CONTENT_TYPE_FORMATS = {
-    "text/csv": "csv", "application/csv": "csv", "text/plain": "csv",
-    "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet",
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "text/plain": "csv",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
     "application/json": "json",
 }
 _EXTENSION_FORMATS = {".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
@@ -72,17 +76,28 @@ class DatasetInfo(Document):
     id: str
     tenant: str = DEFAULT_TENANT
     target: str
-    task: Literal[TASKS] = Field("regression", description=(
-        "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]) or regression"))
-    classes: list[str | bool | int | float] | None = Field(None, description=(
-        "classification: the target's two labels as given, in sorted order; path jobs fit the log-odds of "
-        "classes[1]"))
+    task: Literal[TASKS] = Field(
+        "regression",
+        description=(
+            "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]) or regression"
+        ),
+    )
+    classes: list[str | bool | int | float] | None = Field(
+        None,
+        description=(
+            "classification: the target's two labels as given, in sorted order; path jobs fit the log-odds of "
+            "classes[1]"
+        ),
+    )
     n_rows: int
     n_features: int
     columns: list[dict[str, Any]] = Field(description="the table's encoding (solver.encoding.TableEncoding.to_dict)")
     feature_names: list[str] = Field(description="the encoded columns a forest splits on")
-    missing_values: dict[str, int] = Field(description=(
-        "missing values per column of the table that has any (in a categorical column, rows with no category)"))
+    missing_values: dict[str, int] = Field(
+        description=(
+            "missing values per column of the table that has any (in a categorical column, rows with no category)"
+        )
+    )
     target_summary: TargetSummary
     source: DatasetSource
     created_at: float
@@ -95,8 +110,7 @@ class DatasetInfo(Document):
     def has_missing_features(self) -> bool:
         """Whether the encoded features hold missing values: numeric columns keep them (NaN); a missing category
         sets no indicator."""
-        return any(column["kind"] == "numeric" and self.missing_values.get(column["name"])
-                   for column in self.columns)
+        return any(column["kind"] == "numeric" and self.missing_values.get(column["name"]) for column in self.columns)
 
     @property
     def loss(self) -> str:
@@ -118,11 +132,31 @@ class DatasetStore:
         """The content hash: the same bytes, target, task and categorical setting give the same id (per tenant)."""
         owner = b"" if tenant == DEFAULT_TENANT else tenant.encode() + b"\0"  # ids kept from before tenants
         declared = b"" if task is None else b"task=" + task.encode() + b"\0"  # ids kept where it is detected
-        return "ds_" + hashlib.sha256(b"fire-dataset-v1\0" + owner + declared + target.encode() + b"\0"
-                                      + self.settings.categorical.encode() + b"\0" + data).hexdigest()[:32]
+        return (
+            "ds_"
+            + hashlib.sha256(
+                b"fire-dataset-v1\0"
+                + owner
+                + declared
+                + target.encode()
+                + b"\0"
+                + self.settings.categorical.encode()
+                + b"\0"
+                + data
+            ).hexdigest()[:32]
+        )
 
-    def create(self, data: bytes, *, tenant: str, target: str, content_type: str, filename: str | None,
-               declared_format: str | None, task: str | None = None) -> tuple[DatasetInfo, bool]:
+    def create(
+        self,
+        data: bytes,
+        *,
+        tenant: str,
+        target: str,
+        content_type: str,
+        filename: str | None,
+        declared_format: str | None,
+        task: str | None = None,
+    ) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target (and task) again is a no-op.
         ``task``: classification, regression, or None to detect it (:func:`target_task`)."""
         check_task(task)
@@ -135,11 +169,20 @@ class DatasetStore:
         missing = {str(name): int(count) for name, count in frame.isna().sum().items() if count}
         del frame  # the encoded arrays are all that is kept
         info = DatasetInfo(
-            id=dataset_id, tenant=tenant, target=target, task="regression" if classes is None else "classification",
-            classes=classes, n_rows=features.shape[0], n_features=features.shape[1],
-            columns=encoding.to_dict(), feature_names=encoding.feature_names, missing_values=missing,
+            id=dataset_id,
+            tenant=tenant,
+            target=target,
+            task="regression" if classes is None else "classification",
+            classes=classes,
+            n_rows=features.shape[0],
+            n_features=features.shape[1],
+            columns=encoding.to_dict(),
+            feature_names=encoding.feature_names,
+            missing_values=missing,
             target_summary=TargetSummary(mean=y.mean(), std=y.std(), min=y.min(), max=y.max()),
-            source=DatasetSource(filename=filename, format=table_format, bytes=len(data)), created_at=time.time())
+            source=DatasetSource(filename=filename, format=table_format, bytes=len(data)),
+            created_at=time.time(),
+        )
         self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y)
         self.blobs.put_document(self.keys.dataset(dataset_id), info)
         self.blobs.index(self.keys.datasets(tenant), dataset_id, info.created_at)
@@ -180,8 +223,9 @@ class DatasetStore:
 def detect_format(data: bytes, content_type: str, filename: str | None, declared: str | None) -> str:
     if declared:
         if declared not in FORMATS:
-            raise Invalid(f"Unknown format '{declared}'.",
-                          [FieldFault("format", "unknown format", f"use one of {list(FORMATS)}")])
+            raise Invalid(
+                f"Unknown format '{declared}'.", [FieldFault("format", "unknown format", f"use one of {list(FORMATS)}")]
+            )
         return declared
     if data[:4] == b"PAR1":
         return "parquet"
@@ -196,10 +240,17 @@ def detect_format(data: bytes, content_type: str, filename: str | None, declared
         return "json"
     if content_type in ("application/octet-stream", "application/gzip", "application/x-gzip", ""):
         return "csv"
-    raise Unsupported(f"Unsupported media type '{content_type}'.",
-                      [FieldFault("content_type", f"unsupported media type '{content_type}'",
-                                  "send text/csv, application/json, application/vnd.apache.parquet "
-                                  "(optionally gzipped) or name the format")])
+    raise Unsupported(
+        f"Unsupported media type '{content_type}'.",
+        [
+            FieldFault(
+                "content_type",
+                f"unsupported media type '{content_type}'",
+                "send text/csv, application/json, application/vnd.apache.parquet "
+                "(optionally gzipped) or name the format",
+            )
+        ],
+    )
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -211,19 +262,29 @@ def _gunzip(data: bytes, limit: int) -> bytes:
             decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out.append(decompressor.decompress(remaining, limit + 1 - sum(map(len, out))))
             if sum(map(len, out)) > limit or decompressor.unconsumed_tail:
-                raise TooLarge(f"The file inflates to more than {limit} bytes.",
-                               [FieldFault("file", "too large once decompressed",
-                                           "send a smaller file or raise FIRE_MAX_INFLATED_BYTES")])
+                raise TooLarge(
+                    f"The file inflates to more than {limit} bytes.",
+                    [
+                        FieldFault(
+                            "file",
+                            "too large once decompressed",
+                            "send a smaller file or raise FIRE_MAX_INFLATED_BYTES",
+                        )
+                    ],
+                )
             remaining = decompressor.unused_data  # the next member of a concatenated gzip file
     except zlib.error as exc:
-        raise Invalid(f"The gzip stream is corrupt: {exc}",
-                      [FieldFault("file", "corrupt gzip", "re-compress the file")]) from exc
+        raise Invalid(
+            f"The gzip stream is corrupt: {exc}", [FieldFault("file", "corrupt gzip", "re-compress the file")]
+        ) from exc
     return b"".join(out)
 
 
 def _too_many(what: str, count: str, limit: int, setting: str) -> TooLarge:
-    return TooLarge(f"The table has {count} {what}, more than the limit of {limit}.",
-                    [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise {setting}")])
+    return TooLarge(
+        f"The table has {count} {what}, more than the limit of {limit}.",
+        [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise {setting}")],
+    )
 
 
 def check_header(names: list[str], settings: Settings) -> None:
@@ -232,31 +293,41 @@ def check_header(names: list[str], settings: Settings) -> None:
         raise _too_many("columns", str(len(names)), settings.max_columns, "FIRE_MAX_COLUMNS")
     repeated = sorted(name for name, count in Counter(names).items() if count > 1)
     if repeated:
-        raise Invalid("Column names repeat.",
-                      [FieldFault(f"columns.{name}", "duplicate column name", "rename it") for name in repeated[:20]])
+        raise Invalid(
+            "Column names repeat.",
+            [FieldFault(f"columns.{name}", "duplicate column name", "rename it") for name in repeated[:20]],
+        )
     formulas = [name for name in names if name.startswith(FORMULA_PREFIXES)]
     if formulas:
-        raise Invalid("Column names start like spreadsheet formulas.", [formula_fault(f"columns.{name}", name)
-                                                                         for name in formulas[:20]])
+        raise Invalid(
+            "Column names start like spreadsheet formulas.",
+            [formula_fault(f"columns.{name}", name) for name in formulas[:20]],
+        )
 
 
 def formula_fault(field: str, text: str) -> FieldFault:
-    return FieldFault(field, f"{text[:40]!r} starts like a spreadsheet formula (=, +, -, @, tab, return)",
-                      "remove the leading character: such text would run as a formula where rules are exported")
+    return FieldFault(
+        field,
+        f"{text[:40]!r} starts like a spreadsheet formula (=, +, -, @, tab, return)",
+        "remove the leading character: such text would run as a formula where rules are exported",
+    )
 
 
 def _csv_header(data: bytes) -> list[str]:
-    first_line = data[:data.find(b"\n") + 1 if b"\n" in data else len(data)]
+    first_line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
     return next(csv.reader(io.StringIO(first_line.decode("utf-8", errors="replace"))), [])
 
 
-def parse_table(data: bytes, content_type: str, filename: str | None, declared_format: str | None,
-                settings: Settings) -> tuple[str, pd.DataFrame]:
+def parse_table(
+    data: bytes, content_type: str, filename: str | None, declared_format: str | None, settings: Settings
+) -> tuple[str, pd.DataFrame]:
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(data, settings.max_inflated_bytes)
     if is_pickle(data):
-        raise Unsupported("Pickled data is never loaded (it can run code).",
-                          [FieldFault("file", "pickle", "send CSV, Parquet or JSON records")])
+        raise Unsupported(
+            "Pickled data is never loaded (it can run code).",
+            [FieldFault("file", "pickle", "send CSV, Parquet or JSON records")],
+        )
     if not data.strip():
         raise Invalid("The upload is empty.", [FieldFault("file", "empty", "send a table")])
     table_format = detect_format(data, content_type, filename, declared_format)
@@ -284,9 +355,14 @@ def parse_table(data: bytes, content_type: str, filename: str | None, declared_f
     except (Invalid, TooLarge):
         raise
     except Exception as exc:
-        raise Invalid(f"The {table_format} file could not be parsed: {exc}",
-                      [FieldFault("file", f"unparsable {table_format}",
-                                  "check the file, or name its format if it was guessed wrong")]) from exc
+        raise Invalid(
+            f"The {table_format} file could not be parsed: {exc}",
+            [
+                FieldFault(
+                    "file", f"unparsable {table_format}", "check the file, or name its format if it was guessed wrong"
+                )
+            ],
+        ) from exc
     if len(frame) > settings.max_rows:
         raise _too_many("rows", f"more than {settings.max_rows}", settings.max_rows, "FIRE_MAX_ROWS")
     frame.columns = [str(c) for c in frame.columns]
@@ -306,9 +382,16 @@ def _out_of_range(values: np.ndarray) -> np.ndarray:
 
 def check_task(task: str | None) -> None:
     if task is not None and task not in TASKS:
-        raise Invalid(f"Unknown task '{task}'.", [FieldFault("task", f"unknown task {task[:40]!r}",
-                                                             f"use one of {list(TASKS)}, or leave it out to detect "
-                                                             "it from the target")])
+        raise Invalid(
+            f"Unknown task '{task}'.",
+            [
+                FieldFault(
+                    "task",
+                    f"unknown task {task[:40]!r}",
+                    f"use one of {list(TASKS)}, or leave it out to detect it from the target",
+                )
+            ],
+        )
 
 
 def _label(value) -> str | bool | int | float:
@@ -332,11 +415,17 @@ def target_task(column: pd.Series, target: str, task: str | None) -> str:
     if task == "classification" and n_labels != 2:
         shown = [str(label) for label in column.dropna().unique()[:5]]
         multiclass = " (multiclass is not supported yet)" if n_labels > 2 else ""
-        raise Invalid(f"The target '{target}' has {n_labels} distinct values: classification needs exactly "
-                      f"two{multiclass}.",
-                      [FieldFault(f"columns.{target}", f"{n_labels} distinct values {shown}",
-                                  "multiclass is not supported yet; use task=regression for a numeric target, or "
-                                  "a target with two labels")])
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct values: classification needs exactly two{multiclass}.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    f"{n_labels} distinct values {shown}",
+                    "multiclass is not supported yet; use task=regression for a numeric target, or "
+                    "a target with two labels",
+                )
+            ],
+        )
     return task
 
 
@@ -346,9 +435,13 @@ def _classes(column: pd.Series, target: str, faults: list[FieldFault]) -> tuple[
     try:
         classes, y = binary_labels(values)
     except TypeError:  # labels of mixed types (text and numbers, objects) have no order
-        faults.append(FieldFault(f"columns.{target}",
-                                 "labels that cannot be ordered (text mixed with numbers, or objects)",
-                                 "write every label the same way"))
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                "labels that cannot be ordered (text mixed with numbers, or objects)",
+                "write every label the same way",
+            )
+        )
         return [], np.zeros(len(values))
     return [_label(label) for label in classes], y
 
@@ -358,44 +451,70 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: s
     target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
     (:func:`target_task`); ``classes`` is the two labels of a classification target (y is then 0/1), else None."""
     if target not in frame.columns:
-        raise Invalid(f"No column named '{target}'.",
-                      [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")])
+        raise Invalid(
+            f"No column named '{target}'.",
+            [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")],
+        )
     if len(frame) < 2 or frame.shape[1] < 2:
-        raise Invalid("A dataset needs at least 2 rows and one feature column besides the target.",
-                      [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")])
+        raise Invalid(
+            "A dataset needs at least 2 rows and one feature column besides the target.",
+            [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")],
+        )
     target_column = frame.pop(target)
     task = target_task(target_column, target, task)
     faults = []
     missing_target = target_column.isna().to_numpy()
     if missing_target.any():
-        faults.append(FieldFault(f"columns.{target}", f"missing target in {_rows(missing_target)}",
-                                 "drop these rows or fill the target"))
+        faults.append(
+            FieldFault(
+                f"columns.{target}", f"missing target in {_rows(missing_target)}", "drop these rows or fill the target"
+            )
+        )
     classes = None
     if task == "classification":
-        classes, y = _classes(target_column, target, faults) if not missing_target.any() else \
-            ([], np.zeros(len(target_column)))
+        classes, y = (
+            _classes(target_column, target, faults) if not missing_target.any() else ([], np.zeros(len(target_column)))
+        )
     else:
         y = pd.to_numeric(target_column, errors="coerce").to_numpy(dtype=np.float64)
         non_numeric = np.isnan(y) & ~missing_target
         if non_numeric.any():
-            faults.append(FieldFault(f"columns.{target}", f"non-numeric target in {_rows(non_numeric)}",
-                                     "a regression target must be a number (two labels: task=classification)"))
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    f"non-numeric target in {_rows(non_numeric)}",
+                    "a regression target must be a number (two labels: task=classification)",
+                )
+            )
         if _out_of_range(y).any():
-            faults.append(FieldFault(f"columns.{target}", f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in "
-                                                          f"{_rows(_out_of_range(y))}", "drop these rows"))
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(_out_of_range(y))}",
+                    "drop these rows",
+                )
+            )
     try:
         encoding = TableEncoding.infer(frame, settings.categorical, settings.max_categories)
-        faults += [formula_fault(f"columns.{column['name']}", category) for column in encoding.to_dict()
-                   for category in column.get("categories", ()) if category.startswith(FORMULA_PREFIXES)][:20]
+        faults += [
+            formula_fault(f"columns.{column['name']}", category)
+            for column in encoding.to_dict()
+            for category in column.get("categories", ())
+            if category.startswith(FORMULA_PREFIXES)
+        ][:20]
         features = encoding.encode_frame(frame)
     except TableError as error:
         raise table_invalid(error) from error
     for name, column in zip(encoding.feature_names, features.T):
         outside = _out_of_range(column)
         if outside.any():
-            faults.append(FieldFault(f"columns.{name}", f"infinite values or beyond ±{MAX_ABS_VALUE:.3g} in "
-                                                        f"{_rows(outside)}",
-                                     "replace them with finite numbers in range or leave them empty (missing)"))
+            faults.append(
+                FieldFault(
+                    f"columns.{name}",
+                    f"infinite values or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(outside)}",
+                    "replace them with finite numbers in range or leave them empty (missing)",
+                )
+            )
     if faults:
         raise Invalid("The table does not validate.", faults)
     return encoding, features, y, classes

@@ -7,6 +7,7 @@
 - a job is canceled first if it is queued or running, then removed with its result (and a grid's cells).
 - a model is removed; its name's version numbers are never reused.
 """
+
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, FieldFault
 from app.core.forests import ForestStore
@@ -17,8 +18,14 @@ from app.core.models import ModelStore
 
 
 class Deletion:
-    def __init__(self, datasets: DatasetStore, forests: ForestStore, jobs: JobLifecycle, models: ModelStore,
-                 leaf_cache: LeafMatrixCache):
+    def __init__(
+        self,
+        datasets: DatasetStore,
+        forests: ForestStore,
+        jobs: JobLifecycle,
+        models: ModelStore,
+        leaf_cache: LeafMatrixCache,
+    ):
         self.datasets = datasets
         self.forests = forests
         self.jobs = jobs
@@ -47,6 +54,12 @@ class Deletion:
 def _refuse_while_used(kind: str, active: list[JobRecord], field: str) -> None:
     if active:
         ids = [record.id for record in active]
-        raise Conflict(f"The {kind} is read by {len(ids)} queued or running jobs.",
-                       [FieldFault(field, f"used by jobs {ids[:10]}", "cancel those jobs or wait for them to finish, "
-                                                                     "then delete again")], retry_after=5)
+        raise Conflict(
+            f"The {kind} is read by {len(ids)} queued or running jobs.",
+            [
+                FieldFault(
+                    field, f"used by jobs {ids[:10]}", "cancel those jobs or wait for them to finish, then delete again"
+                )
+            ],
+            retry_after=5,
+        )

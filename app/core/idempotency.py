@@ -5,6 +5,7 @@ The key is claimed with the id of the thing about to be created, before anything
 after something was stored (a job recorded but not queued), the claim keeps pointing at it, so a retry finds it
 instead of creating a duplicate. Keys belong to a tenant.
 """
+
 import json
 from collections.abc import Callable
 from typing import TypeVar
@@ -26,8 +27,17 @@ class IdempotencyKeys:
         self.redis = redis
         self.keys = Keys.from_settings(settings)
 
-    def once(self, *, tenant: str, kind: str, key: str | None, request: dict, new_id: str,
-             create: Callable[[str], Created], find: Callable[[str], Created | None]) -> Created:
+    def once(
+        self,
+        *,
+        tenant: str,
+        kind: str,
+        key: str | None,
+        request: dict,
+        new_id: str,
+        create: Callable[[str], Created],
+        find: Callable[[str], Created | None],
+    ) -> Created:
         """``create(new_id)``, or what the first request with this key created (``find(its id)``)."""
         if key is None:
             return create(new_id)
@@ -40,8 +50,11 @@ class IdempotencyKeys:
                 raise IdempotencyKeyReused()
             existing = find(stored["id"]) if stored["id"] else None
             if existing is None:
-                raise Conflict("The first request with this idempotency key is still being processed.",
-                               [FieldFault("idempotency_key", "in progress", "retry in a moment")], retry_after=1)
+                raise Conflict(
+                    "The first request with this idempotency key is still being processed.",
+                    [FieldFault("idempotency_key", "in progress", "retry in a moment")],
+                    retry_after=1,
+                )
             return existing
         try:
             created = create(new_id)

@@ -5,6 +5,7 @@ workers read specs and write records and results through them, and the API's res
 Path and forest settings are the library's own ``PathSpec`` and ``ForestSpec`` (pydantic validates them as
 the dataclasses they are, so their checks run on every read).
 """
+
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_serializer
@@ -24,6 +25,7 @@ TERMINAL = (SUCCEEDED, FAILED, CANCELED)
 
 # ---- specs --------------------------------------------------------------------------------------------------
 
+
 class TrainJobSpec(Document):
     forest_id: str
     recipe: ForestRecipe
@@ -35,8 +37,10 @@ class PathJobSpec(Document):
     forest_id: str
     recipe: ForestRecipe | None = Field(None, description="how to train the forest when it is not stored yet")
     validation_dataset_id: str | None = Field(
-        None, description="validation rows from this dataset; otherwise a holdout of the training dataset "
-                          "(path.validation_fraction, path.random_state)")
+        None,
+        description="validation rows from this dataset; otherwise a holdout of the training dataset "
+        "(path.validation_fraction, path.random_state)",
+    )
     path: PathSpec
 
 
@@ -53,6 +57,7 @@ JobSpec = TrainJobSpec | GridJobSpec | PathJobSpec
 
 
 # ---- records ------------------------------------------------------------------------------------------------
+
 
 class BestStep(Document):
     """The best step so far (solver.path.best_step: within the rule budget)."""
@@ -74,8 +79,9 @@ class Progress(Document):
     lambda_s: float | None = None
     train_loss: float | None = None
     val_loss: float | None = None
-    train_auc: float | None = Field(None, description="classification (logistic loss) only, as val_auc and "
-                                                      "val_accuracy")
+    train_auc: float | None = Field(
+        None, description="classification (logistic loss) only, as val_auc and val_accuracy"
+    )
     val_auc: float | None = None
     val_accuracy: float | None = None
     best: BestStep | None = None
@@ -137,11 +143,11 @@ class JobState(Document):
     started_at: float | None = None
     finished_at: float | None = None
     progress: Progress
-    timings: dict[str, float] = {}
+    timings: dict[str, float] = Field(default_factory=dict)
     error: JobError | None = None
     cache_hit: bool | None = None
     summary: GridSummary | PathSummary | TrainSummary | None = None
-    history: list[LostAttempt] = []
+    history: list[LostAttempt] = Field(default_factory=list)
 
 
 class JobRecord(JobState):
@@ -153,6 +159,7 @@ class JobRecord(JobState):
 
 
 # ---- results ------------------------------------------------------------------------------------------------
+
 
 class TrainResult(Document):
     kind: Literal["train"] = "train"
@@ -178,9 +185,16 @@ class PathJobResult(Document):
 
     def summary(self) -> PathSummary:
         chosen = self.steps[self.selected]
-        return PathSummary(n_steps=len(self.steps), selected=self.selected, n_rules=chosen.n_rules,
-                           val_loss=chosen.val_loss, train_loss=chosen.train_loss, val_auc=chosen.val_auc,
-                           val_accuracy=chosen.val_accuracy, stop_reason=self.stop_reason)
+        return PathSummary(
+            n_steps=len(self.steps),
+            selected=self.selected,
+            n_rules=chosen.n_rules,
+            val_loss=chosen.val_loss,
+            train_loss=chosen.train_loss,
+            val_auc=chosen.val_auc,
+            val_accuracy=chosen.val_accuracy,
+            stop_reason=self.stop_reason,
+        )
 
 
 class GridCell(Document):

@@ -7,6 +7,7 @@ running until that pass retries it (or fails it after FIRE_MAX_JOB_ATTEMPTS). A 
 reads them as they are: a lost cell is retried by the watchdog, and the parent, re-queued behind the cells it saw
 unfinished, looks again when they end.
 """
+
 import uuid
 
 from redis import Redis
@@ -17,8 +18,7 @@ from rq.serializers import JSONSerializer
 
 from app.core.config import Settings
 from app.core.errors import Conflict, FieldFault, NotFound
-from app.core.job_documents import (ACTIVE, QUEUED, RUNNING, TERMINAL, JobKind, JobRecord, JobSpec, LostAttempt,
-                                    Progress)
+from app.core.job_documents import ACTIVE, QUEUED, RUNNING, TERMINAL, JobKind, JobRecord, JobSpec, LostAttempt, Progress
 from app.core.queues import TASKS, make_queue, rq_job_id
 from app.core.records import JobRecords, now
 from app.core.results import ResultStore
@@ -39,14 +39,34 @@ class JobLifecycle:
 
     # ---- recording and queueing ---------------------------------------------------------------------------------
 
-    def create(self, kind: JobKind, spec: JobSpec, tenant: str, *, job_id: str | None = None,
-               parent_id: str | None = None, cells: list[str] | None = None,
-               depends_on: list[str] | None = None) -> JobRecord:
+    def create(
+        self,
+        kind: JobKind,
+        spec: JobSpec,
+        tenant: str,
+        *,
+        job_id: str | None = None,
+        parent_id: str | None = None,
+        cells: list[str] | None = None,
+        depends_on: list[str] | None = None,
+    ) -> JobRecord:
         """Record a job (queued, attempt 1) and queue it, after the RQ runs ``depends_on``."""
         job_id, created = job_id or new_job_id(), now()
-        record = JobRecord(id=job_id, tenant=tenant, kind=kind, status=QUEUED, attempt=1, spec=spec,
-                           queue=self.queue.name, rq_job_id=rq_job_id(job_id, 1), parent_id=parent_id, cells=cells,
-                           created_at=created, queued_at=created, progress=Progress(phase="queued"))
+        record = JobRecord(
+            id=job_id,
+            tenant=tenant,
+            kind=kind,
+            status=QUEUED,
+            attempt=1,
+            spec=spec,
+            queue=self.queue.name,
+            rq_job_id=rq_job_id(job_id, 1),
+            parent_id=parent_id,
+            cells=cells,
+            created_at=created,
+            queued_at=created,
+            progress=Progress(phase="queued"),
+        )
         self.records.create(record)
         self.enqueue(record, depends_on)
         return record
@@ -54,10 +74,13 @@ class JobLifecycle:
     def enqueue(self, record: JobRecord, depends_on: list[str] | None = None) -> None:
         """Queue one run of a job on the queue it was submitted to (retries stay with their workers)."""
         make_queue(record.queue, self.redis).enqueue(
-            TASKS[record.kind], record.id, record.attempt,
+            TASKS[record.kind],
+            record.id,
+            record.attempt,
             job_id=record.rq_job_id,
             job_timeout=self.settings.job_timeout + DEADLINE_GRACE_SECONDS,  # a path stops at its deadline first
-            result_ttl=3600, failure_ttl=self.settings.result_ttl_seconds,
+            result_ttl=3600,
+            failure_ttl=self.settings.result_ttl_seconds,
             depends_on=Dependency(jobs=depends_on, allow_failure=True) if depends_on else None,
         )
 
@@ -83,11 +106,17 @@ class JobLifecycle:
 
     def using(self, tenant: str, *, dataset_id: str | None = None, forest_id: str | None = None) -> list[JobRecord]:
         """The tenant's queued or running submissions that read this dataset or forest."""
+
         def uses(spec) -> bool:
-            datasets = {getattr(spec, "dataset_id", None), getattr(spec, "validation_dataset_id", None),
-                        spec.recipe.dataset_id if spec.recipe else None}
-            return (dataset_id is not None and dataset_id in datasets) or (forest_id is not None
-                                                                           and spec.forest_id == forest_id)
+            datasets = {
+                getattr(spec, "dataset_id", None),
+                getattr(spec, "validation_dataset_id", None),
+                spec.recipe.dataset_id if spec.recipe else None,
+            }
+            return (dataset_id is not None and dataset_id in datasets) or (
+                forest_id is not None and spec.forest_id == forest_id
+            )
+
         return [record for record in self.records.active(tenant) if record.status in ACTIVE and uses(record.spec)]
 
     def list(self, *, tenant: str, limit: int = 100) -> list[JobRecord]:
@@ -139,8 +168,10 @@ class JobLifecycle:
     def cancel(self, job_id: str, *, tenant: str) -> JobRecord:
         record = self.get(job_id, tenant=tenant)
         if record.status in TERMINAL:
-            raise Conflict(f"Job {job_id} already {record.status}.",
-                           [FieldFault("job_id", f"status {record.status}", "nothing to cancel")])
+            raise Conflict(
+                f"Job {job_id} already {record.status}.",
+                [FieldFault("job_id", f"status {record.status}", "nothing to cancel")],
+            )
         for cell_id in record.cells or []:
             cell = self.records.get(cell_id)
             if cell is not None and cell.status in ACTIVE:

@@ -1,10 +1,20 @@
 """What a succeeded job produced: its stored result, a path's steps, and the rules of one step rebuilt from the
 stored weights, the forest and the training rows (as the library builds them)."""
+
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
 from app.core.forests import ForestStore, ValidationSplit
-from app.core.job_documents import (ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED, GridJobResult, JobResult,
-                                    PathJobResult)
+from app.core.job_documents import (
+    ACTIVE,
+    CANCELED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    GridJobResult,
+    JobResult,
+    PathJobResult,
+)
 from app.core.job_lifecycle import JobLifecycle
 from app.core.results import ResultStore
 from solver import RuleEnsemble
@@ -20,37 +30,43 @@ class JobResults:
     def result(self, job_id: str, *, tenant: str, field: str = "job_id") -> JobResult:
         record = self.jobs.get(job_id, tenant=tenant, field=field)
         if record.status != SUCCEEDED:
-            raise Conflict(f"Job {job_id} is {record.status}: it has no result" + (" yet." if record.status in ACTIVE
-                                                                                  else "."),
-                           [FieldFault(field, f"status {record.status}", _NO_RESULT_FIX[record.status])],
-                           retry_after=1 if record.status in ACTIVE else None)
+            raise Conflict(
+                f"Job {job_id} is {record.status}: it has no result" + (" yet." if record.status in ACTIVE else "."),
+                [FieldFault(field, f"status {record.status}", _NO_RESULT_FIX[record.status])],
+                retry_after=1 if record.status in ACTIVE else None,
+            )
         return self.stored_result(job_id, field)
 
     def stored_result(self, job_id: str, field: str = "job_id") -> JobResult:
         """The result of a succeeded job whoever owns it (a grid's best cell, read for its parent)."""
         result = self.results.get(job_id)
         if result is None:
-            raise Expired(f"The result of job {job_id} has expired.",
-                          [FieldFault(field, "expired", "run the job again")])
+            raise Expired(
+                f"The result of job {job_id} has expired.", [FieldFault(field, "expired", "run the job again")]
+            )
         return result
 
     def path_result(self, job_id: str, *, tenant: str, field: str = "job_id") -> PathJobResult | GridJobResult:
         result = self.result(job_id, tenant=tenant, field=field)
         if not isinstance(result, PathJobResult):
-            raise Invalid("A training job has no path steps.",
-                          [FieldFault(field, "training job", "use the id of a path or grid job")])
+            raise Invalid(
+                "A training job has no path steps.",
+                [FieldFault(field, "training job", "use the id of a path or grid job")],
+            )
         return result
 
-    def step_rules(self, job_id: str, step: int, *, tenant: str,
-                   field: str = "job_id") -> tuple[PathJobResult, RuleEnsemble]:
+    def step_rules(
+        self, job_id: str, step: int, *, tenant: str, field: str = "job_id"
+    ) -> tuple[PathJobResult, RuleEnsemble]:
         """(result, rules of that step) of a succeeded path or grid job."""
         result = self.path_result(job_id, tenant=tenant, field=field)
         if not 0 <= step < len(result.steps):
             raise NotFound("step", step, "step", f"use a step in 0..{len(result.steps) - 1}")
         stored = self.results.step_weights(result.source_job_id, step)
         if stored is None:
-            raise Expired(f"The weights of job {job_id} have expired.",
-                          [FieldFault(field, "expired", "run the job again")])
+            raise Expired(
+                f"The weights of job {job_id} have expired.", [FieldFault(field, "expired", "run the job again")]
+            )
         weights, intercept = stored
         if self.forests.find(result.forest_id) is None:
             raise _deleted("forest", result.forest_id, job_id, field)
@@ -61,14 +77,21 @@ class JobResults:
         X, _ = self.datasets.load_arrays(result.dataset_id)
         dataset = self.datasets.read(result.dataset_id)
         split = ValidationSplit.for_path(result.parameters.path, result.parameters.validation_dataset_id)
-        return result, RuleEnsemble.from_weights(self.forests.load(result.forest_id), weights, intercept,
-                                                 encoding=dataset.encoding, X=X[split.training_rows(len(X))],
-                                                 response=dataset.response(result.parameters.path.loss))
+        return result, RuleEnsemble.from_weights(
+            self.forests.load(result.forest_id),
+            weights,
+            intercept,
+            encoding=dataset.encoding,
+            X=X[split.training_rows(len(X))],
+            response=dataset.response(result.parameters.path.loss),
+        )
 
 
 def _deleted(kind: str, stored_id: str, job_id: str, field: str) -> Expired:
-    return Expired(f"The {kind} of job {job_id} was deleted: its rules cannot be rebuilt.",
-                   [FieldFault(field, f"{kind} {stored_id} deleted", "run the job again")])
+    return Expired(
+        f"The {kind} of job {job_id} was deleted: its rules cannot be rebuilt.",
+        [FieldFault(field, f"{kind} {stored_id} deleted", "run the job again")],
+    )
 
 
 _NO_RESULT_FIX = {

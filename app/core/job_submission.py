@@ -1,6 +1,7 @@
 """Submitting jobs: the service's limits, the checks that a dataset, a forest and validation rows fit together, the
 request resolved into the spec a worker runs, once per idempotency key, admitted against the tenant's limit of
 active jobs. Recording and queueing: app/core/job_lifecycle.py."""
+
 from typing import Literal
 
 from pydantic import Field
@@ -31,15 +32,26 @@ class PathJobRequest(Document):
     forest: ForestSpec | None = None
     validation_dataset_id: str | None = None
     path: PathSpec = Field(description="path.loss is replaced by ``loss`` or the dataset's task's loss")
-    loss: Literal[LOSSES] | None = Field(None, description=(
-        "the path's loss as asked for; None: the dataset's task's (logistic for classification, squared for "
-        "regression)"))
+    loss: Literal[LOSSES] | None = Field(
+        None,
+        description=(
+            "the path's loss as asked for; None: the dataset's task's (logistic for classification, squared for "
+            "regression)"
+        ),
+    )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
 
 
 class JobSubmission:
-    def __init__(self, settings: Settings, datasets: DatasetStore, forests: ForestStore, records: JobRecords,
-                 lifecycle: JobLifecycle, idempotency: IdempotencyKeys):
+    def __init__(
+        self,
+        settings: Settings,
+        datasets: DatasetStore,
+        forests: ForestStore,
+        records: JobRecords,
+        lifecycle: JobLifecycle,
+        idempotency: IdempotencyKeys,
+    ):
         self.settings = settings
         self.datasets = datasets
         self.forests = forests
@@ -47,8 +59,9 @@ class JobSubmission:
         self.lifecycle = lifecycle
         self.idempotency = idempotency
 
-    def submit_training(self, dataset_id: str, params: ForestSpec, split: ValidationSplit,
-                        idempotency_key: str | None, *, tenant: str) -> JobRecord:
+    def submit_training(
+        self, dataset_id: str, params: ForestSpec, split: ValidationSplit, idempotency_key: str | None, *, tenant: str
+    ) -> JobRecord:
         """Train ``params`` on the training side of the dataset's ``split`` (the split later paths use)."""
         self._check_forest_limits(params, "")
         dataset = self.datasets.get(dataset_id, tenant=tenant)
@@ -56,18 +69,33 @@ class JobSubmission:
         self._check_holdout(dataset, split)
         recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=split, loss=dataset.loss)
         spec = TrainJobSpec(forest_id=recipe.forest_id, recipe=recipe)
-        return self._submit_once(tenant, idempotency_key, spec.model_dump(mode="json"),
-                                 lambda job_id: self._admitted("train", spec, tenant, job_id))
+        return self._submit_once(
+            tenant,
+            idempotency_key,
+            spec.model_dump(mode="json"),
+            lambda job_id: self._admitted("train", spec, tenant, job_id),
+        )
 
     def submit_path(self, request: PathJobRequest, idempotency_key: str | None, *, tenant: str) -> JobRecord:
         self._check_path_limits(request)
         spec = self._resolve_path(request, tenant)
-        return self._submit_once(tenant, idempotency_key, request.model_dump(mode="json"),
-                                 lambda job_id: self._submit_resolved(spec, request.grid, tenant, job_id))
+        return self._submit_once(
+            tenant,
+            idempotency_key,
+            request.model_dump(mode="json"),
+            lambda job_id: self._submit_resolved(spec, request.grid, tenant, job_id),
+        )
 
     def _submit_once(self, tenant: str, key: str | None, request: dict, submit) -> JobRecord:
-        return self.idempotency.once(tenant=tenant, kind="job", key=key, request=request, new_id=new_job_id(),
-                                     create=submit, find=lambda job_id: self.lifecycle.find(job_id, tenant))
+        return self.idempotency.once(
+            tenant=tenant,
+            kind="job",
+            key=key,
+            request=request,
+            new_id=new_job_id(),
+            create=submit,
+            find=lambda job_id: self.lifecycle.find(job_id, tenant),
+        )
 
     def _submit_resolved(self, spec: PathJobSpec, grid: Grid | None, tenant: str, job_id: str) -> JobRecord:
         if grid is None:
@@ -77,12 +105,25 @@ class JobSubmission:
         train = None
         if spec.recipe is not None and self.forests.find(spec.forest_id) is None:
             train = create("train", TrainJobSpec(forest_id=spec.forest_id, recipe=spec.recipe), tenant)
-        cells = [create("path", spec.model_copy(update={"path": spec.path.replace(
-                     gamma=gamma, fusion_ratio=ratio, lambda_f=None)}), tenant, parent_id=job_id,
-                     depends_on=[train.rq_job_id] if train else None)
-                 for gamma in grid.gamma for ratio in grid.fusion_ratio]
-        return create("grid", GridJobSpec(**dict(spec), grid=grid), tenant, job_id=job_id,
-                      cells=[cell.id for cell in cells], depends_on=[cell.rq_job_id for cell in cells])
+        cells = [
+            create(
+                "path",
+                spec.model_copy(update={"path": spec.path.replace(gamma=gamma, fusion_ratio=ratio, lambda_f=None)}),
+                tenant,
+                parent_id=job_id,
+                depends_on=[train.rq_job_id] if train else None,
+            )
+            for gamma in grid.gamma
+            for ratio in grid.fusion_ratio
+        ]
+        return create(
+            "grid",
+            GridJobSpec(**dict(spec), grid=grid),
+            tenant,
+            job_id=job_id,
+            cells=[cell.id for cell in cells],
+            depends_on=[cell.rq_job_id for cell in cells],
+        )
 
     def _admitted(self, kind, spec, tenant: str, job_id: str) -> JobRecord:
         """A submission of its own: counted against the tenant's limit, then recorded and queued."""
@@ -92,10 +133,17 @@ class JobSubmission:
     def _admit(self, tenant: str, job_id: str) -> None:
         limit = self.settings.max_active_jobs
         if not self.records.admit(tenant, job_id, limit):
-            raise TooMany(f"You have {limit} jobs queued or running, the most allowed at once.",
-                          [FieldFault("tenant", f"{limit} active jobs", "wait for one to finish (or cancel one), "
-                                                                       "or raise FIRE_MAX_ACTIVE_JOBS")],
-                          retry_after=BUSY_RETRY_AFTER_SECONDS)
+            raise TooMany(
+                f"You have {limit} jobs queued or running, the most allowed at once.",
+                [
+                    FieldFault(
+                        "tenant",
+                        f"{limit} active jobs",
+                        "wait for one to finish (or cancel one), or raise FIRE_MAX_ACTIVE_JOBS",
+                    )
+                ],
+                retry_after=BUSY_RETRY_AFTER_SECONDS,
+            )
 
     # ---- the service's limits -----------------------------------------------------------------------------------
 
@@ -104,26 +152,42 @@ class JobSubmission:
         steps = path.n_steps
         if steps > settings.max_lambdas:
             field = "lambdas" if path.lambdas else "n_lambdas"
-            raise Invalid(f"A path may have at most {settings.max_lambdas} steps.",
-                          [FieldFault(field, f"{steps} steps", f"ask for at most {settings.max_lambdas} "
-                                                               "(FIRE_MAX_LAMBDAS)")])
+            raise Invalid(
+                f"A path may have at most {settings.max_lambdas} steps.",
+                [FieldFault(field, f"{steps} steps", f"ask for at most {settings.max_lambdas} (FIRE_MAX_LAMBDAS)")],
+            )
         if request.grid is not None:
             cells = len(request.grid.gamma) * len(request.grid.fusion_ratio)
             if cells > settings.max_grid_cells:
-                raise Invalid(f"A grid may have at most {settings.max_grid_cells} cells.",
-                              [FieldFault("grid", f"{cells} cells", f"ask for at most {settings.max_grid_cells} "
-                                                                    "gamma x fusion_ratio cells (FIRE_MAX_GRID_CELLS)")])
+                raise Invalid(
+                    f"A grid may have at most {settings.max_grid_cells} cells.",
+                    [
+                        FieldFault(
+                            "grid",
+                            f"{cells} cells",
+                            f"ask for at most {settings.max_grid_cells} "
+                            "gamma x fusion_ratio cells (FIRE_MAX_GRID_CELLS)",
+                        )
+                    ],
+                )
         if request.forest is not None:
             self._check_forest_limits(request.forest, "forest.")
 
     def _check_forest_limits(self, params: ForestSpec, prefix: str) -> None:
-        for name, limit, setting in (("n_estimators", self.settings.max_trees, "FIRE_MAX_TREES"),
-                                     ("max_depth", self.settings.max_tree_depth, "FIRE_MAX_TREE_DEPTH")):
+        for name, limit, setting in (
+            ("n_estimators", self.settings.max_trees, "FIRE_MAX_TREES"),
+            ("max_depth", self.settings.max_tree_depth, "FIRE_MAX_TREE_DEPTH"),
+        ):
             value = getattr(params, name)
             if value is not None and value > limit:
-                raise Invalid(f"{name} may be at most {limit}.",
-                              [FieldFault(prefix + name, f"{value} is more than {limit}",
-                                          f"ask for at most {limit} ({setting})")])
+                raise Invalid(
+                    f"{name} may be at most {limit}.",
+                    [
+                        FieldFault(
+                            prefix + name, f"{value} is more than {limit}", f"ask for at most {limit} ({setting})"
+                        )
+                    ],
+                )
 
     # ---- resolving a path job and checking that its parts fit ---------------------------------------------------
 
@@ -132,8 +196,9 @@ class JobSubmission:
         path = request.path.replace(loss=self._path_loss(dataset, request.loss))
         validation_id = request.validation_dataset_id
         if validation_id is not None:
-            self._check_validation_dataset(dataset, self.datasets.get(validation_id, tenant=tenant,
-                                                                      field="validation.dataset_id"))
+            self._check_validation_dataset(
+                dataset, self.datasets.get(validation_id, tenant=tenant, field="validation.dataset_id")
+            )
         else:
             self._check_holdout(dataset, ValidationSplit.for_path(request.path, None))
         recipe = None
@@ -144,11 +209,16 @@ class JobSubmission:
             forest_id = forest.id
         else:
             self._check_training(dataset, request.forest, "forest.")
-            recipe = ForestRecipe(dataset_id=dataset.id, params=request.forest,
-                                  rows=ValidationSplit.for_path(request.path, validation_id), loss=path.loss)
+            recipe = ForestRecipe(
+                dataset_id=dataset.id,
+                params=request.forest,
+                rows=ValidationSplit.for_path(request.path, validation_id),
+                loss=path.loss,
+            )
             forest_id = recipe.forest_id
-        return PathJobSpec(dataset_id=dataset.id, forest_id=forest_id, recipe=recipe,
-                           validation_dataset_id=validation_id, path=path)
+        return PathJobSpec(
+            dataset_id=dataset.id, forest_id=forest_id, recipe=recipe, validation_dataset_id=validation_id, path=path
+        )
 
     @staticmethod
     def _path_loss(dataset: DatasetInfo, asked: str | None) -> str:
@@ -157,42 +227,71 @@ class JobSubmission:
         if asked is None:
             return dataset.loss
         if asked == "logistic" and dataset.task != "classification":
-            raise Invalid("A logistic loss needs a classification dataset.",
-                          [FieldFault("loss", f"dataset {dataset.id} is a {dataset.task} dataset",
-                                      "use loss squared (or leave loss out), or upload the table with "
-                                      "task=classification if its target has two labels")])
+            raise Invalid(
+                "A logistic loss needs a classification dataset.",
+                [
+                    FieldFault(
+                        "loss",
+                        f"dataset {dataset.id} is a {dataset.task} dataset",
+                        "use loss squared (or leave loss out), or upload the table with "
+                        "task=classification if its target has two labels",
+                    )
+                ],
+            )
         return asked
 
     @staticmethod
     def _check_validation_dataset(dataset: DatasetInfo, validation: DatasetInfo) -> None:
         if validation.id == dataset.id:
-            raise Invalid("The validation dataset is the training dataset.",
-                          [FieldFault("validation.dataset_id", "same dataset as dataset_id",
-                                      "validate on other rows: another dataset, or a held-out fraction")])
+            raise Invalid(
+                "The validation dataset is the training dataset.",
+                [
+                    FieldFault(
+                        "validation.dataset_id",
+                        "same dataset as dataset_id",
+                        "validate on other rows: another dataset, or a held-out fraction",
+                    )
+                ],
+            )
         if validation.columns != dataset.columns:
-            raise Invalid("The validation dataset's columns differ from the training dataset's.",
-                          [FieldFault("validation.dataset_id", "different columns or categories",
-                                      "upload the validation rows with the same columns and target")])
+            raise Invalid(
+                "The validation dataset's columns differ from the training dataset's.",
+                [
+                    FieldFault(
+                        "validation.dataset_id",
+                        "different columns or categories",
+                        "upload the validation rows with the same columns and target",
+                    )
+                ],
+            )
         if (validation.task, validation.classes) != (dataset.task, dataset.classes):
-            raise Invalid("The validation dataset's target differs from the training dataset's.",
-                          [FieldFault("validation.dataset_id", f"{validation.task} {validation.classes or ''} "
-                                                               f"against {dataset.task} {dataset.classes or ''}",
-                                      "upload the validation rows with the same task and target labels")])
+            raise Invalid(
+                "The validation dataset's target differs from the training dataset's.",
+                [
+                    FieldFault(
+                        "validation.dataset_id",
+                        f"{validation.task} {validation.classes or ''} against {dataset.task} {dataset.classes or ''}",
+                        "upload the validation rows with the same task and target labels",
+                    )
+                ],
+            )
 
     @staticmethod
     def _check_holdout(dataset: DatasetInfo, split: ValidationSplit) -> None:
         try:
             split.training_rows(dataset.n_rows)
         except SpecError as error:
-            raise Invalid("The held-out fraction leaves too few validation or training rows.",
-                          [FieldFault("validation.fraction", error.detail,
-                                      "choose a fraction that keeps rows on both sides")]) from error
+            raise Invalid(
+                "The held-out fraction leaves too few validation or training rows.",
+                [FieldFault("validation.fraction", error.detail, "choose a fraction that keeps rows on both sides")],
+            ) from error
 
     @staticmethod
     def _check_training(dataset: DatasetInfo, params: ForestSpec, prefix: str) -> None:
         try:
             params.check_data(dataset.n_features, dataset.has_missing_features)
         except SpecError as error:
-            raise Invalid("These forest settings cannot train on this dataset.",
-                          [FieldFault(prefix + error.field, error.detail,
-                                      f"change {prefix + error.field} to suit the dataset")]) from error
+            raise Invalid(
+                "These forest settings cannot train on this dataset.",
+                [FieldFault(prefix + error.field, error.detail, f"change {prefix + error.field} to suit the dataset")],
+            ) from error

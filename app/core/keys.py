@@ -27,6 +27,7 @@ scope ``model-version:{name}``        the last version number given to a model n
 scope ``idempotency:{kind}:{hash}``   the id an idempotency key was given (string)
 ====================================  ==========================================================================
 """
+
 from dataclasses import dataclass
 
 from app.core.config import Settings

@@ -7,6 +7,7 @@ cache is left alone for ``backoff_seconds`` so that later jobs do not each wait 
 The matrix is stored tree-major (T, n) with each tree's row delta-encoded, which turns runs of equal
 leaf indices into zeros that zstd compresses to almost nothing.
 """
+
 import logging
 import time
 
@@ -45,8 +46,9 @@ class LeafMatrixCache:
         self.backoff_seconds = settings.cache_backoff_seconds
         self._skip_until = 0.0
 
-    def leaves(self, forest: TreeEnsemble, forest_id: str, dataset_id: str,
-               X: np.ndarray) -> tuple[np.ndarray, bool, float]:
+    def leaves(
+        self, forest: TreeEnsemble, forest_id: str, dataset_id: str, X: np.ndarray
+    ) -> tuple[np.ndarray, bool, float]:
         """(leaf indices (n, T) of every row of X, cache hit, seconds spent)."""
         started = time.perf_counter()
         key = self.keys.leaf_cache(forest_id, dataset_id)
@@ -80,8 +82,11 @@ class LeafMatrixCache:
             self._failed(error)
 
     def _failed(self, error: Exception) -> None:
-        log.warning("leaf-matrix cache unreachable (%s): jobs build their matrix for the next %.0f s",
-                    error, self.backoff_seconds)
+        log.warning(
+            "leaf-matrix cache unreachable (%s): jobs build their matrix for the next %.0f s",
+            error,
+            self.backoff_seconds,
+        )
         self._skip_until = time.monotonic() + self.backoff_seconds
         self.stats.hincrby(self.keys.stats, FAILED)
 
@@ -96,5 +101,8 @@ class LeafMatrixCache:
     def counts(self) -> dict[str, int]:
         """Lookups so far by every process: {"hit": n, "miss": m}."""
         stats = self.stats.hgetall(self.keys.stats)
-        return {"hit": int(stats.get(HIT.encode(), 0)), "miss": int(stats.get(MISS.encode(), 0)),
-                "failure": int(stats.get(FAILED.encode(), 0))}
+        return {
+            "hit": int(stats.get(HIT.encode(), 0)),
+            "miss": int(stats.get(MISS.encode(), 0)),
+            "failure": int(stats.get(FAILED.encode(), 0)),
+        }

@@ -1,4 +1,5 @@
 """Models: a promoted path step as a named, versioned rule ensemble, and fast scoring with it."""
+
 import threading
 import time
 import uuid
@@ -16,8 +17,8 @@ from app.core.blobs import BlobStore, Document, jsonable
 from app.core.config import Settings
 from app.core.datasets import MAX_ABS_VALUE, DatasetStore, table_invalid
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
-from app.core.job_documents import PathJobSpec
 from app.core.idempotency import IdempotencyKeys
+from app.core.job_documents import PathJobSpec
 from app.core.job_results import JobResults
 from app.core.keys import Keys
 from app.core.tenants import DEFAULT_TENANT
@@ -35,8 +36,9 @@ class ModelMetrics(Document):
     n_antecedents: int | None
     lambda_s: float
     lambda_f: float
-    train_auc: float | None = Field(None, description="classification (logistic loss) only, as the other "
-                                                      "AUC and accuracy metrics")
+    train_auc: float | None = Field(
+        None, description="classification (logistic loss) only, as the other AUC and accuracy metrics"
+    )
     val_auc: float | None = None
     train_accuracy: float | None = None
     val_accuracy: float | None = None
@@ -66,17 +68,26 @@ class ModelSummary(Document):
 class ModelInfo(ModelSummary):
     description: str | None
     target: str
-    loss: Literal[LOSSES] = Field(PathSpec().loss, description=(
-        "logistic: a classifier whose rules add log-odds of classes[1]; scoring returns labels and probabilities"))
-    classes: list[str | bool | int | float] | None = Field(None, description=(
-        "a classifier's two labels as the dataset gave them; probabilities are of classes[1]"))
+    loss: Literal[LOSSES] = Field(
+        PathSpec().loss,
+        description=(
+            "logistic: a classifier whose rules add log-odds of classes[1]; scoring returns labels and probabilities"
+        ),
+    )
+    classes: list[str | bool | int | float] | None = Field(
+        None, description=("a classifier's two labels as the dataset gave them; probabilities are of classes[1]")
+    )
     columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
     intercept: float
-    ensemble: dict[str, Any] = Field(description=(
-        "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
-        "give), conditions, contribution and support, and ``importance``, each column's share of the summed "
-        "|contribution| over the training rows (summing to 1)"))
+    ensemble: dict[str, Any] = Field(
+        description=(
+            "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
+            "give), conditions, contribution and support, and ``importance``, each column's share of the summed "
+            "|contribution| over the training rows (summing to 1)"
+        )
+    )
     text: str
+
 
 # column names in the model's order -> (column -> values, n_rows, the field holding the rows)
 MODEL_RECHECK_SECONDS = 1.0
@@ -116,8 +127,14 @@ class ModelExport:
 
 
 class ModelStore:
-    def __init__(self, settings: Settings, blobs: BlobStore, datasets: DatasetStore, job_results: JobResults,
-                 idempotency: IdempotencyKeys):
+    def __init__(
+        self,
+        settings: Settings,
+        blobs: BlobStore,
+        datasets: DatasetStore,
+        job_results: JobResults,
+        idempotency: IdempotencyKeys,
+    ):
         self.settings = settings
         self.blobs = blobs
         self.datasets = datasets
@@ -129,35 +146,63 @@ class ModelStore:
         self._rechecking: set[str] = set()  # model ids a background recheck is looking up
         self._recheck_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-recheck")
 
-    def promote(self, job_id: str, step: int | None, name: str, description: str | None, *, tenant: str,
-                idempotency_key: str | None = None) -> ModelInfo:
+    def promote(
+        self,
+        job_id: str,
+        step: int | None,
+        name: str,
+        description: str | None,
+        *,
+        tenant: str,
+        idempotency_key: str | None = None,
+    ) -> ModelInfo:
         """A path step (the selected one by default) of a succeeded path or grid job as a new version of the
         tenant's model ``name``; the same idempotency key gives the same model."""
         request = {"job_id": job_id, "step": step, "name": name, "description": description}
         return self.idempotency.once(
-            tenant=tenant, kind="model", key=idempotency_key, request=request, new_id="mdl_" + uuid.uuid4().hex[:24],
+            tenant=tenant,
+            kind="model",
+            key=idempotency_key,
+            request=request,
+            new_id="mdl_" + uuid.uuid4().hex[:24],
             create=lambda model_id: self._promote(model_id, job_id, step, name, description, tenant),
-            find=lambda model_id: self._find(model_id, tenant))
+            find=lambda model_id: self._find(model_id, tenant),
+        )
 
-    def _promote(self, model_id: str, job_id: str, step: int | None, name: str, description: str | None,
-                 tenant: str) -> ModelInfo:
+    def _promote(
+        self, model_id: str, job_id: str, step: int | None, name: str, description: str | None, tenant: str
+    ) -> ModelInfo:
         result = self.job_results.path_result(job_id, tenant=tenant)
         step = result.selected if step is None else step
         result, ensemble = self.job_results.step_rules(job_id, step, tenant=tenant)
         chosen = result.steps[step]
         dataset = self.datasets.read(result.dataset_id)  # step_rules found it
         model = ModelInfo(
-            id=model_id, tenant=tenant, name=name,
+            id=model_id,
+            tenant=tenant,
+            name=name,
             version=self.blobs.increment(self.keys.model_version(tenant, name)),
-            description=description, created_at=time.time(), target=dataset.target,
+            description=description,
+            created_at=time.time(),
+            target=dataset.target,
             loss=result.parameters.path.loss,
-            classes=dataset.classes if result.parameters.path.loss == "logistic" else None, columns=dataset.columns,
-            n_rules=len(ensemble.rules), intercept=ensemble.intercept, ensemble=jsonable(ensemble.to_dict()),
+            classes=dataset.classes if result.parameters.path.loss == "logistic" else None,
+            columns=dataset.columns,
+            n_rules=len(ensemble.rules),
+            intercept=ensemble.intercept,
+            ensemble=jsonable(ensemble.to_dict()),
             text=ensemble.to_text(),
             metrics=ModelMetrics(**{metric: getattr(chosen, metric) for metric in ModelMetrics.model_fields}),
-            provenance=ModelProvenance(job_id=job_id, step=step, selected_step=result.selected,
-                                       dataset_id=result.dataset_id, forest_id=result.forest_id,
-                                       parameters=result.parameters, grid_cell=getattr(result, "best_cell_id", None)))
+            provenance=ModelProvenance(
+                job_id=job_id,
+                step=step,
+                selected_step=result.selected,
+                dataset_id=result.dataset_id,
+                forest_id=result.forest_id,
+                parameters=result.parameters,
+                grid_cell=getattr(result, "best_cell_id", None),
+            ),
+        )
         self.blobs.put_document(self.keys.model(model.id), model)
         self.blobs.index(self.keys.models(tenant), model.id, model.created_at)
         return model
@@ -181,18 +226,21 @@ class ModelStore:
         code = export_rules(RuleEnsemble.from_dict(model.ensemble), format)
         if model.loss == "logistic" and model.classes:
             output = f"log-odds of {model.classes[1]!r}"
-            notes = [f"FIRE model {model.name!r} v{model.version} ({model.id}): gives the {output} "
-                     f"(target {model.target!r}, classes {model.classes!r})",
-                     f"probability of {model.classes[1]!r} = 1/(1+exp(-score)); "
-                     f"predict {model.classes[1]!r} where score > 0, else {model.classes[0]!r}"]
+            notes = [
+                f"FIRE model {model.name!r} v{model.version} ({model.id}): gives the {output} "
+                f"(target {model.target!r}, classes {model.classes!r})",
+                f"probability of {model.classes[1]!r} = 1/(1+exp(-score)); "
+                f"predict {model.classes[1]!r} where score > 0, else {model.classes[0]!r}",
+            ]
         else:
             output = f"prediction of {model.target!r}"
             notes = [f"FIRE model {model.name!r} v{model.version} ({model.id}): predicts {model.target!r}"]
         comment = EXPORT_COMMENTS[format]
         header = "".join(f"{comment} {line}\n" for line in notes)
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
-        return ModelExport(header + code, f"{safe_name}-v{model.version}.{EXPORT_SUFFIXES[format]}",
-                           EXPORT_MEDIA_TYPES[format], output)
+        return ModelExport(
+            header + code, f"{safe_name}-v{model.version}.{EXPORT_SUFFIXES[format]}", EXPORT_MEDIA_TYPES[format], output
+        )
 
     def list(self, *, tenant: str, limit: int = 100) -> list[ModelInfo]:
         return self.blobs.newest_documents(self.keys.models(tenant), self.keys.model, ModelInfo, limit)
@@ -241,8 +289,13 @@ class ModelStore:
             cached.checked_at = time.monotonic()
             return cached
         model = self.get(model_id, tenant=tenant)
-        scoring = ScoringModel(tenant, RuleEnsemble.from_dict(model.ensemble), TableEncoding.from_dict(model.columns),
-                               time.monotonic(), model.classes)
+        scoring = ScoringModel(
+            tenant,
+            RuleEnsemble.from_dict(model.ensemble),
+            TableEncoding.from_dict(model.columns),
+            time.monotonic(),
+            model.classes,
+        )
         with self._cache_lock:
             self._scoring_cache[model_id] = scoring  # a model never changes: an entry is stale only once deleted
             while len(self._scoring_cache) > self.settings.model_cache_size:
@@ -254,9 +307,16 @@ class ModelStore:
         (column -> values, n_rows, the field holding the rows, which faults name as ``{field}.{column}``)."""
         table, n_rows, location = read_table(scoring.encoding.column_names)
         if n_rows > self.settings.max_scoring_rows:
-            raise TooLarge(f"{n_rows} rows in one request, more than the limit of {self.settings.max_scoring_rows}.",
-                           [FieldFault(location, f"{n_rows} rows", "split the rows over several requests or raise "
-                                                                   "FIRE_MAX_SCORING_ROWS")])
+            raise TooLarge(
+                f"{n_rows} rows in one request, more than the limit of {self.settings.max_scoring_rows}.",
+                [
+                    FieldFault(
+                        location,
+                        f"{n_rows} rows",
+                        "split the rows over several requests or raise FIRE_MAX_SCORING_ROWS",
+                    )
+                ],
+            )
         check_numeric_values(scoring.encoding, table, location)
         try:
             X = scoring.encoding.encode(table, n_rows, location)
@@ -265,9 +325,17 @@ class ModelStore:
         outside = np.abs(X) > MAX_ABS_VALUE
         if outside.any():
             names = sorted({scoring.encoding.feature_names[j] for j in np.flatnonzero(outside.any(axis=0))})
-            raise Invalid("Some values are infinite or out of range.",
-                          [FieldFault(f"{location}.{name.split('=')[0]}", f"infinite or beyond ±{MAX_ABS_VALUE:.3g}",
-                                      "send finite numbers in range, or null for a missing value") for name in names])
+            raise Invalid(
+                "Some values are infinite or out of range.",
+                [
+                    FieldFault(
+                        f"{location}.{name.split('=')[0]}",
+                        f"infinite or beyond ±{MAX_ABS_VALUE:.3g}",
+                        "send finite numbers in range, or null for a missing value",
+                    )
+                    for name in names
+                ],
+            )
         explanations = contributions = None
         if explain:
             fired_rules = scoring.ensemble.explain(X)
@@ -282,8 +350,12 @@ class ModelStore:
 
 def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence], location: str) -> None:
     """Refuse booleans in numeric columns (JSON ``true`` is no number, though Python would read it as 1)."""
-    faults = [FieldFault(f"{location}.{column.name}", "true/false in a numeric column", "send numbers (or null)")
-              for column in encoding.columns if column.kind == "numeric" and column.name in table
-              and any(isinstance(value, bool) for value in table[column.name])]
+    faults = [
+        FieldFault(f"{location}.{column.name}", "true/false in a numeric column", "send numbers (or null)")
+        for column in encoding.columns
+        if column.kind == "numeric"
+        and column.name in table
+        and any(isinstance(value, bool) for value in table[column.name])
+    ]
     if faults:
         raise Invalid("Some values are not numbers.", faults)

@@ -1,4 +1,5 @@
 """Child processes that end with their parent, also when the parent is SIGKILLed (Linux's parent-death signal)."""
+
 import ctypes
 import ctypes.util
 import signal

@@ -2,6 +2,7 @@
 
 Tasks are named, not imported: the core never imports the workers.
 """
+
 from redis import Redis
 from rq import Queue
 from rq.serializers import JSONSerializer

@@ -40,6 +40,7 @@ where an attempt is given, still on that attempt, so a canceled job or a retried
 by a worker that learns about it late. Each returns whether it applied. Succeeded, failed and canceled are
 final: no transition leaves them.
 """
+
 import json
 import time
 
@@ -47,8 +48,19 @@ from pydantic_core import to_jsonable_python
 from redis import Redis
 
 from app.core.config import Settings
-from app.core.job_documents import (ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL, JobError,
-                                    JobRecord, LostAttempt, Progress)
+from app.core.job_documents import (
+    ACTIVE,
+    CANCELED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL,
+    JobError,
+    JobRecord,
+    LostAttempt,
+    Progress,
+)
 from app.core.keys import Keys
 from app.core.queues import rq_job_id
 from app.core.tenants import DEFAULT_TENANT
@@ -129,8 +141,11 @@ class JobRecords:
                 pipe.hget(self.keys.job(member.decode()), "status")
             statuses = pipe.execute()
         young = now() - ADMISSION_GRACE_SECONDS
-        finished = [member for (member, admitted), status in zip(members, statuses)
-                    if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)]
+        finished = [
+            member
+            for (member, admitted), status in zip(members, statuses)
+            if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)
+        ]
         with self.redis.pipeline(transaction=True) as pipe:
             if finished:
                 pipe.zrem(key, *finished)
@@ -159,8 +174,12 @@ class JobRecords:
     def delete(self, record: JobRecord) -> None:
         self.redis.unlink(self.keys.job(record.id), self.keys.job_heartbeat(record.id), self.keys.job_cancel(record.id))
         with self.redis.pipeline(transaction=False) as pipe:
-            for index in {self.keys.all_jobs, self.keys.unfinished_jobs, self.keys.jobs(record.tenant),
-                          self.keys.active_jobs(record.tenant)}:
+            for index in {
+                self.keys.all_jobs,
+                self.keys.unfinished_jobs,
+                self.keys.jobs(record.tenant),
+                self.keys.active_jobs(record.tenant),
+            }:
                 pipe.zrem(index, record.id)
             pipe.execute()
 
@@ -168,36 +187,69 @@ class JobRecords:
 
     def claim(self, job_id: str, attempt: int, *, started_at: float, timings: dict[str, float]) -> bool:
         """queued -> running, by the worker of ``attempt``; its heartbeat starts here (the worker keeps it fresh)."""
-        claimed = self._guarded(job_id, (QUEUED,), attempt, status=RUNNING, started_at=started_at, timings=timings,
-                                progress=Progress(phase="starting"))
+        claimed = self._guarded(
+            job_id,
+            (QUEUED,),
+            attempt,
+            status=RUNNING,
+            started_at=started_at,
+            timings=timings,
+            progress=Progress(phase="starting"),
+        )
         if claimed:
             self.beat(job_id, attempt)
         return claimed
 
-    def report_progress(self, job_id: str, attempt: int, progress: Progress,
-                        timings: dict[str, float] | None = None) -> bool:
+    def report_progress(
+        self, job_id: str, attempt: int, progress: Progress, timings: dict[str, float] | None = None
+    ) -> bool:
         """running -> running: where the worker of ``attempt`` stands (and its timings so far, where given)."""
         fields = {"progress": progress} if timings is None else {"progress": progress, "timings": timings}
         return self._guarded(job_id, (RUNNING,), attempt, **fields)
 
-    def succeed(self, job_id: str, attempt: int, *, summary, cache_hit: bool | None, timings: dict[str, float],
-                progress: Progress) -> bool:
+    def succeed(
+        self,
+        job_id: str,
+        attempt: int,
+        *,
+        summary,
+        cache_hit: bool | None,
+        timings: dict[str, float],
+        progress: Progress,
+    ) -> bool:
         """running -> succeeded, by the worker of ``attempt`` (its result is stored by then)."""
-        return self._guarded(job_id, (RUNNING,), attempt, status=SUCCEEDED, finished_at=now(), timings=timings,
-                             summary=summary, cache_hit=cache_hit, progress=progress)
+        return self._guarded(
+            job_id,
+            (RUNNING,),
+            attempt,
+            status=SUCCEEDED,
+            finished_at=now(),
+            timings=timings,
+            summary=summary,
+            cache_hit=cache_hit,
+            progress=progress,
+        )
 
     def fail(self, job_id: str, attempt: int, error: JobError, *, timings: dict[str, float]) -> bool:
         """running -> failed, by the worker of ``attempt`` (an error, or past its deadline)."""
-        return self._guarded(job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings,
-                             error=error)
+        return self._guarded(
+            job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings, error=error
+        )
 
     def continue_later(self, record: JobRecord, unfinished: int) -> JobRecord | None:
         """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for: the
         record as re-queued (its next RQ run is a continuation), None where it no longer runs this attempt."""
         continuation = record.continuation + 1
-        if not self._guarded(record.id, (RUNNING,), record.attempt, status=QUEUED, queued_at=now(),
-                             continuation=continuation, rq_job_id=rq_job_id(record.id, record.attempt, continuation),
-                             progress=Progress(phase="waiting for cells", unfinished=unfinished)):
+        if not self._guarded(
+            record.id,
+            (RUNNING,),
+            record.attempt,
+            status=QUEUED,
+            queued_at=now(),
+            continuation=continuation,
+            rq_job_id=rq_job_id(record.id, record.attempt, continuation),
+            progress=Progress(phase="waiting for cells", unfinished=unfinished),
+        ):
             return None
         return self.get(record.id)
 
@@ -205,26 +257,38 @@ class JobRecords:
         """queued or running on ``lost.attempt`` -> queued on the next attempt, by the watchdog: the record as
         re-queued, None where it moved on meanwhile (finished, canceled, or retried already)."""
         attempt = lost.attempt + 1
-        retry = {"attempt": attempt, "rq_job_id": rq_job_id(record.id, attempt), "status": QUEUED,
-                 "queued_at": now(), "started_at": None, "history": record.history + [lost],
-                 "progress": Progress(phase="queued", retry_of_attempt=lost.attempt)}
+        retry = {
+            "attempt": attempt,
+            "rq_job_id": rq_job_id(record.id, attempt),
+            "status": QUEUED,
+            "queued_at": now(),
+            "started_at": None,
+            "history": [*record.history, lost],
+            "progress": Progress(phase="queued", retry_of_attempt=lost.attempt),
+        }
         if not self._guarded(record.id, ACTIVE, lost.attempt, **retry):
             return None
         return record.model_copy(update=retry)
 
     def fail_lost(self, record: JobRecord, lost: LostAttempt) -> bool:
         """queued or running on ``lost.attempt`` -> failed (worker_lost), by the watchdog once no attempt is left."""
-        return self._guarded(record.id, ACTIVE, lost.attempt, status=FAILED, finished_at=now(),
-                             history=record.history + [lost],
-                             error=JobError(type="worker_lost", detail=f"{lost.reason}; tried {lost.attempt} times"))
+        return self._guarded(
+            record.id,
+            ACTIVE,
+            lost.attempt,
+            status=FAILED,
+            finished_at=now(),
+            history=[*record.history, lost],
+            error=JobError(type="worker_lost", detail=f"{lost.reason}; tried {lost.attempt} times"),
+        )
 
-    def cancel(self, job_id: str, progress: Progress, *, attempt: int | None = None,
-               timings: dict[str, float] | None = None) -> bool:
+    def cancel(
+        self, job_id: str, progress: Progress, *, attempt: int | None = None, timings: dict[str, float] | None = None
+    ) -> bool:
         """queued or running -> canceled: by the API whatever the attempt (``attempt`` None), or by the worker of
         ``attempt`` that saw the cancel flag (with its timings)."""
         fields = {} if timings is None else {"timings": timings}
-        return self._guarded(job_id, ACTIVE, attempt, status=CANCELED, finished_at=now(), progress=progress,
-                             **fields)
+        return self._guarded(job_id, ACTIVE, attempt, status=CANCELED, finished_at=now(), progress=progress, **fields)
 
     def _guarded(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
         """Set ``fields`` (JobRecord fields) if the job is in an ``allowed`` status (and on ``on_attempt``)."""

@@ -3,6 +3,7 @@
 The one module that writes and reads path weights: each step's leaf weights as a CSR matrix (steps x
 leaves) with the intercepts, under the job's own key.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -31,10 +32,15 @@ class ResultStore:
     def put_weights(self, job_id: str, coef_path: sp.spmatrix, intercepts: np.ndarray) -> None:
         """Every step's weights (coef_path: steps x leaves) and intercepts of a path job."""
         weights = sp.csr_matrix(coef_path)
-        self.blobs.put_arrays(self.keys.job_weights(job_id), ttl=self.settings.result_ttl_seconds, data=weights.data,
-                              indices=weights.indices, indptr=weights.indptr,
-                              intercepts=np.asarray(intercepts, dtype=np.float64),
-                              n_leaves=np.asarray(weights.shape[1]))
+        self.blobs.put_arrays(
+            self.keys.job_weights(job_id),
+            ttl=self.settings.result_ttl_seconds,
+            data=weights.data,
+            indices=weights.indices,
+            indptr=weights.indptr,
+            intercepts=np.asarray(intercepts, dtype=np.float64),
+            n_leaves=np.asarray(weights.shape[1]),
+        )
 
     def step_weights(self, job_id: str, step: int) -> tuple[np.ndarray, float] | None:
         """(leaf weights (n_leaves,), intercept) of one step of a path job, or None once expired."""

@@ -8,6 +8,7 @@ With no entries there is no authentication and one tenant, :data:`DEFAULT_TENANT
 Data stored before tenants existed belongs to :data:`DEFAULT_TENANT`: give a key to the tenant named
 ``default`` to keep reaching it.
 """
+
 import hashlib
 import hmac
 import re

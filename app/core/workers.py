@@ -3,6 +3,7 @@
 Each `fire-rules worker` beats every ``heartbeat_seconds`` while it compiles the solver ("warming") and while it
 serves its queues ("ready"); a worker is alive while its last beat is younger than ``heartbeat_ttl_seconds``.
 """
+
 import json
 import os
 import socket
@@ -36,8 +37,15 @@ class WorkerRegistry:
 
     def beat(self, name: str, state: str, queues: list[str], started_at: float) -> None:
         beat_at = time.time()
-        presence = WorkerPresence(name=name, state=state, queues=queues, pid=os.getpid(), host=socket.gethostname(),
-                                  started_at=started_at, last_beat=beat_at)
+        presence = WorkerPresence(
+            name=name,
+            state=state,
+            queues=queues,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=started_at,
+            last_beat=beat_at,
+        )
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(self.keys.worker_beats, {name: beat_at})
             pipe.hset(self.keys.worker_states, name, presence.model_dump_json())

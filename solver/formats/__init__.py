@@ -31,12 +31,15 @@ from .names import match_feature_names
 from .skops import SKOPS_ALLOWED_TYPES
 from .sniff import as_bytes, pickle_refused, sniff
 
-__all__ = ["FORMATS", "SKOPS_ALLOWED_TYPES", "ForestFormatError", "detect_format", "load_forest",
-           "match_feature_names"]
+__all__ = ["FORMATS", "SKOPS_ALLOWED_TYPES", "ForestFormatError", "detect_format", "load_forest", "match_feature_names"]
 
 # format -> loader(payload, limits); skops.load also takes max_bytes
-_LOADERS = {"fire-json": fire_json.load, "xgboost-json": xgboost.load,
-                 "xgboost-ubjson": xgboost.load_ubjson, "lightgbm-json": lightgbm.load}
+_LOADERS = {
+    "fire-json": fire_json.load,
+    "xgboost-json": xgboost.load,
+    "xgboost-ubjson": xgboost.load_ubjson,
+    "lightgbm-json": lightgbm.load,
+}
 FORMATS = (*_LOADERS, "skops")
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 
@@ -74,9 +77,15 @@ def detect_format(data: bytes, filename: str | None = None) -> str | None:
     return fmt
 
 
-def load_forest(data: bytes, filename: str | None = None, declared_format: str | None = None, *,
-                max_nodes: int = DEFAULT_MAX_NODES, max_depth: int = DEFAULT_MAX_DEPTH,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> TreeEnsemble:
+def load_forest(
+    data: bytes,
+    filename: str | None = None,
+    declared_format: str | None = None,
+    *,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> TreeEnsemble:
     """Parse an uploaded forest into a :class:`solver.TreeEnsemble` without running any code from
     it. ``declared_format`` (optional; one of :data:`FORMATS` or an alias such as "xgboost",
     "lightgbm", "sklearn") must match the content. Raises :class:`ForestFormatError`."""
@@ -110,7 +119,7 @@ def _declared(declared_format: str | None) -> str | None:
     if key in _PICKLE_NAMES:
         raise pickle_refused("declared as a pickle")
     if key not in _ALIASES:
-        raise ForestFormatError("format", f"unknown format '{str(declared_format)[:40]}'; supported: "
-                                f"{', '.join(FORMATS)}.", "unsupported")
+        raise ForestFormatError(
+            "format", f"unknown format '{str(declared_format)[:40]}'; supported: {', '.join(FORMATS)}.", "unsupported"
+        )
     return _ALIASES[key]
-

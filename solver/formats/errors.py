@@ -1,6 +1,7 @@
 """The error every loader raises, and TreeEnsemble's validation errors re-pointed at the upload."""
 
-from typing import Callable, Literal, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 from .._validation import SchemaError
 from ..forest import ForestSchemaError, Tree, TreeEnsemble
@@ -16,8 +17,7 @@ class ForestFormatError(SchemaError):
     to fix it.
     """
 
-    def __init__(self, field: str, detail: str,
-                 reason: Literal["unsupported", "invalid"] = "invalid"):
+    def __init__(self, field: str, detail: str, reason: Literal["unsupported", "invalid"] = "invalid"):
         super().__init__(field, detail)
         self.reason = reason
 
@@ -40,9 +40,13 @@ def in_upload(error: ForestSchemaError, field: str) -> ForestFormatError:
     return entry_error(field, error.detail) if field != "file" else ForestFormatError(field, str(error))
 
 
-def checked_ensemble(trees: Sequence[Tree], top_level: Mapping[str, str],
-                     tree_field: Callable[[list[str]], str], limits: Mapping[str, int],
-                     **ensemble) -> TreeEnsemble:
+def checked_ensemble(
+    trees: Sequence[Tree],
+    top_level: Mapping[str, str],
+    tree_field: Callable[[list[str]], str],
+    limits: Mapping[str, int],
+    **ensemble,
+) -> TreeEnsemble:
     """``TreeEnsemble(trees, **ensemble, **limits)``, its validation error pointed at the upload.
 
     TreeEnsemble names entries by paths such as ``n_features``, ``feature_names/3`` or

@@ -7,8 +7,14 @@ import numpy as np
 
 from .errors import ForestFormatError, pointer
 
-_TYPE_WORDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-               int: "an integer", float: "a number"}
+_TYPE_WORDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+}
 
 
 def type_name(value: Any) -> str:
@@ -30,8 +36,7 @@ def type_name(value: Any) -> str:
 def get(entry: Any, key: str, path: str, types=None, *, required: bool = True, default: Any = None):
     """``entry[key]`` for the object at ``path``, of one of ``types`` when given."""
     if not isinstance(entry, dict):
-        raise ForestFormatError(path or "file", f"expected an object at {path or '/'}, got "
-                                f"{type_name(entry)}.")
+        raise ForestFormatError(path or "file", f"expected an object at {path or '/'}, got {type_name(entry)}.")
     if key not in entry:
         if required:
             raise ForestFormatError(pointer(path, key), f"missing required key '{key}'.")

@@ -1,7 +1,7 @@
 """Our own schema: a JSON object with ``"format": "fire-forest"`` as written by
 ``TreeEnsemble.to_dict`` (``docs/forest-schema.md``), validated by ``TreeEnsemble.from_dict``."""
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..forest import ForestSchemaError, TreeEnsemble
 from .errors import in_upload

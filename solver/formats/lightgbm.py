@@ -16,7 +16,8 @@ shrinkage (and the initial score, in the first tree), so ``base_score`` is 0; ``
 become the trees' ``n_samples``.
 """
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,14 +27,35 @@ from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
 from .fields import get, given_names, integer, type_name
 
 # first token of the dumped objective string
-IDENTITY_OBJECTIVES = frozenset({
-    "regression", "regression_l2", "l2", "mean_squared_error", "mse", "l2_root",
-    "root_mean_squared_error", "rmse", "regression_l1", "l1", "mean_absolute_error", "mae", "huber",
-    "fair", "quantile", "mape", "mean_absolute_percentage_error"})
+IDENTITY_OBJECTIVES = frozenset(
+    {
+        "regression",
+        "regression_l2",
+        "l2",
+        "mean_squared_error",
+        "mse",
+        "l2_root",
+        "root_mean_squared_error",
+        "rmse",
+        "regression_l1",
+        "l1",
+        "mean_absolute_error",
+        "mae",
+        "huber",
+        "fair",
+        "quantile",
+        "mape",
+        "mean_absolute_percentage_error",
+    }
+)
 _ZERO_THRESHOLD = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (1e-35f as double)
 # the key of a dumped node each of TreeEnsemble's per-node arrays comes from
-_SOURCE_KEYS = {"feature": "split_feature", "threshold": "threshold", "value": "leaf_value",
-                "missing_go_left": "missing_type"}
+_SOURCE_KEYS = {
+    "feature": "split_feature",
+    "threshold": "threshold",
+    "value": "leaf_value",
+    "missing_go_left": "missing_type",
+}
 
 
 def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
@@ -41,16 +63,18 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     for key, what in (("num_class", "classes"), ("num_tree_per_iteration", "trees per iteration")):
         count = integer(document.get(key, 1), f"/{key}")
         if count != 1:
-            raise ForestFormatError(f"/{key}", f"the model has {count} {what}; only single-output "
-                                    "regression is supported.")
+            raise ForestFormatError(
+                f"/{key}", f"the model has {count} {what}; only single-output regression is supported."
+            )
     log_odds_per_raw_score = _raw_score_scale(document.get("objective"))
     info = get(document, "tree_info", "", list)
     trees, node_paths = [], []
     for t, entry in enumerate(info):
         path = pointer("/tree_info", t)
         if integer(get(entry, "num_cat", path, required=False, default=0), f"{path}/num_cat") > 0:
-            raise ForestFormatError(f"{path}/num_cat", "the tree has categorical splits: only "
-                                    "numerical splits are supported.")
+            raise ForestFormatError(
+                f"{path}/num_cat", "the tree has categorical splits: only numerical splits are supported."
+            )
         tree, paths = _tree(get(entry, "tree_structure", path), f"{path}/tree_structure")
         trees.append(tree)
         node_paths.append(paths)
@@ -65,20 +89,28 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
 
     average = get(document, "average_output", "", bool, required=False, default=False)
     return checked_ensemble(
-        trees, {"n_features": "/max_feature_idx", "feature_names": "/feature_names"}, tree_field, limits,
+        trees,
+        {"n_features": "/max_feature_idx", "feature_names": "/feature_names"},
+        tree_field,
+        limits,
         n_features=integer(get(document, "max_feature_idx", ""), "/max_feature_idx") + 1,
         feature_names=given_names(document.get("feature_names")),
-        base_score=0.0, kind="lightgbm",
-        tree_weight=log_odds_per_raw_score * (1.0 / len(trees) if average and trees else 1.0))
+        base_score=0.0,
+        kind="lightgbm",
+        tree_weight=log_odds_per_raw_score * (1.0 / len(trees) if average and trees else 1.0),
+    )
 
 
 def _raw_score_scale(objective: Any) -> float:
     """What the ensemble predicts per unit of LightGBM's raw score: 1, or ``sigmoid`` for ``binary`` (its
     probability is ``1 / (1 + exp(-sigmoid * raw score))``)."""
     if not isinstance(objective, str) or not objective.strip():
-        raise ForestFormatError("/objective", "the dump has no objective (custom objective?): only the "
-                                f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... and binary are "
-                                "supported.")
+        raise ForestFormatError(
+            "/objective",
+            "the dump has no objective (custom objective?): only the "
+            f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... and binary are "
+            "supported.",
+        )
     name, *options = objective.split()
     if name == "binary":
         sigmoids = [option.partition(":")[2] for option in options if option.startswith("sigmoid:")]
@@ -90,17 +122,28 @@ def _raw_score_scale(objective: Any) -> float:
             raise ForestFormatError("/objective", f"objective '{objective:.60}': sigmoid must be a positive number.")
         return sigmoid
     if name not in IDENTITY_OBJECTIVES:
-        kind = ("classification" if name in ("multiclass", "multiclassova", "cross_entropy", "xentropy",
-                                             "cross_entropy_lambda", "xentlambda") else
-                "ranking" if name in ("lambdarank", "rank_xendcg", "xendcg") else
-                "log-link regression" if name in ("poisson", "gamma", "tweedie") else "unsupported")
+        kind = (
+            "classification"
+            if name
+            in ("multiclass", "multiclassova", "cross_entropy", "xentropy", "cross_entropy_lambda", "xentlambda")
+            else "ranking"
+            if name in ("lambdarank", "rank_xendcg", "xendcg")
+            else "log-link regression"
+            if name in ("poisson", "gamma", "tweedie")
+            else "unsupported"
+        )
         raise ForestFormatError(
-            "/objective", f"objective '{objective:.60}' is {kind}: only regression objectives whose "
+            "/objective",
+            f"objective '{objective:.60}' is {kind}: only regression objectives whose "
             "prediction is the raw score (regression, regression_l1, huber, fair, quantile, mape) and binary "
-            "are supported.")
+            "are supported.",
+        )
     if "sqrt" in options:
-        raise ForestFormatError("/objective", "objective with reg_sqrt=True: predictions are squared raw "
-                                "scores, which is not a sum of trees. Retrain with reg_sqrt=False.")
+        raise ForestFormatError(
+            "/objective",
+            "objective with reg_sqrt=True: predictions are squared raw "
+            "scores, which is not a sum of trees. Retrain with reg_sqrt=False.",
+        )
     return 1.0
 
 
@@ -129,12 +172,14 @@ def _tree(root: Any, path: str) -> tuple[Tree, list[str]]:
         if "leaf_value" in node and "split_feature" not in node:
             for key in ("leaf_coeff", "leaf_const", "leaf_features"):
                 if key in node:
-                    raise ForestFormatError(pointer(node_path, key), "linear trees (linear_tree=True) are "
-                                            "not supported.")
+                    raise ForestFormatError(
+                        pointer(node_path, key), "linear trees (linear_tree=True) are not supported."
+                    )
             feature.append(LEAF_FEATURE)
             threshold.append(0.0)
-            value.append(require_finite(get(node, "leaf_value", node_path), pointer(node_path, "leaf_value"),
-                                        entry_error))
+            value.append(
+                require_finite(get(node, "leaf_value", node_path), pointer(node_path, "leaf_value"), entry_error)
+            )
             missing_go_left.append(False)
             counts.append(node.get("leaf_count"))
             continue
@@ -143,27 +188,36 @@ def _tree(root: Any, path: str) -> tuple[Tree, list[str]]:
             raise ForestFormatError(
                 pointer(node_path, "decision_type"),
                 "categorical split: only numerical splits are supported. Retrain with the categorical "
-                "features encoded as numbers (categorical_feature=[])." if decision_type == "==" else
-                f"unsupported decision_type '{decision_type:.20}'.")
+                "features encoded as numbers (categorical_feature=[])."
+                if decision_type == "=="
+                else f"unsupported decision_type '{decision_type:.20}'.",
+            )
         feature.append(integer(get(node, "split_feature", node_path), pointer(node_path, "split_feature")))
-        threshold.append(require_finite(get(node, "threshold", node_path), pointer(node_path, "threshold"),
-                                        entry_error))
+        threshold.append(
+            require_finite(get(node, "threshold", node_path), pointer(node_path, "threshold"), entry_error)
+        )
         value.append(0.0)
         missing_go_left.append(_nan_goes_left(node, node_path, threshold[-1]))
         counts.append(node.get("internal_count"))
         stack.append((get(node, "right_child", node_path), f"{node_path}/right_child", node_id, False))
         stack.append((get(node, "left_child", node_path), f"{node_path}/left_child", node_id, True))
     known_counts = all(is_integer(c) and 0 <= c < 2**62 for c in counts)  # optional in the dump
-    return Tree(children_left=left, children_right=right, feature=feature, threshold=threshold,
-                value=value, missing_go_left=missing_go_left,
-                n_samples=counts if known_counts else None), paths
+    return Tree(
+        children_left=left,
+        children_right=right,
+        feature=feature,
+        threshold=threshold,
+        value=value,
+        missing_go_left=missing_go_left,
+        n_samples=counts if known_counts else None,
+    ), paths
 
 
 def _nan_goes_left(node: dict, path: str, threshold: float) -> bool:
     default_left = get(node, "default_left", path, bool)
     missing_type = get(node, "missing_type", path, str)
     if missing_type == "None":  # NaN is read as 0.0
-        return 0.0 <= threshold
+        return threshold >= 0.0
     if missing_type == "NaN":
         return default_left
     if missing_type == "Zero":
@@ -171,8 +225,12 @@ def _nan_goes_left(node: dict, path: str, threshold: float) -> bool:
             return True
         if not default_left and threshold < -_ZERO_THRESHOLD:
             return False
-        raise ForestFormatError(pointer(path, "missing_type"), "missing_type 'Zero' (zero_as_missing=True) "
-                                "with a split whose threshold separates zero from its default direction "
-                                "cannot be expressed as one threshold. Retrain with zero_as_missing=False.")
-    raise ForestFormatError(pointer(path, "missing_type"), f"unknown missing_type '{missing_type:.20}' "
-                            "(expected None, NaN or Zero).")
+        raise ForestFormatError(
+            pointer(path, "missing_type"),
+            "missing_type 'Zero' (zero_as_missing=True) "
+            "with a split whose threshold separates zero from its default direction "
+            "cannot be expressed as one threshold. Retrain with zero_as_missing=False.",
+        )
+    raise ForestFormatError(
+        pointer(path, "missing_type"), f"unknown missing_type '{missing_type:.20}' (expected None, NaN or Zero)."
+    )

@@ -33,8 +33,7 @@ def match_feature_names(forest: TreeEnsemble, names: Sequence[str]) -> tuple[Tre
     if current == names or len(current) != len(names):
         return forest, {}
     positional = any(current == [pattern.format(j) for j in range(len(names))] for pattern in _POSITIONAL_PATTERNS)
-    if not positional and any(ours != theirs and ours != lightgbm_name(theirs)
-                              for ours, theirs in zip(current, names)):
+    if not positional and any(ours != theirs and ours != lightgbm_name(theirs) for ours, theirs in zip(current, names)):
         return forest, {}
     renames = {ours: theirs for ours, theirs in zip(current, names) if ours != theirs}
     return forest.with_feature_names(names), renames

@@ -4,7 +4,8 @@ loader in the file is checked against an allowlist."""
 import io
 import zipfile
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..forest import TreeEnsemble
 from ..sklearn_adapters import SKLEARN_REGRESSORS, from_sklearn
@@ -19,41 +20,55 @@ _ESTIMATOR_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS)
 # skops 0.16 / sklearn 1.9, plus numpy scalar types that fitted attributes may hold. Everything
 # else is refused, including the sklearn types skops trusts by default (Pipeline,
 # FunctionTransformer, ...).
-SKOPS_ALLOWED_TYPES = _ESTIMATOR_TYPES | frozenset({
-    "builtins.dict",
-    "builtins.list",
-    "builtins.tuple",
-    "builtins.str",
-    "builtins.int",
-    "builtins.float",
-    "builtins.bool",
-    "builtins.NoneType",
-    "numpy.ndarray",
-    "numpy.float64",
-    "numpy.float32",
-    "numpy.int64",
-    "numpy.int32",
-    "numpy.intp",
-    "numpy.bool_",
-    "numpy.random.mtrand.RandomState",
-    "sklearn.tree._tree.Tree",
-    "sklearn.dummy.DummyRegressor",
-    "sklearn._loss.loss.HalfSquaredError",
-    "sklearn._loss.loss.AbsoluteError",
-    "sklearn._loss.loss.HuberLoss",
-    "sklearn._loss.loss.PinballLoss",
-    "sklearn._loss.link.IdentityLink",
-    "sklearn._loss.link.Interval",
-    "sklearn._loss._loss.CyHalfSquaredError",
-    "sklearn._loss._loss.CyAbsoluteError",
-    "sklearn._loss._loss.CyHuberLoss",
-    "sklearn._loss._loss.CyPinballLoss",
-})
+SKOPS_ALLOWED_TYPES = _ESTIMATOR_TYPES | frozenset(
+    {
+        "builtins.dict",
+        "builtins.list",
+        "builtins.tuple",
+        "builtins.str",
+        "builtins.int",
+        "builtins.float",
+        "builtins.bool",
+        "builtins.NoneType",
+        "numpy.ndarray",
+        "numpy.float64",
+        "numpy.float32",
+        "numpy.int64",
+        "numpy.int32",
+        "numpy.intp",
+        "numpy.bool_",
+        "numpy.random.mtrand.RandomState",
+        "sklearn.tree._tree.Tree",
+        "sklearn.dummy.DummyRegressor",
+        "sklearn._loss.loss.HalfSquaredError",
+        "sklearn._loss.loss.AbsoluteError",
+        "sklearn._loss.loss.HuberLoss",
+        "sklearn._loss.loss.PinballLoss",
+        "sklearn._loss.link.IdentityLink",
+        "sklearn._loss.link.Interval",
+        "sklearn._loss._loss.CyHalfSquaredError",
+        "sklearn._loss._loss.CyAbsoluteError",
+        "sklearn._loss._loss.CyHuberLoss",
+        "sklearn._loss._loss.CyPinballLoss",
+    }
+)
 # skops node loaders an accepted file may use (no FunctionNode, MethodNode, PartialNode,
 # OperatorFuncNode, ReduceNode/ConstructorFromReduceNode, ...).
-_ALLOWED_LOADERS = frozenset({"ObjectNode", "DictNode", "ListNode", "TupleNode", "JsonNode",
-                              "NdArrayNode", "TreeNode", "LossNode", "RandomStateNode", "TypeNode",
-                              "CachedNode"})
+_ALLOWED_LOADERS = frozenset(
+    {
+        "ObjectNode",
+        "DictNode",
+        "ListNode",
+        "TupleNode",
+        "JsonNode",
+        "NdArrayNode",
+        "TreeNode",
+        "LossNode",
+        "RandomStateNode",
+        "TypeNode",
+        "CachedNode",
+    }
+)
 _MAX_ENTRIES = 1_000_000
 
 
@@ -66,21 +81,26 @@ def load(data: bytes, limits: Mapping[str, int], max_bytes: int) -> TreeEnsemble
     types, loaders = _types_and_loaders(schema)
     try:
         untrusted = set(sio.get_untrusted_types(data=data))
-    except Exception as e:  # noqa: BLE001 - corrupt file, unknown protocol, ...
+    except Exception as e:
         raise ForestFormatError("file", f"the skops file cannot be audited: {type(e).__name__}: {e}") from None
     refused = sorted((types | untrusted) - SKOPS_ALLOWED_TYPES) + [
-        f"loader {name}" for name in sorted(loaders - _ALLOWED_LOADERS)]
+        f"loader {name}" for name in sorted(loaders - _ALLOWED_LOADERS)
+    ]
     if refused:
         raise ForestFormatError(
-            "file", "the skops file contains types that are not allowed here: " + ", ".join(refused[:20])
-            + (" ..." if len(refused) > 20 else "") + f". Only a bare fitted {_ESTIMATOR_NAMES} is "
-            "accepted (no pipelines or custom code).")
+            "file",
+            "the skops file contains types that are not allowed here: "
+            + ", ".join(refused[:20])
+            + (" ..." if len(refused) > 20 else "")
+            + f". Only a bare fitted {_ESTIMATOR_NAMES} is "
+            "accepted (no pipelines or custom code).",
+        )
     top = f"{schema.get('__module__')}.{schema.get('__class__')}"
     if top not in _ESTIMATOR_TYPES:
         raise ForestFormatError("file", f"the skops file holds a {top}; expected one of {_ESTIMATOR_NAMES}.")
     try:
         estimator = sio.loads(data, trusted=sorted(untrusted))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ForestFormatError("file", f"the skops file cannot be loaded: {type(e).__name__}: {e}") from None
     try:
         return from_sklearn(estimator, **limits)
@@ -97,18 +117,19 @@ def _schema(data: bytes, max_bytes: int) -> dict:
                 raise ForestFormatError("file", "the skops archive has too many entries.")
             unpacked = sum(entry.file_size for entry in entries)
             if unpacked > max_bytes:
-                raise ForestFormatError("file", f"the skops archive unpacks to {unpacked} bytes, more than "
-                                        f"the limit of {max_bytes}.")
+                raise ForestFormatError(
+                    "file", f"the skops archive unpacks to {unpacked} bytes, more than the limit of {max_bytes}."
+                )
             for entry in entries:
                 if entry.filename != "schema.json" and not entry.filename.endswith(".npy"):
-                    raise ForestFormatError("file", f"unexpected entry '{entry.filename[:80]}' in the "
-                                            "skops archive.")
+                    raise ForestFormatError("file", f"unexpected entry '{entry.filename[:80]}' in the skops archive.")
             raw = archive.read("schema.json")
     except ForestFormatError:
         raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, NotImplementedError, zlib.error) as e:
-        raise ForestFormatError("file", f"the skops file cannot be read: {e}. Re-export it with "
-                                "skops.io.dump.") from None
+        raise ForestFormatError(
+            "file", f"the skops file cannot be read: {e}. Re-export it with skops.io.dump."
+        ) from None
     schema = parse_json(raw)
     if not isinstance(schema, dict):
         raise ForestFormatError("file", "the skops schema.json is not an object.")

@@ -17,9 +17,15 @@ FIX_HINT = (
     "(Booster.save_model('model.json')), a LightGBM dump_model() JSON "
     "(json.dump(booster.dump_model(), f)) or a fire-forest JSON (TreeEnsemble.to_dict())."
 )
-_COMPRESSION_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x5d\x00\x00", "lzma"),
-                      (b"\x04\x22\x4d\x18", "lz4"), (b"\x28\xb5\x2f\xfd", "zstd"),
-                      (b"ZF", "joblib-zlib"))  # joblib's legacy zlib container
+_COMPRESSION_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x5d\x00\x00", "lzma"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"ZF", "joblib-zlib"),
+)  # joblib's legacy zlib container
 _PICKLE_EXTENSIONS = (".pkl", ".pickle", ".joblib", ".sav", ".dill", ".pt", ".pth", ".cpkl")
 
 
@@ -33,8 +39,11 @@ def as_bytes(data: Any) -> bytes:
 
 def pickle_refused(what: str = "a pickle") -> ForestFormatError:
     return ForestFormatError(
-        "file", f"the file is {what}. Pickle and joblib files are never loaded here, because "
-        f"unpickling runs arbitrary code. {FIX_HINT}", "unsupported")
+        "file",
+        f"the file is {what}. Pickle and joblib files are never loaded here, because "
+        f"unpickling runs arbitrary code. {FIX_HINT}",
+        "unsupported",
+    )
 
 
 def parse_json(data: bytes) -> Any:
@@ -42,8 +51,10 @@ def parse_json(data: bytes) -> Any:
         return json.loads(data)
     except json.JSONDecodeError as e:
         raise ForestFormatError(
-            "file", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}. The file may be "
-            "truncated or not be JSON; re-export the model.") from None
+            "file",
+            f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}. The file may be "
+            "truncated or not be JSON; re-export the model.",
+        ) from None
     except UnicodeDecodeError as e:
         raise ForestFormatError("file", f"the JSON file is not valid UTF-8/16/32 text: {e.reason}.") from None
     except RecursionError:
@@ -69,24 +80,29 @@ def sniff(data: bytes, filename: str | None, max_bytes: int, _unpacked: bool = F
         return sniff(_gunzip(data, max_bytes), filename, max_bytes, _unpacked=True)
     if compression is not None and compression != "gzip":
         head = _peek_decompressed(data, compression)
-        if head and _is_pickle(head) or compression == "joblib-zlib":
+        if (head and _is_pickle(head)) or compression == "joblib-zlib":
             return "pickle", pickle_refused(f"a {compression}-compressed pickle (joblib)")
         if _extension(filename) in _PICKLE_EXTENSIONS:
             return "pickle", pickle_refused(f"a {compression}-compressed file named like a pickle")
         return None, ForestFormatError(
-            "file", f"{compression}-compressed uploads are not supported; upload the file "
-            f"uncompressed or gzip-compressed. {FIX_HINT}", "unsupported")
+            "file",
+            f"{compression}-compressed uploads are not supported; upload the file "
+            f"uncompressed or gzip-compressed. {FIX_HINT}",
+            "unsupported",
+        )
     if data[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         names = _zip_names(data)
         if names is None:
-            return None, ForestFormatError("file", "the file looks like a zip archive but cannot be "
-                                           "read; it may be truncated.")
+            return None, ForestFormatError(
+                "file", "the file looks like a zip archive but cannot be read; it may be truncated."
+            )
         if "schema.json" in names:
             return "skops", data
         if any(n.endswith((".pkl", ".pickle")) for n in names):
             return "pickle", pickle_refused("a zip archive holding a pickle (e.g. torch.save)")
         return None, ForestFormatError(
-            "file", f"a zip archive that is not a skops file (no schema.json). {FIX_HINT}", "unsupported")
+            "file", f"a zip archive that is not a skops file (no schema.json). {FIX_HINT}", "unsupported"
+        )
     if _is_ubjson(data):
         return "xgboost-ubjson", data
     if _first_char(data) in (b"{", b"["):
@@ -97,17 +113,22 @@ def sniff(data: bytes, filename: str | None, max_bytes: int, _unpacked: bool = F
         kind = _json_kind(document)
         if kind is None:
             return None, ForestFormatError(
-                "file", "a JSON document that is not a model format we know (expected an object "
+                "file",
+                "a JSON document that is not a model format we know (expected an object "
                 "with 'format': 'fire-forest', an XGBoost model with 'learner', or a LightGBM "
-                f"dump_model() with 'tree_info'). {FIX_HINT}", "unsupported")
+                f"dump_model() with 'tree_info'). {FIX_HINT}",
+                "unsupported",
+            )
         return kind, document
     if _extension(filename) in _PICKLE_EXTENSIONS:
         return "pickle", pickle_refused("named like a pickle and is not a supported format")
     if data.startswith(b"tree\n"):
         return None, ForestFormatError(
-            "file", "this is LightGBM's text model format, which is not accepted (its native loader "
+            "file",
+            "this is LightGBM's text model format, which is not accepted (its native loader "
             "is not safe on untrusted input). Upload json.dumps(booster.dump_model()) instead.",
-            "unsupported")
+            "unsupported",
+        )
     return None, ForestFormatError("file", f"unrecognized file format. {FIX_HINT}", "unsupported")
 
 
@@ -148,7 +169,7 @@ def _peek_decompressed(data: bytes, compression: str, n: int = 64) -> bytes:
             return bz2.BZ2Decompressor().decompress(data[:65536], n)
         if compression in ("xz", "lzma"):
             return lzma.LZMADecompressor().decompress(data[:65536], n)
-    except Exception:  # noqa: BLE001 - a peek only
+    except Exception:
         return b""
     return b""
 
@@ -158,8 +179,9 @@ def _gunzip(data: bytes, max_bytes: int) -> bytes:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             out = f.read(max_bytes + 1)
     except (OSError, EOFError, zlib.error) as e:
-        raise ForestFormatError("file", f"corrupt gzip data: {e}. Re-compress the file or upload it "
-                                "uncompressed.") from None
+        raise ForestFormatError(
+            "file", f"corrupt gzip data: {e}. Re-compress the file or upload it uncompressed."
+        ) from None
     if len(out) > max_bytes:
         raise ForestFormatError("file", f"the gzip content expands beyond the limit of {max_bytes} bytes.")
     return out

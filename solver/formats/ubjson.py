@@ -38,18 +38,19 @@ class _Reader:
         self.end = len(data)
 
     def fail(self, message: str):
-        raise ForestFormatError("file", f"invalid UBJSON at byte {self.pos}: {message}. The file may "
-                                "be truncated; re-export the model.")
+        raise ForestFormatError(
+            "file", f"invalid UBJSON at byte {self.pos}: {message}. The file may be truncated; re-export the model."
+        )
 
     def take(self, k: int) -> bytes:
         if k < 0 or self.pos + k > self.end:
             self.fail("unexpected end of data")
-        chunk = self.data[self.pos:self.pos + k]
+        chunk = self.data[self.pos : self.pos + k]
         self.pos += k
         return chunk
 
     def peek(self, marker: bytes) -> bool:
-        return self.data[self.pos:self.pos + 1] == marker
+        return self.data[self.pos : self.pos + 1] == marker
 
     def marker(self) -> bytes:
         while True:

@@ -18,7 +18,8 @@ float32 as XGBoost computes it). dart: each tree's leaves are scaled by its ``we
 """
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,24 +29,38 @@ from . import ubjson
 from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
 from .fields import get, given_names, integer, type_name
 
-IDENTITY_OBJECTIVES = frozenset({"reg:squarederror", "reg:linear", "reg:absoluteerror",
-                                 "reg:pseudohubererror", "reg:quantileerror", "reg:squaredlogerror"})
+IDENTITY_OBJECTIVES = frozenset(
+    {
+        "reg:squarederror",
+        "reg:linear",
+        "reg:absoluteerror",
+        "reg:pseudohubererror",
+        "reg:quantileerror",
+        "reg:squaredlogerror",
+    }
+)
 LOGISTIC_OBJECTIVES = frozenset({"binary:logistic", "binary:logitraw"})
 # where TreeEnsemble's per-node arrays come from in an XGBoost tree
-_SOURCE_ARRAYS = {"children_left": "left_children", "children_right": "right_children",
-                  "feature": "split_indices", "threshold": "split_conditions",
-                  "value": "split_conditions", "missing_go_left": "default_left"}
+_SOURCE_ARRAYS = {
+    "children_left": "left_children",
+    "children_right": "right_children",
+    "feature": "split_indices",
+    "threshold": "split_conditions",
+    "value": "split_conditions",
+    "missing_go_left": "default_left",
+}
 _PARAM_PATH = "/learner/learner_model_param"
 _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
-_CATEGORICAL = ("categorical split: only numerical splits are supported. Retrain without enable_categorical "
-                "(one-hot or ordinal-encode the categorical features).")
+_CATEGORICAL = (
+    "categorical split: only numerical splits are supported. Retrain without enable_categorical "
+    "(one-hot or ordinal-encode the categorical features)."
+)
 
 
 def load_ubjson(data: bytes, limits: Mapping[str, int]) -> TreeEnsemble:
     document = ubjson.decode(data)
     if not isinstance(document, dict) or not isinstance(document.get("learner"), dict):
-        raise ForestFormatError("file", "a UBJSON document that is not an XGBoost model (no 'learner').",
-                                "unsupported")
+        raise ForestFormatError("file", "a UBJSON document that is not an XGBoost model (no 'learner').", "unsupported")
     return load(document, limits)
 
 
@@ -56,10 +71,11 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     trees_path, trees, weight_drop = _trees(learner)
     model_param = _single_output_param(learner)
     feature_types = learner.get("feature_types")
-    categorical = ([j for j, kind in enumerate(feature_types) if kind == "c"]
-                   if isinstance(feature_types, list) else [])
-    converted = [_tree(tree, pointer(trees_path, t), categorical, drop_weight)
-                 for t, (tree, drop_weight) in enumerate(zip(trees, weight_drop))]
+    categorical = [j for j, kind in enumerate(feature_types) if kind == "c"] if isinstance(feature_types, list) else []
+    converted = [
+        _tree(tree, pointer(trees_path, t), categorical, drop_weight)
+        for t, (tree, drop_weight) in enumerate(zip(trees, weight_drop))
+    ]
     kept_nodes = [kept for _, kept in converted]
 
     def tree_field(parts: list[str]) -> str:
@@ -75,11 +91,14 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     return checked_ensemble(
         [tree for tree, _ in converted],
         {"n_features": f"{_PARAM_PATH}/num_feature", "feature_names": "/learner/feature_names"},
-        tree_field, limits,
+        tree_field,
+        limits,
         n_features=integer(get(model_param, "num_feature", _PARAM_PATH), f"{_PARAM_PATH}/num_feature"),
         feature_names=given_names(learner.get("feature_names")),
         base_score=_base_margin(get(model_param, "base_score", _PARAM_PATH), objective),
-        tree_weight=1.0, kind="xgboost")
+        tree_weight=1.0,
+        kind="xgboost",
+    )
 
 
 def _single_output_param(learner: dict) -> dict:
@@ -87,12 +106,16 @@ def _single_output_param(learner: dict) -> dict:
     model_param = get(learner, "learner_model_param", "/learner", dict)
     num_class = integer(model_param.get("num_class", "0"), f"{_PARAM_PATH}/num_class")
     if num_class > 1:
-        raise ForestFormatError(f"{_PARAM_PATH}/num_class", f"the model has {num_class} classes; only "
-                                "single-output regression is supported.")
+        raise ForestFormatError(
+            f"{_PARAM_PATH}/num_class",
+            f"the model has {num_class} classes; only single-output regression is supported.",
+        )
     num_target = integer(model_param.get("num_target", "1"), f"{_PARAM_PATH}/num_target")
     if num_target != 1:
-        raise ForestFormatError(f"{_PARAM_PATH}/num_target", f"the model has {num_target} targets; only "
-                                "single-output regression is supported.")
+        raise ForestFormatError(
+            f"{_PARAM_PATH}/num_target",
+            f"the model has {num_target} targets; only single-output regression is supported.",
+        )
     return model_param
 
 
@@ -102,11 +125,13 @@ def _trees(learner: dict) -> tuple[str, list, np.ndarray]:
     booster = get(learner, "gradient_booster", "/learner", dict)
     name = get(booster, "name", booster_path, str)
     if name == "gblinear":
-        raise ForestFormatError(f"{booster_path}/name", "this is a linear booster (gblinear): it has no "
-                                "trees. Train with booster='gbtree'.")
+        raise ForestFormatError(
+            f"{booster_path}/name", "this is a linear booster (gblinear): it has no trees. Train with booster='gbtree'."
+        )
     if name not in ("gbtree", "dart"):
-        raise ForestFormatError(f"{booster_path}/name", f"unsupported booster '{name:.40}'; only gbtree "
-                                "and dart are supported.")
+        raise ForestFormatError(
+            f"{booster_path}/name", f"unsupported booster '{name:.40}'; only gbtree and dart are supported."
+        )
     gbtree_path, gbtree = booster_path, booster
     if name == "dart":
         gbtree_path, gbtree = f"{booster_path}/gbtree", get(booster, "gbtree", booster_path, dict)
@@ -116,9 +141,10 @@ def _trees(learner: dict) -> tuple[str, list, np.ndarray]:
     if "tree_info" in model:
         groups = _parallel_array(model, "tree_info", model_path, "int", len(trees), "trees")
         if (groups != 0).any():
-            raise ForestFormatError(pointer(f"{model_path}/tree_info", int(np.flatnonzero(groups)[0])),
-                                    "trees for more than one output group: only single-output "
-                                    "regression is supported.")
+            raise ForestFormatError(
+                pointer(f"{model_path}/tree_info", int(np.flatnonzero(groups)[0])),
+                "trees for more than one output group: only single-output regression is supported.",
+            )
     weight_drop = np.ones(len(trees))
     if name == "dart":
         weight_drop = _parallel_array(booster, "weight_drop", booster_path, "float", len(trees), "trees")
@@ -129,16 +155,23 @@ def _checked_objective(learner: dict) -> str:
     objective = get(get(learner, "objective", "/learner", dict), "name", "/learner/objective", str)
     if objective in IDENTITY_OBJECTIVES | LOGISTIC_OBJECTIVES:
         return objective
-    kind = ("classification" if objective.startswith(("binary:", "multi:", "reg:logistic")) else
-            "ranking" if objective.startswith("rank:") else
-            "survival" if objective.startswith("survival:") else
-            "log-link regression" if objective in ("reg:gamma", "reg:tweedie", "count:poisson") else
-            "unsupported")
+    kind = (
+        "classification"
+        if objective.startswith(("binary:", "multi:", "reg:logistic"))
+        else "ranking"
+        if objective.startswith("rank:")
+        else "survival"
+        if objective.startswith("survival:")
+        else "log-link regression"
+        if objective in ("reg:gamma", "reg:tweedie", "count:poisson")
+        else "unsupported"
+    )
     raise ForestFormatError(
         "/learner/objective/name",
         f"objective '{objective:.60}' is {kind}: only regression objectives whose prediction is the raw "
         f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}) and binary classifiers "
-        f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) are supported.")
+        f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) are supported.",
+    )
 
 
 def _base_margin(value: Any, objective: str) -> float:
@@ -148,8 +181,9 @@ def _base_margin(value: Any, objective: str) -> float:
     if objective != "binary:logistic":
         return base_score
     if not 0.0 < base_score < 1.0:
-        raise ForestFormatError(path, f"base_score {base_score} of a {objective} model must be a probability in "
-                                "(0, 1).")
+        raise ForestFormatError(
+            path, f"base_score {base_score} of a {objective} model must be a probability in (0, 1)."
+        )
     probability = np.float32(base_score)
     return float(-np.log(np.float32(1.0) / probability - np.float32(1.0)))
 
@@ -167,8 +201,9 @@ def _base_score(value: Any, path: str) -> float:
     else:
         raise ForestFormatError(path, f"expected a number or a string, got {type_name(value)}.")
     if len(values) != 1:
-        raise ForestFormatError(path, f"expected one base score, got {len(values)} (multi-output models "
-                                "are not supported).")
+        raise ForestFormatError(
+            path, f"expected one base score, got {len(values)} (multi-output models are not supported)."
+        )
     try:
         number = float(values[0])
     except (TypeError, ValueError):
@@ -193,16 +228,20 @@ def _tree(tree: Any, path: str, categorical: list[int], drop_weight: float) -> t
     """
     tree_param = get(tree, "tree_param", path, dict, required=False, default={})
     if integer(tree_param.get("size_leaf_vector", 1), f"{path}/tree_param/size_leaf_vector") > 1:
-        raise ForestFormatError(f"{path}/tree_param/size_leaf_vector", "vector-leaf (multi-target) trees "
-                                "are not supported.")
+        raise ForestFormatError(
+            f"{path}/tree_param/size_leaf_vector", "vector-leaf (multi-target) trees are not supported."
+        )
     left = node_array(get(tree, "left_children", path), f"{path}/left_children", "int", entry_error)
     n = left.shape[0]
-    right, split_index, default_left = (_parallel_array(tree, key, path, "int", n, "nodes")
-                                        for key in ("right_children", "split_indices", "default_left"))
+    right, split_index, default_left = (
+        _parallel_array(tree, key, path, "int", n, "nodes")
+        for key in ("right_children", "split_indices", "default_left")
+    )
     condition = _parallel_array(tree, "split_conditions", path, "float", n, "nodes")
     if "num_nodes" in tree_param and integer(tree_param["num_nodes"], f"{path}/tree_param/num_nodes") != n:
-        raise ForestFormatError(f"{path}/tree_param/num_nodes", f"num_nodes is {tree_param['num_nodes']} "
-                                f"but the arrays have {n} entries.")
+        raise ForestFormatError(
+            f"{path}/tree_param/num_nodes", f"num_nodes is {tree_param['num_nodes']} but the arrays have {n} entries."
+        )
     _check_flags(default_left, f"{path}/default_left")
     split = left != LEAF
     if "split_type" in tree:
@@ -216,14 +255,22 @@ def _tree(tree: Any, path: str, categorical: list[int], drop_weight: float) -> t
         condition32 = condition.astype(np.float32)
     beyond = np.flatnonzero(~np.isfinite(condition32))
     if beyond.size:
-        raise ForestFormatError(pointer(f"{path}/split_conditions", int(beyond[0])), "split conditions "
-                                "and leaf values must be finite as float32.")
+        raise ForestFormatError(
+            pointer(f"{path}/split_conditions", int(beyond[0])),
+            "split conditions and leaf values must be finite as float32.",
+        )
     threshold = np.where(split, np.nextafter(condition32, np.float32(-np.inf)).astype(np.float64), 0.0)
     # x < -FLT_MAX holds for no finite float32: a finite stand-in for -inf routes identically
     threshold[np.isneginf(threshold)] = -_LARGEST_FLOAT64
     value = np.where(split, 0.0, condition32.astype(np.float64) * float(np.float32(drop_weight)))
-    return _without_deleted_nodes(left, right, feature=np.where(split, split_index, LEAF_FEATURE),
-                                  threshold=threshold, value=value, missing_go_left=default_left == 1)
+    return _without_deleted_nodes(
+        left,
+        right,
+        feature=np.where(split, split_index, LEAF_FEATURE),
+        threshold=threshold,
+        value=value,
+        missing_go_left=default_left == 1,
+    )
 
 
 def _without_deleted_nodes(left: np.ndarray, right: np.ndarray, **arrays: np.ndarray) -> tuple[Tree, np.ndarray]:
@@ -243,8 +290,11 @@ def _without_deleted_nodes(left: np.ndarray, right: np.ndarray, **arrays: np.nda
         inside = (children >= 0) & (children < n)
         return np.where(inside, new_id[np.clip(children, 0, n - 1)], children)
 
-    return Tree(children_left=renumbered(left), children_right=renumbered(right),
-                **{name: array[kept] for name, array in arrays.items()}), kept
+    return Tree(
+        children_left=renumbered(left),
+        children_right=renumbered(right),
+        **{name: array[kept] for name, array in arrays.items()},
+    ), kept
 
 
 def _refuse_categorical(categorical_split: np.ndarray, path: str) -> None:

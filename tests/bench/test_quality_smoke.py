@@ -21,25 +21,52 @@ def _load_quality():
 @pytest.fixture(scope="module")
 def tiny_report():
     quality = _load_quality()
-    cfg = quality.Config(datasets=("stock",), n_splits=1, n_trees=40, depths=(3, 5), rulefit_trees=20,
-                         rulefit_grid=(5, 14), sirus_trees=50, glrm_max_rows=150, investigate=True,
-                         investigate_splits=1, n_jobs=1, n_lambdas=30, data_dir=DATA_DIR)
+    cfg = quality.Config(
+        datasets=("stock",),
+        n_splits=1,
+        n_trees=40,
+        depths=(3, 5),
+        rulefit_trees=20,
+        rulefit_grid=(5, 14),
+        sirus_trees=50,
+        glrm_max_rows=150,
+        investigate=True,
+        investigate_splits=1,
+        n_jobs=1,
+        n_lambdas=30,
+        data_dir=DATA_DIR,
+    )
     return quality, cfg, quality.evaluate(cfg, log=lambda msg: None)
 
 
 def test_report_structure(tiny_report, tmp_path):
-    quality, cfg, report = tiny_report
+    quality, _cfg, report = tiny_report
     summary = report["summary"]
-    assert set(summary) >= {"datasets", "methods", "per_dataset", "decreases", "band", "near_forest", "sweep",
-                            "targets"}
+    assert set(summary) >= {
+        "datasets",
+        "methods",
+        "per_dataset",
+        "decreases",
+        "band",
+        "near_forest",
+        "sweep",
+        "targets",
+    }
     assert summary["datasets"] == ["stock"]
     for method in (*quality.MAIN_METHODS, *quality.BASELINES, "forest", *quality.INVESTIGATE_METHODS):
         row = summary["per_dataset"]["stock"][method]
         assert row["test"] > 0
     for comp in ("l1", *quality.BASELINES, "mcp", "forest"):
         assert -10 < summary["decreases"]["fire"][comp]["median"] < 1
-    assert set(summary["targets"]) == {"vs_l1", "vs_rulefit", "vs_sirus", "vs_glrm", "vs_mcp", "fusion_antecedents",
-                                       "near_forest"}
+    assert set(summary["targets"]) == {
+        "vs_l1",
+        "vs_rulefit",
+        "vs_sirus",
+        "vs_glrm",
+        "vs_mcp",
+        "fusion_antecedents",
+        "near_forest",
+    }
     assert all(isinstance(t["met"], bool) for t in summary["targets"].values())
     assert set(summary["sweep"]) == {"3", "5"}
     for name, depth in summary["sweep"].items():
@@ -60,7 +87,7 @@ def test_report_structure(tiny_report, tmp_path):
 
 
 def test_rule_budgets_respected(tiny_report):
-    quality, cfg, report = tiny_report
+    quality, _cfg, report = tiny_report
     (record,) = report["records"]
     for depth, entry in record["depths"].items():
         for method, result in entry["methods"].items():

@@ -1,4 +1,5 @@
 """Fixtures of the service tests: the API alone, the API with workers, queues of a test's own."""
+
 import pytest
 from redis import Redis
 

@@ -5,6 +5,7 @@ Library side: ``FireRegressor(...).fit(frame_without_target, y)``. Service side:
 that trains its forest from the same settings, then the job's result, its selected step's rules and a
 promoted model's predictions over HTTP.
 """
+
 import gzip
 import io
 
@@ -39,9 +40,15 @@ def test_service_and_library_select_the_same_step_and_rules(stack, table):
 
     client = stack.client
     dataset = client.post(f"/v1/datasets?target={target}", content=data, headers={"Content-Type": "text/csv"}).json()
-    submitted = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": FOREST, **PATH,
-                                              "validation": {"fraction": library.validation_fraction,
-                                                             "seed": FOREST["random_state"]}})
+    submitted = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset["id"],
+            "forest": FOREST,
+            **PATH,
+            "validation": {"fraction": library.validation_fraction, "seed": FOREST["random_state"]},
+        },
+    )
     assert submitted.status_code == 202, submitted.text
     stack.wait_for(submitted.json()["id"], ("succeeded",), timeout=120)
     job_id = submitted.json()["id"]
@@ -50,15 +57,18 @@ def test_service_and_library_select_the_same_step_and_rules(stack, table):
     assert result["selected"] == library.selected_step_ and library.selected_["n_rules"] > 0
     assert len(result["steps"]) == len(library.path_)
     for served, fitted in zip(result["steps"], library.path_):
-        assert {k: v for k, v in served.items() if k != "seconds"} == \
-            {k: v for k, v in fitted.items() if k != "seconds"}
+        assert {k: v for k, v in served.items() if k != "seconds"} == {
+            k: v for k, v in fitted.items() if k != "seconds"
+        }
 
     rules = client.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
     assert rules["rules"] == library.rule_ensemble_.to_dict()
 
     model = client.post("/v1/models", json={"job_id": job_id, "name": f"agreement-{target}"}).json()
     rows = X.iloc[::7]
-    scored = client.post(f"/v1/models/{model['id']}/predict",
-                         json={"dataframe_split": {"columns": list(rows.columns), "data": rows.to_numpy().tolist()}})
+    scored = client.post(
+        f"/v1/models/{model['id']}/predict",
+        json={"dataframe_split": {"columns": list(rows.columns), "data": rows.to_numpy().tolist()}},
+    )
     assert scored.status_code == 200, scored.text
     assert np.array_equal(scored.json()["predictions"], library.predict(rows))

@@ -1,6 +1,7 @@
 """The HTTP edge without a Redis server or workers (fakeredis): request schemas take their defaults and checks
 from the library's specs, every route declares what it returns, and domain errors become problem+json
 naming where the request carried the field at fault."""
+
 import json
 
 import fakeredis
@@ -29,8 +30,9 @@ def openapi(client):
 
 @pytest.fixture(scope="module")
 def dataset_id(client):
-    response = client.post("/v1/datasets?target=rings", content=ABALONE.read_bytes(),
-                           headers={"Content-Type": "application/gzip"})
+    response = client.post(
+        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+    )
     assert response.status_code in (200, 201), response.text
     return response.json()["id"]
 
@@ -43,8 +45,11 @@ def schema_defaults(openapi: dict, name: str) -> dict:
 def test_the_openapi_defaults_are_the_specs_defaults(openapi):
     job = schema_defaults(openapi, "PathJobRequest")
     validation = schema_defaults(openapi, "ValidationSpec")
-    served = {**{name: job[name] for name in PathSpec.defaults() if name in job},
-              "validation_fraction": validation["fraction"], "random_state": validation["seed"]}
+    served = {
+        **{name: job[name] for name in PathSpec.defaults() if name in job},
+        "validation_fraction": validation["fraction"],
+        "random_state": validation["seed"],
+    }
     assert served == PathSpec.defaults()
     training = schema_defaults(openapi, "TrainingParams")
     assert {name: training[name] for name in ForestSpec.defaults()} == ForestSpec.defaults()
@@ -73,8 +78,9 @@ def test_every_error_is_documented_as_the_problem_it_is_answered_with(openapi):
         for method, operation in operations.items():
             for code, response in operation["responses"].items():
                 if code[0] in "45":
-                    assert response["content"] == {"application/problem+json": {
-                        "schema": {"$ref": "#/components/schemas/Problem"}}}, (method, path, code)
+                    assert response["content"] == {
+                        "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+                    }, (method, path, code)
             if path.startswith("/v1/"):
                 assert {"401", "503"} <= set(operation["responses"]), (method, path)
             if "{" in path:
@@ -83,41 +89,49 @@ def test_every_error_is_documented_as_the_problem_it_is_answered_with(openapi):
                 assert {"413", "422"} <= set(operation["responses"]), (method, path)
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"n_lambdas": 0}, "body.n_lambdas"),
-    ({"n_lambdas": 5000}, "body.n_lambdas"),  # a service limit
-    ({"gamma": 1.0}, "body.gamma"),
-    ({"lambda_f": 1.0, "fusion_ratio": 0.5}, "body.lambda_f"),
-    ({"penalty": "l0"}, "body.penalty"),
-    ({"lambdas": [1.0, -1.0]}, "body.lambdas"),
-    ({"validation": {"fraction": 1.0}}, "body.validation.fraction"),
-    ({"validation": {"seed": -1}}, "body.validation.seed"),
-    ({"forest_id": None}, "body.forest_id"),
-    ({"forest_id": None, "forest": {"max_features": 0}}, "body.forest.max_features"),
-    ({"grid": {"gamma": [1.1, 0.5], "fusion_ratio": [0]}}, "body.grid.gamma"),
-    ({"grid": {"gamma": [1.1], "fusion_ratio": [0.5]}, "lambda_f": 1.0}, "body.lambda_f"),
-    ({"grid": {"gamma": [1.1] * 9, "fusion_ratio": [0.5] * 9}}, "body.grid"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"n_lambdas": 0}, "body.n_lambdas"),
+        ({"n_lambdas": 5000}, "body.n_lambdas"),  # a service limit
+        ({"gamma": 1.0}, "body.gamma"),
+        ({"lambda_f": 1.0, "fusion_ratio": 0.5}, "body.lambda_f"),
+        ({"penalty": "l0"}, "body.penalty"),
+        ({"lambdas": [1.0, -1.0]}, "body.lambdas"),
+        ({"validation": {"fraction": 1.0}}, "body.validation.fraction"),
+        ({"validation": {"seed": -1}}, "body.validation.seed"),
+        ({"forest_id": None}, "body.forest_id"),
+        ({"forest_id": None, "forest": {"max_features": 0}}, "body.forest.max_features"),
+        ({"grid": {"gamma": [1.1, 0.5], "fusion_ratio": [0]}}, "body.grid.gamma"),
+        ({"grid": {"gamma": [1.1], "fusion_ratio": [0.5]}, "lambda_f": 1.0}, "body.lambda_f"),
+        ({"grid": {"gamma": [1.1] * 9, "fusion_ratio": [0.5] * 9}}, "body.grid"),
+    ],
+)
 def test_a_bad_path_job_names_the_field(client, body, field):
-    problem = assert_problem(client.post("/v1/jobs", json={"dataset_id": "ds_x", "forest_id": "fo_x", **body}),
-                             422, field)
+    problem = assert_problem(
+        client.post("/v1/jobs", json={"dataset_id": "ds_x", "forest_id": "fo_x", **body}), 422, field
+    )
     assert problem["errors"][0]["field"].startswith(field), problem
 
 
 def test_every_field_error_is_named_at_once(client):
-    problem = assert_problem(client.post("/v1/jobs", json={"dataset_id": "x", "forest_id": "y", "n_lambdas": "many",
-                                                           "surprise": 1}), 422)
+    problem = assert_problem(
+        client.post("/v1/jobs", json={"dataset_id": "x", "forest_id": "y", "n_lambdas": "many", "surprise": 1}), 422
+    )
     assert {"body.n_lambdas", "body.surprise"} <= {error["field"] for error in problem["errors"]}
     assert_problem(client.post("/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"}), 422)
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"n_estimators": 0}, "body.n_estimators"),
-    ({"n_estimators": 6000}, "body.n_estimators"),
-    ({"kind": "boosted"}, "body.kind"),
-    ({"learning_rate": 2}, "body.learning_rate"),
-    ({"validation": {"fraction": -0.1}}, "body.validation.fraction"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"n_estimators": 0}, "body.n_estimators"),
+        ({"n_estimators": 6000}, "body.n_estimators"),
+        ({"kind": "boosted"}, "body.kind"),
+        ({"learning_rate": 2}, "body.learning_rate"),
+        ({"validation": {"fraction": -0.1}}, "body.validation.fraction"),
+    ],
+)
 def test_a_bad_training_request_names_the_field(client, body, field):
     assert_problem(client.post("/v1/forests/train", json={"dataset_id": "ds_x", **body}), 422, field)
 
@@ -128,18 +142,24 @@ def test_domain_errors_are_placed_where_the_request_carried_them(client, dataset
     assert_problem(client.post("/v1/jobs", json={"dataset_id": "ds_nope", "forest_id": "fo_x"}), 404, "body.dataset_id")
     assert_problem(client.post("/v1/models", json={"job_id": "job_nope", "name": "m"}), 404, "body.job_id")
     assert_problem(client.post("/v1/forests?dataset_id=ds_nope", json={}), 404, "query.dataset_id")
-    assert_problem(client.post("/v1/forests/train", json={"dataset_id": dataset_id, "max_features": 99}),
-                   422, "body.max_features")
-    assert_problem(client.post("/v1/forests/train", json={"dataset_id": dataset_id,
-                                                          "validation": {"fraction": 0.9999}}), 422,
-                   "body.validation.fraction")
+    assert_problem(
+        client.post("/v1/forests/train", json={"dataset_id": dataset_id, "max_features": 99}), 422, "body.max_features"
+    )
+    assert_problem(
+        client.post("/v1/forests/train", json={"dataset_id": dataset_id, "validation": {"fraction": 0.9999}}),
+        422,
+        "body.validation.fraction",
+    )
 
     body = {"dataset_id": dataset_id, "forest": {"n_estimators": 5}}
     first = client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "edge-1"})
     assert first.status_code == 202, first.text
     assert client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "edge-1"}).json()["id"] == first.json()["id"]
-    problem = assert_problem(client.post("/v1/jobs", json={**body, "n_lambdas": 9},
-                                         headers={"Idempotency-Key": "edge-1"}), 422, "header.Idempotency-Key")
+    problem = assert_problem(
+        client.post("/v1/jobs", json={**body, "n_lambdas": 9}, headers={"Idempotency-Key": "edge-1"}),
+        422,
+        "header.Idempotency-Key",
+    )
     assert problem["type"].endswith("/idempotency-key-reused")
 
     job_id = first.json()["id"]
@@ -151,8 +171,12 @@ def test_domain_errors_are_placed_where_the_request_carried_them(client, dataset
 
 
 def test_pickles_are_refused_as_unsupported(client):
-    problem = assert_problem(client.post("/v1/forests", content=b"\x80\x04\x95 pickled",
-                                         headers={"Content-Type": "application/octet-stream"}), 415)
+    problem = assert_problem(
+        client.post(
+            "/v1/forests", content=b"\x80\x04\x95 pickled", headers={"Content-Type": "application/octet-stream"}
+        ),
+        415,
+    )
     assert problem["type"].endswith("/unsupported")
 
 
@@ -161,14 +185,17 @@ class FakeRequest:
         self.path_params, self.headers, self.query_params = dict(path_params), dict(headers), dict(query_params)
 
 
-@pytest.mark.parametrize("field, request_parts, location", [
-    ("job_id", {"path_params": {"job_id": "j"}}, "path.job_id"),
-    ("job_id", {}, "body.job_id"),
-    ("idempotency_key", {"headers": {"idempotency-key": "k"}}, "header.Idempotency-Key"),
-    ("content_type", {"headers": {"content-type": "image/png"}}, "header.Content-Type"),
-    ("dataset_id", {"query_params": {"dataset_id": "d"}}, "query.dataset_id"),
-    ("validation.dataset_id", {"query_params": {"dataset_id": "d"}}, "body.validation.dataset_id"),
-    ("columns.Sex", {}, "body.columns.Sex"),
-])
+@pytest.mark.parametrize(
+    ("field", "request_parts", "location"),
+    [
+        ("job_id", {"path_params": {"job_id": "j"}}, "path.job_id"),
+        ("job_id", {}, "body.job_id"),
+        ("idempotency_key", {"headers": {"idempotency-key": "k"}}, "header.Idempotency-Key"),
+        ("content_type", {"headers": {"content-type": "image/png"}}, "header.Content-Type"),
+        ("dataset_id", {"query_params": {"dataset_id": "d"}}, "query.dataset_id"),
+        ("validation.dataset_id", {"query_params": {"dataset_id": "d"}}, "body.validation.dataset_id"),
+        ("columns.Sex", {}, "body.columns.Sex"),
+    ],
+)
 def test_http_location(field, request_parts, location):
     assert http_location(field, FakeRequest(**request_parts)) == location

@@ -2,6 +2,7 @@
 fits the logistic loss, and a promoted model scores rows with labels, probabilities and explanations that
 agree with the library's ``FireClassifier`` on the same data and settings.
 """
+
 import gzip
 import io
 
@@ -42,9 +43,15 @@ def test_a_string_labelled_table_is_classified_and_agrees_with_the_library(stack
     assert dataset["task"] == "classification" and dataset["classes"] == ["bad", "good"]
     assert dataset["target_summary"]["mean"] == pytest.approx((y == "good").mean())
 
-    submitted = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": FOREST, **PATH,
-                                              "validation": {"fraction": library.validation_fraction,
-                                                             "seed": FOREST["random_state"]}})
+    submitted = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset["id"],
+            "forest": FOREST,
+            **PATH,
+            "validation": {"fraction": library.validation_fraction, "seed": FOREST["random_state"]},
+        },
+    )
     assert submitted.status_code == 202, submitted.text
     job_id = submitted.json()["id"]
     assert submitted.json()["spec"]["path"]["loss"] == "logistic"  # from the dataset's task
@@ -56,8 +63,9 @@ def test_a_string_labelled_table_is_classified_and_agrees_with_the_library(stack
     selected = result["steps"][result["selected"]]
     assert 0.5 < selected["val_auc"] <= 1 and 0 <= selected["val_accuracy"] <= 1
     for served, fitted in zip(result["steps"], library.path_, strict=True):
-        assert {k: v for k, v in served.items() if k != "seconds"} == \
-            {k: v for k, v in fitted.items() if k != "seconds"}
+        assert {k: v for k, v in served.items() if k != "seconds"} == {
+            k: v for k, v in fitted.items() if k != "seconds"
+        }
     forest = client.get(f"/v1/forests/{result['forest_id']}").json()
     assert forest["source"]["loss"] == "logistic"  # a classifier forest, as the library trains
 
@@ -69,10 +77,15 @@ def test_a_string_labelled_table_is_classified_and_agrees_with_the_library(stack
     assert model["loss"] == "logistic" and model["classes"] == ["bad", "good"]
     assert model["metrics"]["val_auc"] == selected["val_auc"]
     rows = X.iloc[::9]
-    scored = client.post(f"/v1/models/{model['id']}/predict?explain=true",
-                         json={"dataframe_split": {"columns": list(rows.columns),
-                                                   "data": rows.astype(object).where(rows.notna(), None)
-                                                   .to_numpy().tolist()}})
+    scored = client.post(
+        f"/v1/models/{model['id']}/predict?explain=true",
+        json={
+            "dataframe_split": {
+                "columns": list(rows.columns),
+                "data": rows.astype(object).where(rows.notna(), None).to_numpy().tolist(),
+            }
+        },
+    )
     assert scored.status_code == 200, scored.text
     answer = scored.json()
     assert set(answer["predictions"]) <= {"bad", "good"} and answer["classes"] == ["bad", "good"]
@@ -113,8 +126,9 @@ def test_a_logistic_loss_on_a_regression_dataset_is_refused_at_the_loss(stack):
     data = gzip.decompress((DATA / "abalone.csv.gz").read_bytes())
     dataset = upload(stack.client, data, "rings").json()
     assert dataset["task"] == "regression"
-    response = stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": FOREST,
-                                                   "loss": "logistic", **PATH})
+    response = stack.client.post(
+        "/v1/jobs", json={"dataset_id": dataset["id"], "forest": FOREST, "loss": "logistic", **PATH}
+    )
     assert response.status_code == 422, response.text
     assert [error["field"] for error in response.json()["errors"]] == ["body.loss"]
 
@@ -122,16 +136,25 @@ def test_a_logistic_loss_on_a_regression_dataset_is_refused_at_the_loss(stack):
 def test_a_forest_trained_for_a_classification_dataset_is_a_classifier_and_a_grid_fits_log_odds(stack):
     client = stack.client
     dataset = upload(client, credit_table(), "Status").json()
-    trained = client.post("/v1/forests/train", json={"dataset_id": dataset["id"], **FOREST,
-                                                     "validation": {"fraction": 0.2, "seed": 1}})
+    trained = client.post(
+        "/v1/forests/train", json={"dataset_id": dataset["id"], **FOREST, "validation": {"fraction": 0.2, "seed": 1}}
+    )
     assert trained.status_code == 202, trained.text
     job = stack.wait_for(trained.json()["id"], ("succeeded",), timeout=120)
     forest = client.get(f"/v1/forests/{job['summary']['forest_id']}").json()
     assert forest["source"]["loss"] == "logistic"
 
-    grid = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest["id"],
-                                         "validation": {"fraction": 0.2, "seed": 1}, "n_lambdas": 10,
-                                         "max_rules": 12, "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0]}})
+    grid = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset["id"],
+            "forest_id": forest["id"],
+            "validation": {"fraction": 0.2, "seed": 1},
+            "n_lambdas": 10,
+            "max_rules": 12,
+            "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0]},
+        },
+    )
     assert grid.status_code == 202, grid.text
     done = stack.wait_for(grid.json()["id"], ("succeeded",), timeout=180)
     assert done["summary"]["val_auc"] is not None
@@ -139,7 +162,15 @@ def test_a_forest_trained_for_a_classification_dataset_is_a_classifier_and_a_gri
     assert result["parameters"]["path"]["loss"] == "logistic"
     assert all(step["val_auc"] is not None for step in result["steps"])
     # squared on the 0/1 target when asked for explicitly
-    squared = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest["id"], "loss": "squared",
-                                            "validation": {"fraction": 0.2, "seed": 1}, "n_lambdas": 5})
+    squared = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset["id"],
+            "forest_id": forest["id"],
+            "loss": "squared",
+            "validation": {"fraction": 0.2, "seed": 1},
+            "n_lambdas": 5,
+        },
+    )
     assert squared.status_code == 202 and squared.json()["spec"]["path"]["loss"] == "squared"
     stack.wait_for(squared.json()["id"], ("succeeded",), timeout=120)

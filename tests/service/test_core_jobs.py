@@ -1,6 +1,7 @@
 """The service core without a Redis server or workers (fakeredis): job submission and idempotency, the record's
 named transitions, lost-worker recovery (by the watchdog pass only), cancellation, and which rows a trained forest
 learned from."""
+
 import gzip
 import time
 
@@ -25,13 +26,20 @@ SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
 
 @pytest.fixture
 def core():
-    settings = Settings(redis_url="redis://fakeredis", key_prefix="unit:", queue_name="unit",
-                        heartbeat_ttl_seconds=0.5, max_job_attempts=2)
+    settings = Settings(
+        redis_url="redis://fakeredis",
+        key_prefix="unit:",
+        queue_name="unit",
+        heartbeat_ttl_seconds=0.5,
+        max_job_attempts=2,
+    )
     return build_core(settings, redis=fakeredis.FakeRedis())
 
 
 def upload(core, data: bytes, target: str = "y"):
-    return core.datasets.create(data, tenant=TENANT, target=target, content_type="text/csv", filename=None, declared_format=None)[0]
+    return core.datasets.create(
+        data, tenant=TENANT, target=target, content_type="text/csv", filename=None, declared_format=None
+    )[0]
 
 
 @pytest.fixture
@@ -48,14 +56,20 @@ def other_dataset(core):
 def store_trained_forest(core, dataset, rows: ValidationSplit) -> str:
     X, y = core.datasets.load_arrays(dataset.id)
     recipe = ForestRecipe(dataset_id=dataset.id, params=SMALL_FOREST, rows=rows)
-    _, ensemble = train_forest(SMALL_FOREST, X[rows.training_rows(len(y))], y[rows.training_rows(len(y))],
-                               feature_names=dataset.feature_names)
+    _, ensemble = train_forest(
+        SMALL_FOREST, X[rows.training_rows(len(y))], y[rows.training_rows(len(y))], feature_names=dataset.feature_names
+    )
     return core.forests.save(ensemble, recipe, TENANT).id
 
 
 def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, dataset, other_dataset):
-    record = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST,
-                                                  path=PathSpec(validation_fraction=0.25, random_state=7)), None, tenant=TENANT)
+    record = core.job_submission.submit_path(
+        PathJobRequest(
+            dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(validation_fraction=0.25, random_state=7)
+        ),
+        None,
+        tenant=TENANT,
+    )
     assert record.status == "queued" and record.kind == "path"
     assert record.spec.recipe.rows == ValidationSplit(validation_fraction=0.25, random_state=7)
     assert record.spec.forest_id == record.spec.recipe.forest_id
@@ -63,41 +77,73 @@ def test_a_path_job_with_training_parameters_trains_on_its_training_rows(core, d
     train, validation = holdout_split(dataset.n_rows, 0.25, 7)
     assert np.array_equal(record.spec.recipe.rows.training_rows(dataset.n_rows), train) and len(validation) == 500
 
-    elsewhere = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
-                                                     validation_dataset_id=other_dataset.id), None, tenant=TENANT)
+    elsewhere = core.job_submission.submit_path(
+        PathJobRequest(
+            dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(), validation_dataset_id=other_dataset.id
+        ),
+        None,
+        tenant=TENANT,
+    )
     assert elsewhere.spec.recipe.rows == ValidationSplit(validation_fraction=0, random_state=0)  # every row
 
 
 def test_a_forest_trained_on_the_validation_rows_is_refused(core, dataset, other_dataset):
     same_split = store_trained_forest(core, dataset, ValidationSplit.holdout(0.2, 0))
     every_row = store_trained_forest(core, dataset, ValidationSplit.holdout(0, 0))
-    core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT)
-    for forest_id, path in ((same_split, PathSpec(random_state=1)), (same_split, PathSpec(validation_fraction=0.3)),
-                            (every_row, PathSpec())):
+    core.job_submission.submit_path(
+        PathJobRequest(dataset_id=dataset.id, forest_id=same_split, path=PathSpec()), None, tenant=TENANT
+    )
+    for forest_id, path in (
+        (same_split, PathSpec(random_state=1)),
+        (same_split, PathSpec(validation_fraction=0.3)),
+        (every_row, PathSpec()),
+    ):
         with pytest.raises(Invalid) as caught:
-            core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT)
+            core.job_submission.submit_path(
+                PathJobRequest(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT
+            )
         assert caught.value.faults[0].field == "forest_id" and "validation split" in caught.value.faults[0].fix
     # validation rows from another dataset: a forest trained on every row of this one is fine
-    core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
-                                         validation_dataset_id=other_dataset.id), None, tenant=TENANT)
+    core.job_submission.submit_path(
+        PathJobRequest(
+            dataset_id=dataset.id, forest_id=every_row, path=PathSpec(), validation_dataset_id=other_dataset.id
+        ),
+        None,
+        tenant=TENANT,
+    )
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=every_row, path=PathSpec(),
-                                             validation_dataset_id=dataset.id), None, tenant=TENANT)
+        core.job_submission.submit_path(
+            PathJobRequest(
+                dataset_id=dataset.id, forest_id=every_row, path=PathSpec(), validation_dataset_id=dataset.id
+            ),
+            None,
+            tenant=TENANT,
+        )
     assert caught.value.faults[0].field == "validation.dataset_id"
 
 
 def test_data_dependent_checks_name_the_domain_field(core, dataset):
     with pytest.raises(NotFound) as caught:
-        core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(),
-                                             validation_dataset_id="ds_nope"), None, tenant=TENANT)
+        core.job_submission.submit_path(
+            PathJobRequest(
+                dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(), validation_dataset_id="ds_nope"
+            ),
+            None,
+            tenant=TENANT,
+        )
     assert caught.value.faults[0].field == "validation.dataset_id"
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_training(dataset.id, SMALL_FOREST.replace(max_features=99), ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
+        core.job_submission.submit_training(
+            dataset.id, SMALL_FOREST.replace(max_features=99), ValidationSplit.holdout(0.2, 0), None, tenant=TENANT
+        )
     assert caught.value.faults[0].field == "max_features"
     tiny = upload(core, b"x,y\n1,2\n2,3\n3,5\n")
     with pytest.raises(Invalid) as caught:
-        core.job_submission.submit_path(PathJobRequest(dataset_id=tiny.id, forest=SMALL_FOREST,
-                                             path=PathSpec(validation_fraction=0.5)), None, tenant=TENANT)
+        core.job_submission.submit_path(
+            PathJobRequest(dataset_id=tiny.id, forest=SMALL_FOREST, path=PathSpec(validation_fraction=0.5)),
+            None,
+            tenant=TENANT,
+        )
     assert caught.value.faults[0].field == "validation.fraction"
     with pytest.raises(NotFound) as caught:
         core.jobs.get("job_nope", tenant=TENANT)
@@ -106,8 +152,10 @@ def test_data_dependent_checks_name_the_domain_field(core, dataset):
 
 def test_missing_values_are_counted_per_column_and_only_numeric_ones_reach_the_forest(core):
     rng = np.random.default_rng(0)
-    rows = [f"{'' if i % 7 == 0 else ['red', 'blue'][i % 2]},{rng.normal():.3f},{'' if i % 10 == 3 else i},{i % 3}"
-            for i in range(60)]
+    rows = [
+        f"{'' if i % 7 == 0 else ['red', 'blue'][i % 2]},{rng.normal():.3f},{'' if i % 10 == 3 else i},{i % 3}"
+        for i in range(60)
+    ]
     table = ("colour,x,count,y\n" + "\n".join(rows) + "\n").encode()
     dataset = upload(core, table)
     assert dataset.missing_values == {"colour": 9, "count": 6}  # rows 0, 7, ..., 56 and 3, 13, ..., 53
@@ -115,11 +163,13 @@ def test_missing_values_are_counted_per_column_and_only_numeric_ones_reach_the_f
     with pytest.raises(Invalid) as caught:  # the empty counts are NaN in the features
         core.job_submission.submit_training(dataset.id, boosting, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
     assert caught.value.faults[0].field == "kind"
-    categories_only = upload(core, ("colour,x,y\n" + "\n".join(r.rsplit(",", 2)[0] + "," + r[-1] for r in rows)
-                                    + "\n").encode())
+    categories_only = upload(
+        core, ("colour,x,y\n" + "\n".join(r.rsplit(",", 2)[0] + "," + r[-1] for r in rows) + "\n").encode()
+    )
     assert categories_only.missing_values == {"colour": 9} and not categories_only.has_missing_features
-    record = core.job_submission.submit_training(categories_only.id, boosting, ValidationSplit.holdout(0.2, 0), None,
-                                       tenant=TENANT)
+    record = core.job_submission.submit_training(
+        categories_only.id, boosting, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT
+    )
     assert record.status == "queued"  # a missing category sets no indicator: nothing missing in the features
 
 
@@ -128,24 +178,36 @@ def test_idempotency_key_gives_the_same_job_and_refuses_another_request(core, da
     first = core.job_submission.submit_path(submission, "key-1", tenant=TENANT)
     assert core.job_submission.submit_path(submission, "key-1", tenant=TENANT).id == first.id
     with pytest.raises(IdempotencyKeyReused) as caught:
-        core.job_submission.submit_path(submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1", tenant=TENANT)
+        core.job_submission.submit_path(
+            submission.model_copy(update={"path": PathSpec(n_lambdas=7)}), "key-1", tenant=TENANT
+        )
     assert caught.value.faults[0].field == "idempotency_key"
     assert core.jobs.queue.count == 1
 
 
 def test_a_grid_trains_its_forest_once_then_runs_one_path_per_cell(core, dataset):
-    parent = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest=SMALL_FOREST, path=PathSpec(max_rules=5),
-                                                  grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0])), None, tenant=TENANT)
+    parent = core.job_submission.submit_path(
+        PathJobRequest(
+            dataset_id=dataset.id,
+            forest=SMALL_FOREST,
+            path=PathSpec(max_rules=5),
+            grid=Grid(gamma=[1.1, 3.0], fusion_ratio=[0.0, 0.5, 1.0]),
+        ),
+        None,
+        tenant=TENANT,
+    )
     cells = core.records.get_many(parent.cells)
     assert parent.kind == "grid" and len(cells) == 6 and core.jobs.queue.count == 1  # the training job
-    assert {(c.spec.path.gamma, c.spec.path.fusion_ratio) for c in cells} == \
-        {(g, r) for g in (1.1, 3.0) for r in (0.0, 0.5, 1.0)}
+    assert {(c.spec.path.gamma, c.spec.path.fusion_ratio) for c in cells} == {
+        (g, r) for g in (1.1, 3.0) for r in (0.0, 0.5, 1.0)
+    }
     assert all(c.spec.path.max_rules == 5 and c.parent_id == parent.id for c in cells)
 
 
 def queued_training_job(core, dataset):
-    return core.job_submission.submit_training(dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None,
-                                               tenant=TENANT)
+    return core.job_submission.submit_training(
+        dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT
+    )
 
 
 def test_each_transition_applies_only_from_its_statuses_and_on_its_attempt(core, dataset):
@@ -206,8 +268,9 @@ def test_a_retried_attempt_is_never_overwritten_by_the_lost_one(core, dataset):
     assert records.claim(record.id, 2, started_at=time.time(), timings={})
     assert records.fail_lost(records.get(record.id), LostAttempt(attempt=2, lost_at=time.time(), reason="gone again"))
     failed = records.get(record.id)
-    assert failed.status == "failed" and failed.error == JobError(type="worker_lost",
-                                                                  detail="gone again; tried 2 times")
+    assert failed.status == "failed" and failed.error == JobError(
+        type="worker_lost", detail="gone again; tried 2 times"
+    )
     assert [entry.attempt for entry in failed.history] == [1, 2]
 
 
@@ -216,8 +279,9 @@ def test_a_grid_parent_waiting_for_its_cells_continues_later_on_the_same_attempt
     assert records.claim(record.id, 1, started_at=time.time(), timings={})
     waiting = records.continue_later(records.get(record.id), 4)
     assert waiting.status == "queued" and waiting.attempt == 1 and waiting.continuation == 1
-    assert waiting.rq_job_id == f"{record.id}-1c1" and waiting.progress == Progress(phase="waiting for cells",
-                                                                                     unfinished=4)
+    assert waiting.rq_job_id == f"{record.id}-1c1" and waiting.progress == Progress(
+        phase="waiting for cells", unfinished=4
+    )
     assert records.continue_later(waiting, 4) is None  # not running
     assert records.claim(record.id, 1, started_at=time.time(), timings={})  # its next run
     assert records.continue_later(records.get(record.id), 2).rq_job_id == f"{record.id}-1c2"
@@ -230,8 +294,12 @@ def test_reads_leave_a_lost_worker_s_job_alone_the_watchdog_retries_it_then_fail
         assert core.records.claim(record.id, attempt, started_at=time.time() - 5, timings={})
         core.records.stop_beating(record.id)  # the worker is gone
         queued = list(core.jobs.queue.job_ids)
-        reads = [core.jobs.get(record.id, tenant=TENANT), core.jobs.read(record.id),
-                 *core.jobs.list(tenant=TENANT), *core.jobs.using(TENANT, dataset_id=dataset.id)]
+        reads = [
+            core.jobs.get(record.id, tenant=TENANT),
+            core.jobs.read(record.id),
+            *core.jobs.list(tenant=TENANT),
+            *core.jobs.using(TENANT, dataset_id=dataset.id),
+        ]
         assert [(read.status, read.attempt) for read in reads] == [("running", attempt)] * 4
         with pytest.raises(Conflict):
             core.job_results.result(record.id, tenant=TENANT)
@@ -247,7 +315,9 @@ def test_reads_leave_a_lost_worker_s_job_alone_the_watchdog_retries_it_then_fail
 
 
 def test_cancel_and_results_of_unfinished_jobs(core, dataset):
-    record = core.job_submission.submit_training(dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT)
+    record = core.job_submission.submit_training(
+        dataset.id, SMALL_FOREST, ValidationSplit.holdout(0.2, 0), None, tenant=TENANT
+    )
     with pytest.raises(Conflict) as caught:
         core.job_results.result(record.id, tenant=TENANT)
     assert caught.value.retry_after == 1
@@ -260,7 +330,9 @@ def test_cancel_and_results_of_unfinished_jobs(core, dataset):
 def test_a_stored_forest_records_its_training_rows(core, dataset):
     forest_id = store_trained_forest(core, dataset, ValidationSplit.holdout(0.2, 0))
     info = core.forests.get(forest_id, tenant=TENANT)
-    assert info.source.type == "training" and info.source.rows == ValidationSplit(validation_fraction=0.2, random_state=0)
+    assert info.source.type == "training" and info.source.rows == ValidationSplit(
+        validation_fraction=0.2, random_state=0
+    )
     assert isinstance(core.forests.load(forest_id), TreeEnsemble)
     assert [forest.id for forest in core.forests.list(tenant=TENANT)] == [forest_id]
 
@@ -270,8 +342,12 @@ def test_a_recipe_keeps_its_forest_id_and_stored_names():
     recipe's JSON) stay as they were, and a stored recipe reads back."""
     recipe = ForestRecipe(dataset_id="ds_0123", params=SMALL_FOREST, rows=ValidationSplit.holdout(0.25, 7))
     assert recipe.forest_id == "fo_d25e93a5b557bf6380c37ffe04e02e50"  # as computed before the rename
-    assert ForestRecipe(dataset_id="ds_0123", params=SMALL_FOREST, rows=ValidationSplit.holdout(0, 3),
-                        loss="logistic").forest_id == "fo_c57ca99ac2cfbcf379a0c5b3a0409051"
+    assert (
+        ForestRecipe(
+            dataset_id="ds_0123", params=SMALL_FOREST, rows=ValidationSplit.holdout(0, 3), loss="logistic"
+        ).forest_id
+        == "fo_c57ca99ac2cfbcf379a0c5b3a0409051"
+    )
     stored = recipe.model_dump(mode="json")
     assert stored["rows"] == {"validation_fraction": 0.25, "seed": 7}
     assert ForestRecipe.model_validate(stored) == recipe

@@ -1,6 +1,7 @@
 """The core's reliability rules without a Redis server (fakeredis): idempotent submission and promotion that
 survive a failure half-way, the per-tenant limit on active jobs, API keys kept hashed, readiness from fresh
 worker heartbeats, the leaf-matrix cache degrading to no cache, and bounded metrics labels."""
+
 import time
 
 import fakeredis
@@ -28,15 +29,17 @@ SMALL_FOREST = ForestSpec(n_estimators=3, max_depth=2)
 
 @pytest.fixture
 def core():
-    settings = Settings(redis_url="redis://fakeredis", key_prefix="rel:", queue_name="rel", max_active_jobs=3,
-                        heartbeat_ttl_seconds=0.2)
+    settings = Settings(
+        redis_url="redis://fakeredis", key_prefix="rel:", queue_name="rel", max_active_jobs=3, heartbeat_ttl_seconds=0.2
+    )
     return build_core(settings, redis=fakeredis.FakeRedis())
 
 
 @pytest.fixture
 def dataset(core):
-    return core.datasets.create(KIN8NM.read_bytes(), tenant=TENANT, target="y", content_type="text/csv",
-                                filename=None, declared_format=None)[0]
+    return core.datasets.create(
+        KIN8NM.read_bytes(), tenant=TENANT, target="y", content_type="text/csv", filename=None, declared_format=None
+    )[0]
 
 
 def submission(dataset, **path) -> PathJobRequest:
@@ -70,7 +73,9 @@ def test_a_submission_that_stored_nothing_frees_its_idempotency_key(core, datase
 
 
 def test_a_tenant_may_have_so_many_active_submissions(core, dataset):
-    jobs = [core.job_submission.submit_path(submission(dataset, n_lambdas=5 + k), None, tenant=TENANT) for k in range(3)]
+    jobs = [
+        core.job_submission.submit_path(submission(dataset, n_lambdas=5 + k), None, tenant=TENANT) for k in range(3)
+    ]
     with pytest.raises(TooMany) as caught:
         core.job_submission.submit_path(submission(dataset, n_lambdas=9), None, tenant=TENANT)
     assert caught.value.retry_after and caught.value.faults[0].field == "tenant"
@@ -79,14 +84,19 @@ def test_a_tenant_may_have_so_many_active_submissions(core, dataset):
 
 
 def test_api_keys_are_kept_hashed_and_name_their_tenant():
-    keys = TenantKeys([parse_entry("alice=s3cret"), parse_entry(f"bob=sha256:{key_digest(b'other').hex()}"),
-                       parse_entry("anonymous-key")])
+    keys = TenantKeys(
+        [
+            parse_entry("alice=s3cret"),
+            parse_entry(f"bob=sha256:{key_digest(b'other').hex()}"),
+            parse_entry("anonymous-key"),
+        ]
+    )
     assert all(b"s3cret" not in key.digest for key in keys.keys)
     assert keys.tenant_of(b"s3cret") == "alice" and keys.tenant_of(b"other") == "bob"
     assert keys.tenant_of(b"anonymous-key").startswith("key-") and keys.tenant_of(b"wrong") is None
     assert keys.tenant_of("kéy".encode("latin-1")) is None
     for bad in ("alice=", "bad name=key", "x=k\u00e9y"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"API key|tenant name"):
             parse_entry(bad)
 
 
@@ -115,8 +125,9 @@ def test_the_leaf_matrix_cache_degrades_to_no_cache_when_its_redis_fails():
     X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
     _, forest = train_forest(SMALL_FOREST, X, y)
     stats = fakeredis.FakeRedis()
-    settings = Settings(redis_url="redis://fakeredis", key_prefix="deg:", cache_ttl_seconds=60,
-                        cache_backoff_seconds=30)
+    settings = Settings(
+        redis_url="redis://fakeredis", key_prefix="deg:", cache_ttl_seconds=60, cache_backoff_seconds=30
+    )
     cache = LeafMatrixCache(settings, BlobStore(DownRedis(), 1 << 20), stats)
     leaves, hit, _ = cache.leaves(forest, "fo_a", "ds_a", X)
     assert not hit and np.array_equal(leaves, leaf_matrix(forest, X).leaves)

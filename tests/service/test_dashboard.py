@@ -5,6 +5,7 @@ path chart, click a step and read its rules and trees, promote it, predict one r
 The assertions compare what the page shows with what the API answers. Screenshots at 1280x800 and 400 px
 wide are saved under test-artifacts/dashboard/.
 """
+
 import re
 import shutil
 import socket
@@ -29,8 +30,16 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
 SIZES = {"1280": {"width": 1280, "height": 800}, "400": {"width": 400, "height": 800}}
 # a job that runs for a few seconds, so that its progress arrives step by step
 JOB_SETTINGS = {"Trees": "400", "Depth": "4", "Rule budget (most rules)": "40", "λ steps": "200"}
-ROW = {"Sex": "M", "Length": 0.455, "Diameter": 0.365, "Height": 0.095, "Whole_weight": 0.514,
-       "Shucked_weight": 0.2245, "Viscera_weight": 0.101, "Shell_weight": 0.15}
+ROW = {
+    "Sex": "M",
+    "Length": 0.455,
+    "Diameter": 0.365,
+    "Height": 0.095,
+    "Whole_weight": 0.514,
+    "Shucked_weight": 0.2245,
+    "Viscera_weight": 0.101,
+    "Shell_weight": 0.15,
+}
 
 
 class Served:

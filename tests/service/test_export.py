@@ -1,5 +1,6 @@
 """A promoted model's rules as code a user deploys without us, served by GET /v1/models/{id}/export: the SQL
 (run through SQLite) and the Python module give the model's own predictions on real rows."""
+
 import gzip
 import io
 
@@ -28,9 +29,10 @@ def test_exports_reproduce_the_served_predictions_and_bad_requests_are_named(sta
     assert [rule["id"] for rule in ensemble["rules"]] == list(range(len(ensemble["rules"])))
     assert sum(ensemble["importance"].values()) == pytest.approx(1.0)
 
-    served = client.post(f"/v1/models/{model['id']}/predict",
-                         json={"dataframe_split": {"columns": list(features.columns),
-                                                   "data": features.to_numpy().tolist()}}).json()["predictions"]
+    served = client.post(
+        f"/v1/models/{model['id']}/predict",
+        json={"dataframe_split": {"columns": list(features.columns), "data": features.to_numpy().tolist()}},
+    ).json()["predictions"]
     sql = client.get(f"/v1/models/{model['id']}/export?format=sql")
     assert sql.status_code == 200 and sql.headers["content-type"].startswith("application/sql")
     assert sql.headers["content-disposition"].endswith('.sql"')
@@ -44,8 +46,9 @@ def test_exports_reproduce_the_served_predictions_and_bad_requests_are_named(sta
     rules = f"/v1/jobs/{job['id']}/steps/{model['provenance']['step']}/rules"
     auto, always = (client.get(f"{rules}?show_missing={how}").json()["text"] for how in ("auto", "always"))
     assert "or missing" not in auto and "or missing" in always  # abalone has no missing values
-    assert [error["field"] for error in client.get(f"{rules}?show_missing=sometimes").json()["errors"]] == \
-        ["query.show_missing"]
+    assert [error["field"] for error in client.get(f"{rules}?show_missing=sometimes").json()["errors"]] == [
+        "query.show_missing"
+    ]
 
     wrong = client.get(f"/v1/models/{model['id']}/export?format=xml")
     assert wrong.status_code == 422 and wrong.headers["content-type"] == "application/problem+json"

@@ -1,11 +1,14 @@
 """Faults with real processes on loopback: a Redis of the test's own stopped and frozen under traffic, the cache
 Redis down, a job past its deadline, a worker SIGKILLed mid-job, and `fire-rules serve` stopped by SIGTERM and
 SIGKILL (and one of its workers killed). Each test is bounded to about 10-25 s."""
+
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -37,22 +40,43 @@ def own_redis(tmp_path):
 
 
 def fault_settings(redis_url: str, **overrides):
-    return make_settings(redis_url=redis_url, redis_socket_timeout=REDIS_TIMEOUT, redis_connect_timeout=REDIS_TIMEOUT,
-                         heartbeat_seconds=1, heartbeat_ttl_seconds=4.0, **overrides)
+    return make_settings(
+        redis_url=redis_url,
+        redis_socket_timeout=REDIS_TIMEOUT,
+        redis_connect_timeout=REDIS_TIMEOUT,
+        heartbeat_seconds=1,
+        heartbeat_ttl_seconds=4.0,
+        **overrides,
+    )
 
 
 def run_job(stack: ServiceStack, dataset_id: str, **extra) -> dict:
-    response = stack.client.post("/v1/jobs", json={"dataset_id": dataset_id, "forest": SMALL_FOREST, "n_lambdas": 8,
-                                                   "max_rules": 8, **extra})
+    response = stack.client.post(
+        "/v1/jobs", json={"dataset_id": dataset_id, "forest": SMALL_FOREST, "n_lambdas": 8, "max_rules": 8, **extra}
+    )
     assert response.status_code == 202, response.text
     return stack.wait_for(response.json()["id"], ("succeeded",), timeout=60)
 
 
 def scored(stack: ServiceStack, model_id: str) -> list[float]:
-    rows = {"dataframe_split": {"columns": ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight",
-                                            "Viscera_weight", "Shell_weight"],
-                                "data": [["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15],
-                                         ["F", 0.53, 0.42, 0.135, 0.677, 0.2565, 0.1415, 0.21]]}}
+    rows = {
+        "dataframe_split": {
+            "columns": [
+                "Sex",
+                "Length",
+                "Diameter",
+                "Height",
+                "Whole_weight",
+                "Shucked_weight",
+                "Viscera_weight",
+                "Shell_weight",
+            ],
+            "data": [
+                ["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15],
+                ["F", 0.53, 0.42, 0.135, 0.677, 0.2565, 0.1415, 0.21],
+            ],
+        }
+    }
     response = stack.client.post(f"/v1/models/{model_id}/predict", json=rows)
     assert response.status_code == 200, response.text
     return response.json()["predictions"]
@@ -60,9 +84,12 @@ def scored(stack: ServiceStack, model_id: str) -> list[float]:
 
 def assert_unavailable_quickly(stack: ServiceStack, within: float) -> None:
     """Every kind of request answers 503 problem+json with Retry-After, none waits longer than ``within``."""
-    for method, url, body in (("GET", "/v1/datasets", None), ("POST", "/v1/jobs", {"dataset_id": "ds_x",
-                                                                                    "forest_id": "fo_x"}),
-                              ("GET", "/v1/jobs/job_x", None), ("GET", "/readyz", None)):
+    for method, url, body in (
+        ("GET", "/v1/datasets", None),
+        ("POST", "/v1/jobs", {"dataset_id": "ds_x", "forest_id": "fo_x"}),
+        ("GET", "/v1/jobs/job_x", None),
+        ("GET", "/readyz", None),
+    ):
         started = time.monotonic()
         response = stack.client.request(method, url, json=body)
         assert time.monotonic() - started < within, (url, time.monotonic() - started)
@@ -107,9 +134,19 @@ def test_jobs_queued_during_an_outage_run_after_it(own_redis):
     """Jobs submitted just before Redis went away run once it is back, on the same worker."""
     with ServiceStack(fault_settings(own_redis.url), n_workers=1) as stack:
         dataset = stack.upload_dataset(rows=400)
-        submitted = [stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": SMALL_FOREST,
-                                                         "n_lambdas": 5, "max_rules": 5, "gamma": 1.1 + k})
-                     for k in range(4)]
+        submitted = [
+            stack.client.post(
+                "/v1/jobs",
+                json={
+                    "dataset_id": dataset["id"],
+                    "forest": SMALL_FOREST,
+                    "n_lambdas": 5,
+                    "max_rules": 5,
+                    "gamma": 1.1 + k,
+                },
+            )
+            for k in range(4)
+        ]
         assert all(response.status_code == 202 for response in submitted)
         own_redis.stop()
         time.sleep(OUTAGE_SECONDS)
@@ -120,8 +157,12 @@ def test_jobs_queued_during_an_outage_run_after_it(own_redis):
 
 def test_a_cache_redis_that_is_down_means_no_cache(stack):
     closed = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    settings = fault_settings(stack.settings.redis_url, cache_redis_url=closed,
-                              queue_name=f"{stack.settings.queue_name}-nocache", key_prefix=stack.settings.key_prefix)
+    settings = fault_settings(
+        stack.settings.redis_url,
+        cache_redis_url=closed,
+        queue_name=f"{stack.settings.queue_name}-nocache",
+        key_prefix=stack.settings.key_prefix,
+    )
     with ServiceStack(settings, n_workers=1, clean_keys=False) as own:
         dataset = own.upload_dataset(rows=500)
         first, second = run_job(own, dataset["id"]), run_job(own, dataset["id"], penalty="l1")
@@ -130,12 +171,22 @@ def test_a_cache_redis_that_is_down_means_no_cache(stack):
 
 def test_a_job_past_its_deadline_stops_within_its_phase(stack):
     """Training a forest has no step callback: RQ's alarm stops it a few seconds past FIRE_JOB_TIMEOUT."""
-    settings = fault_settings(stack.settings.redis_url, job_timeout=2,
-                              queue_name=f"{stack.settings.queue_name}-deadline", key_prefix=stack.settings.key_prefix)
+    settings = fault_settings(
+        stack.settings.redis_url,
+        job_timeout=2,
+        queue_name=f"{stack.settings.queue_name}-deadline",
+        key_prefix=stack.settings.key_prefix,
+    )
     with ServiceStack(settings, n_workers=1, clean_keys=False) as own:
         dataset = own.upload_dataset(ELEVATORS, target="Goal")
-        response = own.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {
-            "n_estimators": 5000, "max_depth": 12, "max_features": 1.0}, "n_lambdas": 5})
+        response = own.client.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": dataset["id"],
+                "forest": {"n_estimators": 5000, "max_depth": 12, "max_features": 1.0},
+                "n_lambdas": 5,
+            },
+        )
         failed = own.wait_for(response.json()["id"], ("failed",), timeout=30)
         assert failed["error"]["type"] == "deadline_exceeded" and "training" in failed["error"]["detail"]
         overrun = failed["finished_at"] - failed["started_at"] - settings.job_timeout
@@ -143,12 +194,20 @@ def test_a_job_past_its_deadline_stops_within_its_phase(stack):
 
 
 def test_a_killed_worker_s_job_is_retried_and_succeeds(stack):
-    settings = fault_settings(stack.settings.redis_url, queue_name=f"{stack.settings.queue_name}-kill",
-                              key_prefix=stack.settings.key_prefix)
+    settings = fault_settings(
+        stack.settings.redis_url, queue_name=f"{stack.settings.queue_name}-kill", key_prefix=stack.settings.key_prefix
+    )
     with ServiceStack(settings, n_workers=2, clean_keys=False) as own:
         dataset = own.upload_dataset(rows=1000)
-        response = own.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {
-            "n_estimators": 150, "max_depth": 5}, "n_lambdas": 30, "max_rules": 15})
+        response = own.client.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": dataset["id"],
+                "forest": {"n_estimators": 150, "max_depth": 5},
+                "n_lambdas": 30,
+                "max_rules": 15,
+            },
+        )
         job_id = response.json()["id"]
         own.wait_for(job_id, ("running",))
         [busy] = [worker for worker in own.workers if worker.work_horses()]
@@ -162,12 +221,22 @@ class Serve:
 
     def __init__(self, data_dir):
         self.port = free_port()
-        env = {**settings_env(make_settings(redis_url=None)), "FIRE_DATA_DIR": str(data_dir),
-               "FIRE_EMBEDDED_WORKERS": "1", "FIRE_HEARTBEAT_SECONDS": "1", "FIRE_HEARTBEAT_TTL_SECONDS": "4"}
+        env = {
+            **settings_env(make_settings(redis_url=None)),
+            "FIRE_DATA_DIR": str(data_dir),
+            "FIRE_EMBEDDED_WORKERS": "1",
+            "FIRE_HEARTBEAT_SECONDS": "1",
+            "FIRE_HEARTBEAT_TTL_SECONDS": "4",
+        }
         env.pop("FIRE_REDIS_URL", None)
-        self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
-                                         "--log-level", "warning"], env=env, cwd=REPO_ROOT, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
+            env=env,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def wait_ready(self, timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -187,10 +256,8 @@ class Serve:
 
     def kill_everything(self) -> None:
         for pid in {self.process.pid, *self.children()}:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def wait_gone(pids: set[int], timeout: float) -> set[int]:
@@ -208,7 +275,7 @@ def test_serve_restarts_a_dead_worker_and_leaves_no_process_behind(tmp_path, sto
         children = serve.children()
         assert len(children) >= 2, children  # redis-server and a worker (and no work horse: nothing runs)
         if stop_signal == signal.SIGTERM:  # the supervisor restarts a worker that dies
-            [worker] = [pid for pid in children if b"worker" in open(f"/proc/{pid}/cmdline", "rb").read()]
+            [worker] = [pid for pid in children if b"worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
             os.kill(worker, signal.SIGKILL)
             deadline = time.monotonic() + 15
             while not (serve.children() - children):

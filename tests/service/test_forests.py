@@ -1,4 +1,5 @@
 """Forest uploads: safe formats only, features checked against the dataset, pickles refused."""
+
 import json
 import pickle
 
@@ -42,8 +43,9 @@ def test_forest_with_other_features_is_refused_and_not_stored(api):
     document = TreeEnsemble.from_sklearn(fitted_forest(dataset)).to_dict()
     document["feature_names"] = [name.replace("Sex=", "Gender=") for name in document["feature_names"]]
     before = len(api.client.get("/v1/forests").json())
-    body = assert_problem(api.client.post(f"/v1/forests?dataset_id={dataset['id']}", json=document),
-                          422, "query.dataset_id")
+    body = assert_problem(
+        api.client.post(f"/v1/forests?dataset_id={dataset['id']}", json=document), 422, "query.dataset_id"
+    )
     assert any("Sex=F" in error["message"] for error in body["errors"])
     assert any("Gender=F" in error["message"] for error in body["errors"])
     assert len(api.client.get("/v1/forests").json()) == before
@@ -52,16 +54,24 @@ def test_forest_with_other_features_is_refused_and_not_stored(api):
 def test_pickles_and_garbage_are_refused(api):
     dataset = api.upload_dataset()
     forest = fitted_forest(dataset, n_estimators=2)
-    assert_problem(api.client.post("/v1/forests", content=pickle.dumps(forest),
-                                   headers={"Content-Type": "application/octet-stream"}), 415)
+    assert_problem(
+        api.client.post(
+            "/v1/forests", content=pickle.dumps(forest), headers={"Content-Type": "application/octet-stream"}
+        ),
+        415,
+    )
     assert_problem(api.client.post("/v1/forests", files={"file": ("model.pkl", pickle.dumps(forest))}), 415)
     assert_problem(api.client.post("/v1/forests", json={"format": "fire-forest", "trees": "no"}), 422)
     assert_problem(api.client.get("/v1/forests/fo_missing"), 404, "path.forest_id")
-    assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "n_estimators": 0}),
-                   422, "n_estimators")
+    assert_problem(
+        api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "n_estimators": 0}), 422, "n_estimators"
+    )
     assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": "ds_missing"}), 404)
-    assert_problem(api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "max_features": 99}),
-                   422, "max_features")
+    assert_problem(
+        api.client.post("/v1/forests/train", json={"dataset_id": dataset["id"], "max_features": 99}),
+        422,
+        "max_features",
+    )
 
 
 def test_trees_of_a_forest_are_fire_json_of_those_trees_only(api):

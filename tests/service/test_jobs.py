@@ -1,5 +1,6 @@
 """End to end through HTTP with real worker processes: train, path, result, promote, predict;
 cache hits, grids, idempotency, events, cancellation and a killed worker."""
+
 import json
 import time
 
@@ -24,6 +25,7 @@ from tests.support.problems import assert_problem
 
 pytestmark = pytest.mark.integration
 
+
 def encode_like_pandas(frame: pd.DataFrame, feature_names: list[str]) -> np.ndarray:
     """An encoding written independently of the service's, for checking its predictions."""
     return pd.get_dummies(frame, columns=["Sex"], prefix_sep="=", dtype=float)[feature_names].to_numpy()
@@ -36,8 +38,17 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert forest["n_trees"] == 50 and forest["feature_names"] == dataset["feature_names"]
     assert forest["source"]["rows"] == {"validation_fraction": 0.2, "seed": 0}  # trained on the training rows only
 
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "fusion_ratio": 1.0,
-                         "n_lambdas": 30, "max_rules": 15, "validation": {"fraction": 0.2, "seed": 0}})
+    job = submit(
+        stack,
+        {
+            "dataset_id": dataset["id"],
+            "forest_id": forest_id,
+            "fusion_ratio": 1.0,
+            "n_lambdas": 30,
+            "max_rules": 15,
+            "validation": {"fraction": 0.2, "seed": 0},
+        },
+    )
     polled = client.get(f"/v1/jobs/{job['id']}")
     assert polled.headers.get("Retry-After") or polled.json()["status"] == "succeeded"
     done = stack.wait_for(job["id"], ("succeeded",))
@@ -75,9 +86,12 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert scored.json()["explanations"] == [[rule["id"] for rule in fired] for fired in rules.explain(X)]
 
     records = frame.head(20).to_dict(orient="records")
-    for body in ({"dataframe_records": records}, {"instances": records},
-                 {"instances": frame.head(20).to_numpy().tolist()},
-                 {"inputs": {name: frame[name].head(20).tolist() for name in frame.columns}}):
+    for body in (
+        {"dataframe_records": records},
+        {"instances": records},
+        {"instances": frame.head(20).to_numpy().tolist()},
+        {"inputs": {name: frame[name].head(20).tolist() for name in frame.columns}},
+    ):
         response = client.post(f"/v1/models/{model['id']}/predict", json=body)
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["predictions"], predictions[:20], rtol=0, atol=1e-9)
@@ -130,11 +144,17 @@ def test_a_model_scored_steadily_is_rechecked_in_the_background_and_its_deletion
 def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, abalone):
     dataset, _ = abalone
     forest_id = train_forest(stack, dataset["id"], random_state=11)
-    first = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5,
-                                          "max_rules": 10})["id"],
-                           ("succeeded",))
-    second = stack.wait_for(submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "penalty": "l1",
-                                           "n_lambdas": 5, "max_rules": 10})["id"], ("succeeded",))
+    first = stack.wait_for(
+        submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 5, "max_rules": 10})["id"],
+        ("succeeded",),
+    )
+    second = stack.wait_for(
+        submit(
+            stack,
+            {"dataset_id": dataset["id"], "forest_id": forest_id, "penalty": "l1", "n_lambdas": 5, "max_rules": 10},
+        )["id"],
+        ("succeeded",),
+    )
     assert first["cache_hit"] is False and second["cache_hit"] is True
     assert stack.client.get(f"/v1/jobs/{second['id']}/result").json()["cache_hit"] is True
     metrics = stack.client.get("/metrics").text
@@ -145,9 +165,16 @@ def test_second_job_on_the_same_forest_and_data_hits_the_matrix_cache(stack, aba
 
 def test_grid_fans_out_and_picks_the_best_cell(stack, abalone):
     dataset, _ = abalone
-    parent = submit(stack, {"dataset_id": dataset["id"], "forest": {**SMALL_FOREST, "random_state": 5},
-                            "n_lambdas": 10, "max_rules": 20,
-                            "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 1.0]}})
+    parent = submit(
+        stack,
+        {
+            "dataset_id": dataset["id"],
+            "forest": {**SMALL_FOREST, "random_state": 5},
+            "n_lambdas": 10,
+            "max_rules": 20,
+            "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 1.0]},
+        },
+    )
     assert parent["kind"] == "grid" and len(parent["cells"]) == 4
     done = stack.wait_for(parent["id"], ("succeeded",), timeout=120)
     result = stack.client.get(f"/v1/jobs/{parent['id']}/result").json()
@@ -164,8 +191,11 @@ def test_idempotency_key_returns_the_same_job(stack, abalone):
     first = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
     again = submit(stack, body, **{"Idempotency-Key": "k-" + dataset["id"]})
     assert again["id"] == first["id"]
-    assert_problem(stack.client.post("/v1/jobs", json={**body, "n_lambdas": 6},
-                                     headers={"Idempotency-Key": "k-" + dataset["id"]}), 422, "Idempotency-Key")
+    assert_problem(
+        stack.client.post("/v1/jobs", json={**body, "n_lambdas": 6}, headers={"Idempotency-Key": "k-" + dataset["id"]}),
+        422,
+        "Idempotency-Key",
+    )
 
 
 def test_progress_streams_as_server_sent_events(stack, abalone):
@@ -187,10 +217,19 @@ def test_progress_streams_as_server_sent_events(stack, abalone):
 def test_validation_dataset(stack, abalone):
     dataset, forest_id = abalone
     frame = abalone_frame()
-    validation = stack.client.post("/v1/datasets?target=rings", content=frame.iloc[3000:].to_csv(index=False),
-                                   headers={"Content-Type": "text/csv"}).json()
-    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10,
-                         "validation": {"dataset_id": validation["id"]}})
+    validation = stack.client.post(
+        "/v1/datasets?target=rings", content=frame.iloc[3000:].to_csv(index=False), headers={"Content-Type": "text/csv"}
+    ).json()
+    job = submit(
+        stack,
+        {
+            "dataset_id": dataset["id"],
+            "forest_id": forest_id,
+            "n_lambdas": 10,
+            "max_rules": 10,
+            "validation": {"dataset_id": validation["id"]},
+        },
+    )
     stack.wait_for(job["id"], ("succeeded",))
     result = stack.client.get(f"/v1/jobs/{job['id']}/result").json()
     assert result["n_train"] == 4177 and result["n_val"] == 4177 - 3000
@@ -199,8 +238,10 @@ def test_validation_dataset(stack, abalone):
 def test_cancel_queued_jobs_and_grids(idle_queue, abalone):
     dataset, forest_id = abalone
     single = submit(idle_queue, {"dataset_id": dataset["id"], "forest_id": forest_id})
-    grid = submit(idle_queue, {"dataset_id": dataset["id"], "forest_id": forest_id,
-                               "grid": {"gamma": [1.1, 2.0], "fusion_ratio": [0.5]}})
+    grid = submit(
+        idle_queue,
+        {"dataset_id": dataset["id"], "forest_id": forest_id, "grid": {"gamma": [1.1, 2.0], "fusion_ratio": [0.5]}},
+    )
     for job in (single, grid):
         canceled = idle_queue.client.post(f"/v1/jobs/{job['id']}/cancel")
         assert canceled.status_code == 202 and canceled.json()["status"] == "canceled"
@@ -217,14 +258,25 @@ def test_readiness_needs_redis_and_a_worker(stack, idle_queue):
 def test_bad_job_requests(stack, abalone):
     dataset, forest_id = abalone
     other = stack.upload_dataset(KIN8NM, target="y", rows=200)
-    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": other["id"], "forest_id": forest_id}),
-                   422, "forest_id")
-    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
-                                                       "validation": {"dataset_id": other["id"]}}),
-                   422, "validation.dataset_id")
+    assert_problem(
+        stack.client.post("/v1/jobs", json={"dataset_id": other["id"], "forest_id": forest_id}), 422, "forest_id"
+    )
+    assert_problem(
+        stack.client.post(
+            "/v1/jobs",
+            json={"dataset_id": dataset["id"], "forest_id": forest_id, "validation": {"dataset_id": other["id"]}},
+        ),
+        422,
+        "validation.dataset_id",
+    )
     assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": "ds_nope", "forest_id": forest_id}), 404)
-    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
-                                                       "lambda_f": 1, "fusion_ratio": 1}), 422, "body.lambda_f")
+    assert_problem(
+        stack.client.post(
+            "/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id, "lambda_f": 1, "fusion_ratio": 1}
+        ),
+        422,
+        "body.lambda_f",
+    )
     assert_problem(stack.client.get("/v1/jobs/job_nope/result"), 404, "path.job_id")
     assert_problem(stack.client.post("/v1/jobs/job_nope/cancel"), 404, "path.job_id")
     assert_problem(stack.client.post("/v1/models", json={"job_id": "job_nope", "name": "m"}), 404, "body.job_id")
@@ -233,18 +285,38 @@ def test_bad_job_requests(stack, abalone):
 def test_a_forest_trained_on_the_validation_rows_is_refused(stack, abalone):
     dataset, forest_id = abalone  # trained on the training side of the default split (0.2, seed 0)
     for validation in ({"fraction": 0.25, "seed": 3}, {"fraction": 0.2, "seed": 1}, {"dataset_id": dataset["id"]}):
-        body = assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
-                                                                  "validation": validation}), 422)
+        body = assert_problem(
+            stack.client.post(
+                "/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id, "validation": validation}
+            ),
+            422,
+        )
         assert body["errors"][0]["field"] in ("body.forest_id", "body.validation.dataset_id"), body
-    body = assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id,
-                                                              "validation": {"fraction": 0.3}}), 422, "body.forest_id")
+    body = assert_problem(
+        stack.client.post(
+            "/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": forest_id, "validation": {"fraction": 0.3}}
+        ),
+        422,
+        "body.forest_id",
+    )
     assert "validation split" in body["errors"][0]["fix"]
     everything = train_forest(stack, dataset["id"], validation={"fraction": 0})
     assert stack.client.get(f"/v1/forests/{everything}").json()["source"]["rows"]["validation_fraction"] == 0
-    assert_problem(stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": everything}),
-                   422, "body.forest_id")
-    no_holdout = submit(stack, {"dataset_id": dataset["id"], "forest_id": everything, "n_lambdas": 5, "max_rules": 5,
-                                "validation": {"fraction": 0}})  # nothing to leak: the step is chosen on train loss
+    assert_problem(
+        stack.client.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest_id": everything}),
+        422,
+        "body.forest_id",
+    )
+    no_holdout = submit(
+        stack,
+        {
+            "dataset_id": dataset["id"],
+            "forest_id": everything,
+            "n_lambdas": 5,
+            "max_rules": 5,
+            "validation": {"fraction": 0},
+        },
+    )  # nothing to leak: the step is chosen on train loss
     stack.wait_for(no_holdout["id"], ("succeeded",))
     result = stack.client.get(f"/v1/jobs/{no_holdout['id']}/result").json()
     assert result["n_val"] == 0 and all(step["val_loss"] is None for step in result["steps"])
@@ -252,8 +324,14 @@ def test_a_forest_trained_on_the_validation_rows_is_refused(stack, abalone):
 
 def slow_job(dataset_id: str, forest_id: str) -> dict:
     """A path long enough to be caught running: many λ, tight tolerance, fusion."""
-    return {"dataset_id": dataset_id, "forest_id": forest_id, "fusion_ratio": 1.0, "n_lambdas": 1000,
-            "lambda_min_ratio": 1e-6, "tol": 1e-12}
+    return {
+        "dataset_id": dataset_id,
+        "forest_id": forest_id,
+        "fusion_ratio": 1.0,
+        "n_lambdas": 1000,
+        "lambda_min_ratio": 1e-6,
+        "tol": 1e-12,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -282,9 +360,11 @@ def test_a_killed_worker_s_job_is_retried_once_then_failed_never_lost(own_queue,
     dataset, forest_id = large_forest
     job = submit(own_queue, slow_job(dataset["id"], forest_id))
     for attempt in (1, 2):
-        own_queue.wait_for(job["id"], ("running",),
-                           predicate=lambda j, attempt=attempt: j["attempt"] == attempt
-                           and j["progress"].get("step", 0) >= 1)
+        own_queue.wait_for(
+            job["id"],
+            ("running",),
+            predicate=lambda j, attempt=attempt: j["attempt"] == attempt and j["progress"].get("step", 0) >= 1,
+        )
         own_queue.workers[-1].kill()
         own_queue.add_worker()
     failed = own_queue.wait_for(job["id"], ("failed",), timeout=30)

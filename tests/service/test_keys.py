@@ -1,6 +1,7 @@
 """The Redis key layout is the one app/core/keys.py documents: the keys are those written before (data stored by an
 earlier version is still found), and every key the stores write under the prefix is one of them (fakeredis, a
 path job run in-process)."""
+
 import gzip
 import re
 import time
@@ -29,30 +30,70 @@ def test_the_keys_are_the_documented_ones():
     assert keys.dataset("ds_1") == "p:dataset:ds_1" and keys.dataset_arrays("ds_1") == "p:dataset:ds_1:arrays"
     assert keys.forest("fo_1") == "p:forest:fo_1" and keys.forest_trees("fo_1") == "p:forest:fo_1:trees"
     assert keys.model("mdl_1") == "p:model:mdl_1"
-    assert [keys.job("j"), keys.job_heartbeat("j"), keys.job_cancel("j"), keys.job_result("j"),
-            keys.job_weights("j")] == ["p:job:j", "p:job:j:heartbeat", "p:job:j:cancel", "p:job:j:result",
-                                       "p:job:j:coefs"]
+    assert [
+        keys.job("j"),
+        keys.job_heartbeat("j"),
+        keys.job_cancel("j"),
+        keys.job_result("j"),
+        keys.job_weights("j"),
+    ] == ["p:job:j", "p:job:j:heartbeat", "p:job:j:cancel", "p:job:j:result", "p:job:j:coefs"]
     assert [keys.all_jobs, keys.unfinished_jobs, keys.stats, keys.worker_beats, keys.worker_states] == [
-        "p:jobs", "p:unfinished-jobs", "p:stats", "p:workers", "p:worker-states"]
+        "p:jobs",
+        "p:unfinished-jobs",
+        "p:stats",
+        "p:workers",
+        "p:worker-states",
+    ]
     assert keys.leaf_cache("fo_1", "ds_1") == "p:leafcache:fo_1:ds_1"
     assert keys.leaf_caches(forest_id="fo_1") == "p:leafcache:fo_1:*"
     assert keys.leaf_caches(dataset_id="ds_1") == "p:leafcache:*:ds_1"
     for tenant, scope in ((DEFAULT_TENANT, "p:"), (OTHER, "p:tenant:acme:")):  # the default keeps the old keys
-        assert [keys.datasets(tenant), keys.forests(tenant), keys.models(tenant), keys.jobs(tenant),
-                keys.active_jobs(tenant), keys.model_version(tenant, "m"), keys.idempotency(tenant, "job", "h")] == [
-            scope + name for name in ("datasets", "forests", "models", "jobs", "active-jobs", "model-version:m",
-                                      "idempotency:job:h")]
+        assert [
+            keys.datasets(tenant),
+            keys.forests(tenant),
+            keys.models(tenant),
+            keys.jobs(tenant),
+            keys.active_jobs(tenant),
+            keys.model_version(tenant, "m"),
+            keys.idempotency(tenant, "job", "h"),
+        ] == [
+            scope + name
+            for name in ("datasets", "forests", "models", "jobs", "active-jobs", "model-version:m", "idempotency:job:h")
+        ]
 
 
 def documented_patterns(keys: Keys) -> list[re.Pattern]:
     """Every key of the layout, ``ANY`` standing for one id; blobs with their chunks (``{key}:{i}``)."""
-    blobs = [keys.dataset(ANY), keys.dataset_arrays(ANY), keys.forest(ANY), keys.forest_trees(ANY), keys.model(ANY),
-             keys.job_result(ANY), keys.job_weights(ANY), keys.leaf_cache(ANY, ANY)]
-    others = [keys.job(ANY), keys.job_heartbeat(ANY), keys.job_cancel(ANY), keys.all_jobs, keys.unfinished_jobs,
-              keys.stats, keys.worker_beats, keys.worker_states]
+    blobs = [
+        keys.dataset(ANY),
+        keys.dataset_arrays(ANY),
+        keys.forest(ANY),
+        keys.forest_trees(ANY),
+        keys.model(ANY),
+        keys.job_result(ANY),
+        keys.job_weights(ANY),
+        keys.leaf_cache(ANY, ANY),
+    ]
+    others = [
+        keys.job(ANY),
+        keys.job_heartbeat(ANY),
+        keys.job_cancel(ANY),
+        keys.all_jobs,
+        keys.unfinished_jobs,
+        keys.stats,
+        keys.worker_beats,
+        keys.worker_states,
+    ]
     for tenant in (DEFAULT_TENANT, ANY):
-        others += [keys.datasets(tenant), keys.forests(tenant), keys.models(tenant), keys.jobs(tenant),
-                   keys.active_jobs(tenant), keys.model_version(tenant, ANY), keys.idempotency(tenant, ANY, ANY)]
+        others += [
+            keys.datasets(tenant),
+            keys.forests(tenant),
+            keys.models(tenant),
+            keys.jobs(tenant),
+            keys.active_jobs(tenant),
+            keys.model_version(tenant, ANY),
+            keys.idempotency(tenant, ANY, ANY),
+        ]
 
     def regex(key: str, suffix: str = "") -> re.Pattern:
         return re.compile(re.escape(key).replace(re.escape(ANY), "[^:]+") + suffix)
@@ -71,33 +112,48 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
 
     keys, redis = Keys.from_settings(core.settings), core.redis
     rows = b"\n".join(gzip.decompress(KIN8NM.read_bytes()).splitlines()[:201]) + b"\n"
-    dataset, _ = core.datasets.create(rows, tenant=DEFAULT_TENANT, target="y", content_type="text/csv",
-                                      filename=None, declared_format=None)
-    theirs, _ = core.datasets.create(rows, tenant=OTHER, target="y", content_type="text/csv", filename=None,
-                                     declared_format=None)
+    dataset, _ = core.datasets.create(
+        rows, tenant=DEFAULT_TENANT, target="y", content_type="text/csv", filename=None, declared_format=None
+    )
+    theirs, _ = core.datasets.create(
+        rows, tenant=OTHER, target="y", content_type="text/csv", filename=None, declared_format=None
+    )
     path = PathSpec(n_lambdas=5)
     X, y = core.datasets.load_arrays(dataset.id)
     recipe = ForestRecipe(dataset_id=dataset.id, params=SMALL_FOREST, rows=ValidationSplit.for_path(path, None))
     train = recipe.rows.training_rows(len(y))
     _, ensemble = train_forest(SMALL_FOREST, X[train], y[train], feature_names=dataset.feature_names)
     forest = core.forests.save(ensemble, recipe, DEFAULT_TENANT)
-    job = core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, forest_id=forest.id, path=path),
-                                          "first", tenant=DEFAULT_TENANT)
+    job = core.job_submission.submit_path(
+        PathJobRequest(dataset_id=dataset.id, forest_id=forest.id, path=path), "first", tenant=DEFAULT_TENANT
+    )
     monkeypatch.setattr(worker.tasks, "core", lambda: core)
     worker.tasks.run_path(job.id, job.attempt)  # its result, weights and the leaf-matrix cache
     model = core.models.promote(job.id, None, "kin", None, tenant=DEFAULT_TENANT, idempotency_key="promoted")
-    waiting = core.job_submission.submit_training(theirs.id, SMALL_FOREST, ValidationSplit.holdout(0, 0), "again",
-                                                  tenant=OTHER)
+    waiting = core.job_submission.submit_training(
+        theirs.id, SMALL_FOREST, ValidationSplit.holdout(0, 0), "again", tenant=OTHER
+    )
     core.jobs.cancel(waiting.id, tenant=OTHER)
     core.workers.beat("w1", READY, ["keys"], time.time())
 
     written = {key.decode() for key in redis.scan_iter(match=keys.prefix + "*")}
     patterns = documented_patterns(keys)
     assert [key for key in written if not any(p.fullmatch(key) for p in patterns)] == []
-    assert {keys.dataset(dataset.id), keys.dataset_arrays(dataset.id), keys.forest(forest.id),
-            keys.forest_trees(forest.id), keys.model(model.id), keys.job(job.id), keys.job_result(job.id),
-            keys.job_weights(job.id), keys.leaf_cache(forest.id, dataset.id), keys.job_cancel(waiting.id),
-            keys.stats, keys.worker_beats, keys.worker_states} <= written
+    assert {
+        keys.dataset(dataset.id),
+        keys.dataset_arrays(dataset.id),
+        keys.forest(forest.id),
+        keys.forest_trees(forest.id),
+        keys.model(model.id),
+        keys.job(job.id),
+        keys.job_result(job.id),
+        keys.job_weights(job.id),
+        keys.leaf_cache(forest.id, dataset.id),
+        keys.job_cancel(waiting.id),
+        keys.stats,
+        keys.worker_beats,
+        keys.worker_states,
+    } <= written
     # the default tenant's indexes where they were before tenants existed, another tenant's under its scope
     assert redis.zscore("keys:datasets", dataset.id) and redis.zscore("keys:forests", forest.id)
     assert redis.zscore("keys:models", model.id) and redis.get("keys:model-version:kin") == b"1"
@@ -105,7 +161,10 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
     assert not redis.exists("keys:tenant:default:datasets") and not redis.zscore("keys:datasets", theirs.id)
     idempotency = [key for key in written if ":idempotency:" in key]
     assert sorted(key.rsplit(":", 1)[0] for key in idempotency) == [
-        "keys:idempotency:job", "keys:idempotency:model", "keys:tenant:acme:idempotency:job"]
+        "keys:idempotency:job",
+        "keys:idempotency:model",
+        "keys:tenant:acme:idempotency:job",
+    ]
 
     core.leaf_cache.forget(forest_id=forest.id)  # through the blob store, chunks included
     assert not list(redis.scan_iter(match=keys.leaf_caches(forest_id=forest.id) + "*"))

@@ -1,6 +1,7 @@
 """The OpenAPI document tells the truth: schemathesis sends generated requests to every operation (bounded: a
 few hundred in all) against the API on a real Redis, and checks that no answer is a 5xx and that every status,
 media type, header and body is the one documented; the documented examples are accepted."""
+
 import json
 
 import pytest
@@ -37,12 +38,19 @@ def clean_keys():
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_every_answer_is_documented_and_none_is_a_server_error(case):
-    case.call_and_validate(headers=KEY, checks=[not_a_server_error, status_code_conformance, content_type_conformance,
-                                   response_headers_conformance, response_schema_conformance,
-                                   negative_data_rejection])
+    case.call_and_validate(
+        headers=KEY,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+            negative_data_rejection,
+        ],
+    )
 
 
 def test_the_documented_upload_examples_are_accepted():
@@ -53,14 +61,22 @@ def test_the_documented_upload_examples_are_accepted():
         forest = document["paths"]["/v1/forests"]["post"]["requestBody"]["content"]["application/json"]["example"]
         assert client.post("/v1/forests", json=forest).status_code in (200, 201)
         table = document["paths"]["/v1/datasets"]["post"]["requestBody"]["content"]
-        assert client.post("/v1/datasets?target=rings", content=table["text/csv"]["example"],
-                           headers={"Content-Type": "text/csv"}).status_code in (200, 201)
-        assert client.post("/v1/datasets?target=y", content=json.dumps(table["application/json"]["example"]),
-                           headers={"Content-Type": "application/json"}).status_code in (200, 201)
+        assert client.post(
+            "/v1/datasets?target=rings", content=table["text/csv"]["example"], headers={"Content-Type": "text/csv"}
+        ).status_code in (200, 201)
+        assert client.post(
+            "/v1/datasets?target=y",
+            content=json.dumps(table["application/json"]["example"]),
+            headers={"Content-Type": "application/json"},
+        ).status_code in (200, 201)
         for name in ("PathJobRequest", "TrainForestRequest", "PromoteRequest", "PredictRequest"):
             model = {"PathJobRequest": "submit_job", "TrainForestRequest": "train_forest"}.get(name)
             for example in document["components"]["schemas"][name].get("examples", []):
                 # the ids in examples are placeholders: a 404 says the body itself was accepted
-                path = {"PathJobRequest": "/v1/jobs", "TrainForestRequest": "/v1/forests/train",
-                        "PromoteRequest": "/v1/models", "PredictRequest": "/v1/models/mdl_x/predict"}[name]
+                path = {
+                    "PathJobRequest": "/v1/jobs",
+                    "TrainForestRequest": "/v1/forests/train",
+                    "PromoteRequest": "/v1/models",
+                    "PredictRequest": "/v1/models/mdl_x/predict",
+                }[name]
                 assert client.post(path, json=example).status_code == 404, (name, model, example)

@@ -17,16 +17,20 @@ from solver.fitting import holdout_split
 from tests.support.data import DATA
 
 EXPECTED_FAILED_CHECKS = {
-    "check_sample_weight_equivalence_on_dense_data":
-        "a bootstrapped forest and the random validation hold-out see duplicated rows differently from "
-        "weighted rows; the path itself honours weights exactly (tests/test_solver.py, tests/test_logistic.py)",
+    "check_sample_weight_equivalence_on_dense_data": "a bootstrapped forest and the random validation hold-out see "
+    "duplicated rows differently from weighted rows; the path itself honours weights exactly "
+    "(tests/solver/test_solver.py, tests/solver/test_logistic.py)",
     "check_sample_weight_equivalence_on_sparse_data": "sparse input is not accepted",
 }
 
 
-@parametrize_with_checks([FireRegressor(n_estimators=15, n_lambdas=15, random_state=0),
-                          FireClassifier(n_estimators=15, n_lambdas=15, random_state=0)],
-                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+@parametrize_with_checks(
+    [
+        FireRegressor(n_estimators=15, n_lambdas=15, random_state=0),
+        FireClassifier(n_estimators=15, n_lambdas=15, random_state=0),
+    ],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
 def test_sklearn_contract(estimator, check):
     check(estimator)
 
@@ -71,7 +75,8 @@ def test_given_forest_is_used_as_is_and_predictions_are_rule_sums(housing):
     X, y = housing
     forest = GradientBoostingRegressor(n_estimators=40, max_depth=2, random_state=0).fit(X, y)
     model = FireRegressor(forest=forest, penalty="l1", fusion_ratio=0, max_rules=20).fit(
-        X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
+        X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:]
+    )
     assert model.estimator_ is forest
     ensemble = TreeEnsemble.from_sklearn(forest)
     expected = model.intercept_ + leaf_matrix(ensemble, X.to_numpy()).matvec(model.coef_)
@@ -148,5 +153,6 @@ def test_forest_is_trained_on_the_training_rows_only(abalone):
     # and those are the training rows: refitting on them alone gives the same trees
     alone = ExtraTreesRegressor(n_estimators=10, max_depth=2, max_features="sqrt", random_state=4, n_jobs=1)
     alone.fit(model.encoding_.encode_frame(X.iloc[train_rows]), y[train_rows])
-    np.testing.assert_array_equal(alone.predict(model.encoding_.encode_frame(X)), model.estimator_.predict(
-        model.encoding_.encode_frame(X)))
+    np.testing.assert_array_equal(
+        alone.predict(model.encoding_.encode_frame(X)), model.estimator_.predict(model.encoding_.encode_frame(X))
+    )

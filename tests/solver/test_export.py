@@ -28,8 +28,9 @@ def abalone(missing_share=0.0):
 def whole_forest(features, y, encoding):
     X = encoding.encode_frame(features)
     forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=15, max_depth=4, random_state=0).fit(X, y))
-    return RuleEnsemble.from_weights(forest, np.full(forest.n_leaves, forest.tree_weight), forest.base_score,
-                                     encoding=encoding, X=X), X
+    return RuleEnsemble.from_weights(
+        forest, np.full(forest.n_leaves, forest.tree_weight), forest.base_score, encoding=encoding, X=X
+    ), X
 
 
 @pytest.mark.parametrize("missing_share", [0.0, 0.1])
@@ -60,12 +61,27 @@ def test_exports_of_a_fitted_rule_set_read_the_original_columns():
 
 def test_float32_cut_separates_doubles_as_float32_rounding_does():
     rng = np.random.default_rng(0)
-    for threshold in [0.5, 2.5, 1e-35, -3.25, 0.06650000065565109, *rng.normal(size=200) * 10.0 ** rng.integers(-5, 5, 200)]:
+    for threshold in [
+        0.5,
+        2.5,
+        1e-35,
+        -3.25,
+        0.06650000065565109,
+        *rng.normal(size=200) * 10.0 ** rng.integers(-5, 5, 200),
+    ]:
         midpoint, inclusive = float32_cut(threshold)
-        cut = np.float32(threshold) if float(np.float32(threshold)) <= threshold else \
-            np.nextafter(np.float32(threshold), np.float32(-np.inf))
-        near = [midpoint, math.nextafter(midpoint, -math.inf), math.nextafter(midpoint, math.inf),
-                float(cut), float(np.nextafter(cut, np.float32(np.inf)))]
+        cut = (
+            np.float32(threshold)
+            if float(np.float32(threshold)) <= threshold
+            else np.nextafter(np.float32(threshold), np.float32(-np.inf))
+        )
+        near = [
+            midpoint,
+            math.nextafter(midpoint, -math.inf),
+            math.nextafter(midpoint, math.inf),
+            float(cut),
+            float(np.nextafter(cut, np.float32(np.inf))),
+        ]
         for x in near:
             model = float(np.float32(x)) <= threshold
             assert model == (x <= midpoint if inclusive else x < midpoint), (threshold, x)

@@ -38,8 +38,7 @@ from tests.support.data import DATA
 
 def load_dataset(file_name: str, n_rows: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     frame = pd.read_csv(DATA / file_name, nrows=n_rows).select_dtypes("number")
-    return (frame.iloc[:, :-1].to_numpy(), frame.iloc[:, -1].to_numpy(),
-            list(frame.columns[:-1]))
+    return (frame.iloc[:, :-1].to_numpy(), frame.iloc[:, -1].to_numpy(), list(frame.columns[:-1]))
 
 
 @pytest.fixture(scope="module")
@@ -67,28 +66,34 @@ def sklearn_leaf_nodes(forest: TreeEnsemble, X) -> np.ndarray:
 def recursive_dfs_leaves(left, right, node=0) -> list[int]:
     if left[node] == -1:
         return [node]
-    return recursive_dfs_leaves(left, right, left[node]) + recursive_dfs_leaves(left, right,
-                                                                                 right[node])
+    return recursive_dfs_leaves(left, right, left[node]) + recursive_dfs_leaves(left, right, right[node])
 
 
 def small_tree_dict() -> dict:
     """Root splits x0 at 0.5; its right child splits x1 at 2.0: leaves 1, 3, 4."""
     return {
-        "format": "fire-forest", "version": 1, "n_features": 2, "feature_names": ["a", "b"],
-        "base_score": 0.25, "tree_weight": 0.5,
-        "trees": [{
-            "children_left": [1, -1, 3, -1, -1],
-            "children_right": [2, -1, 4, -1, -1],
-            "feature": [0, -2, 1, -2, -2],
-            "threshold": [0.5, -2.0, 2.0, -2.0, -2.0],
-            "value": [0.0, 1.0, 0.0, 2.0, 3.0],
-            "missing_go_left": [True, False, False, False, False],
-            "n_samples": [10, 4, 6, 2, 4],
-        }],
+        "format": "fire-forest",
+        "version": 1,
+        "n_features": 2,
+        "feature_names": ["a", "b"],
+        "base_score": 0.25,
+        "tree_weight": 0.5,
+        "trees": [
+            {
+                "children_left": [1, -1, 3, -1, -1],
+                "children_right": [2, -1, 4, -1, -1],
+                "feature": [0, -2, 1, -2, -2],
+                "threshold": [0.5, -2.0, 2.0, -2.0, -2.0],
+                "value": [0.0, 1.0, 0.0, 2.0, 3.0],
+                "missing_go_left": [True, False, False, False, False],
+                "n_samples": [10, 4, 6, 2, 4],
+            }
+        ],
     }
 
 
 # -- leaf order ------------------------------------------------------------------------------
+
 
 def test_leaves_follow_depth_first_order_for_best_first_trees(housing):
     X, y, _ = housing
@@ -110,18 +115,22 @@ def test_leaf_offsets_concatenate_trees(housing):
     counts = [e.tree_.n_leaves for e in rf.estimators_]
     np.testing.assert_array_equal(forest.leaf_offsets, np.concatenate([[0], np.cumsum(counts)]))
     assert forest.n_leaves == sum(counts) and forest.n_trees == 5
-    assert forest.n_internal_nodes == sum(e.tree_.node_count - e.tree_.n_leaves
-                                          for e in rf.estimators_)
+    assert forest.n_internal_nodes == sum(e.tree_.node_count - e.tree_.n_leaves for e in rf.estimators_)
 
 
 # -- routing ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("trained_with_nan", [True, False])
-@pytest.mark.parametrize("make", [
-    lambda: RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0),
-    lambda: ExtraTreesRegressor(n_estimators=15, max_depth=6, random_state=0),
-    lambda: DecisionTreeRegressor(max_leaf_nodes=50, random_state=0),
-], ids=["random_forest", "extra_trees", "best_first_tree"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0),
+        lambda: ExtraTreesRegressor(n_estimators=15, max_depth=6, random_state=0),
+        lambda: DecisionTreeRegressor(max_leaf_nodes=50, random_state=0),
+    ],
+    ids=["random_forest", "extra_trees", "best_first_tree"],
+)
 def test_apply_matches_sklearn_on_nan(nan_data, make, trained_with_nan):
     X, X_nan, y = nan_data
     est = make().fit(X_nan if trained_with_nan else X, y)
@@ -133,9 +142,9 @@ def test_apply_matches_sklearn_on_nan(nan_data, make, trained_with_nan):
 
 def test_nan_trained_forest_has_infinite_thresholds_replaced(nan_data):
     """sklearn's "missing values alone go right" split (threshold +inf) routes identically."""
-    X, X_nan, y = nan_data
+    X, _X_nan, y = nan_data
     X_rare = X.copy()
-    X_rare[:300, 0] = np.nan   # NaN strongly tied to the target: sklearn isolates them
+    X_rare[:300, 0] = np.nan  # NaN strongly tied to the target: sklearn isolates them
     y_rare = np.where(np.isnan(X_rare[:, 0]), 10.0, y)
     tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X_rare, y_rare)
     assert np.isinf(tree.tree_.threshold).any()
@@ -150,8 +159,9 @@ def test_apply_casts_to_float32_like_sklearn():
     y = np.array([0.0, 1.0] * 5)
     tree = DecisionTreeRegressor().fit(X, y)
     threshold = tree.tree_.threshold[0]
-    probe = np.array([[np.nextafter(np.float32(threshold), np.float32(1), dtype=np.float32)],
-                      [float(np.float32(threshold)) + 1e-12]])
+    probe = np.array(
+        [[np.nextafter(np.float32(threshold), np.float32(1), dtype=np.float32)], [float(np.float32(threshold)) + 1e-12]]
+    )
     forest = TreeEnsemble.from_sklearn(tree)
     np.testing.assert_array_equal(sklearn_leaf_nodes(forest, probe), tree.apply(probe)[:, None])
 
@@ -166,13 +176,16 @@ def test_apply_output_layout_and_dtype(housing):
     assert big.apply(np.empty((0, X.shape[1]))).shape == (0, 1)
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.zeros(8), "2-D"),
-    (np.zeros((3, 5)), "5 columns"),
-    (np.array([["a"] * 8]), "numeric"),
-    (np.array([[np.inf] + [0.0] * 7]), "infinity"),
-    (np.array([[1e39] + [0.0] * 7]), "too large for float32"),
-])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (np.zeros(8), "2-D"),
+        (np.zeros((3, 5)), "5 columns"),
+        (np.array([["a"] * 8]), "numeric"),
+        (np.array([[np.inf] + [0.0] * 7]), "infinity"),
+        (np.array([[1e39] + [0.0] * 7]), "too large for float32"),
+    ],
+)
 def test_apply_rejects_invalid_X(housing, bad, message):
     X, y, _ = housing
     forest = TreeEnsemble.from_sklearn(DecisionTreeRegressor(max_depth=2).fit(X, y))
@@ -182,16 +195,19 @@ def test_apply_rejects_invalid_X(housing, bad, message):
 
 # -- mapping matrix --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [
-    lambda: RandomForestRegressor(n_estimators=20, max_depth=5, random_state=0),
-    lambda: RandomForestRegressor(n_estimators=10, max_leaf_nodes=30, random_state=0),
-    lambda: ExtraTreesRegressor(n_estimators=20, max_depth=5, random_state=0),
-    lambda: GradientBoostingRegressor(n_estimators=30, max_depth=3, learning_rate=0.2,
-                                      random_state=0),
-    lambda: GradientBoostingRegressor(n_estimators=10, loss="absolute_error", subsample=0.7,
-                                      random_state=0),
-    lambda: DecisionTreeRegressor(max_leaf_nodes=60, random_state=0),
-], ids=["rf", "rf_best_first", "et", "gb", "gb_lad", "dt"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomForestRegressor(n_estimators=20, max_depth=5, random_state=0),
+        lambda: RandomForestRegressor(n_estimators=10, max_leaf_nodes=30, random_state=0),
+        lambda: ExtraTreesRegressor(n_estimators=20, max_depth=5, random_state=0),
+        lambda: GradientBoostingRegressor(n_estimators=30, max_depth=3, learning_rate=0.2, random_state=0),
+        lambda: GradientBoostingRegressor(n_estimators=10, loss="absolute_error", subsample=0.7, random_state=0),
+        lambda: DecisionTreeRegressor(max_leaf_nodes=60, random_state=0),
+    ],
+    ids=["rf", "rf_best_first", "et", "gb", "gb_lad", "dt"],
+)
 def test_mapping_matrix_reproduces_forest_prediction(housing, make):
     X, y, _ = housing
     est = make().fit(X[:1500], y[:1500])
@@ -200,8 +216,7 @@ def test_mapping_matrix_reproduces_forest_prediction(housing, make):
     reproduced = forest.base_score + matrix.matvec(np.full(forest.n_leaves, forest.tree_weight))
     expected = est.predict(X[1500:])
     np.testing.assert_allclose(reproduced, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
-    np.testing.assert_allclose(forest.predict(X[1500:]), expected, rtol=1e-12,
-                               atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(forest.predict(X[1500:]), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
 
 
 def test_gradient_boosting_base_score_and_learning_rate(housing):
@@ -216,11 +231,14 @@ def test_gradient_boosting_base_score_and_learning_rate(housing):
     assert TreeEnsemble.from_sklearn(zero).base_score == 0.0
 
 
-@pytest.mark.parametrize("make", [
-    lambda: RandomForestClassifier(n_estimators=30, max_depth=3, random_state=0),
-    lambda: ExtraTreesClassifier(n_estimators=30, max_depth=4, random_state=0),
-    lambda: DecisionTreeClassifier(max_depth=6, random_state=0),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomForestClassifier(n_estimators=30, max_depth=3, random_state=0),
+        lambda: ExtraTreesClassifier(n_estimators=30, max_depth=4, random_state=0),
+        lambda: DecisionTreeClassifier(max_depth=6, random_state=0),
+    ],
+)
 def test_binary_classifier_forests_predict_the_probability_from_centered_leaves(nan_data, make):
     _, X, y = nan_data
     labels = np.where(y > np.quantile(y, 0.8), "yes", "no")
@@ -228,8 +246,9 @@ def test_binary_classifier_forests_predict_the_probability_from_centered_leaves(
     forest = TreeEnsemble.from_sklearn(est)
     np.testing.assert_allclose(forest.predict(X), est.predict_proba(X)[:, 1], rtol=0, atol=1e-12)
     # every leaf is its share of "yes" minus its tree's root share: pure "no" leaves are not zero columns
-    roots = np.repeat([member.tree_.value[0, 0, 1] for member in getattr(est, "estimators_", [est])],
-                      np.diff(forest.leaf_offsets))
+    roots = np.repeat(
+        [member.tree_.value[0, 0, 1] for member in getattr(est, "estimators_", [est])], np.diff(forest.leaf_offsets)
+    )
     shares = forest.leaf_values + roots
     assert np.all((shares >= -1e-15) & (shares <= 1 + 1e-15))
     pure_no = np.abs(shares) < 1e-15
@@ -247,8 +266,7 @@ def test_gradient_boosting_classifier_predicts_log_odds(housing):
 
 def test_sparse_products_match_explicit_matrix(housing):
     X, y, _ = housing
-    forest = TreeEnsemble.from_sklearn(
-        RandomForestRegressor(n_estimators=8, max_depth=4, random_state=0).fit(X, y))
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=8, max_depth=4, random_state=0).fit(X, y))
     matrix = leaf_matrix(forest, X[:300])
     csc = matrix.to_csc()
     assert isinstance(csc, scipy.sparse.csc_matrix) and csc.shape == (300, forest.n_leaves)
@@ -275,25 +293,24 @@ def test_leaf_matrix_rejects_wrong_vector_shapes():
 
 # -- conditions and antecedents --------------------------------------------------------------
 
+
 def test_leaf_conditions_are_simplified_and_keep_nan_routing():
     """x0 <= 5 (NaN left) then x0 <= 3 (NaN right) then x0 > 1 (NaN left): x0 in (1, 3], no NaN."""
-    tree = Tree(children_left=np.array([1, 2, 3, -1, -1, -1, -1]),
-                children_right=np.array([6, 5, 4, -1, -1, -1, -1]),
-                feature=np.array([0, 0, 0, -2, -2, -2, -2]),
-                threshold=np.array([5.0, 3.0, 1.0, 0, 0, 0, 0]),
-                value=np.arange(7.0),
-                missing_go_left=np.array([True, False, True, False, False, False, False]))
+    tree = Tree(
+        children_left=np.array([1, 2, 3, -1, -1, -1, -1]),
+        children_right=np.array([6, 5, 4, -1, -1, -1, -1]),
+        feature=np.array([0, 0, 0, -2, -2, -2, -2]),
+        threshold=np.array([5.0, 3.0, 1.0, 0, 0, 0, 0]),
+        value=np.arange(7.0),
+        missing_go_left=np.array([True, False, True, False, False, False, False]),
+    )
     forest = TreeEnsemble([tree], n_features=1, feature_names=["x"])
     assert forest.leaf_nodes[0].tolist() == [3, 4, 5, 6]
     conditions = forest.leaf_conditions()
-    assert conditions[0] == (Condition(feature="x", feature_index=0, operator="<=", threshold=1.0,
-                                       missing=False),)
-    assert [(c.operator, c.threshold, c.missing) for c in conditions[1]] == [
-        (">", 1.0, False), ("<=", 3.0, False)]
-    assert [(c.operator, c.threshold, c.missing) for c in conditions[2]] == [
-        (">", 3.0, True), ("<=", 5.0, True)]
-    assert [(c.operator, c.threshold, c.missing) for c in conditions[3]] == [
-        (">", 5.0, False)]
+    assert conditions[0] == (Condition(feature="x", feature_index=0, operator="<=", threshold=1.0, missing=False),)
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[1]] == [(">", 1.0, False), ("<=", 3.0, False)]
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[2]] == [(">", 3.0, True), ("<=", 5.0, True)]
+    assert [(c.operator, c.threshold, c.missing) for c in conditions[3]] == [(">", 5.0, False)]
 
 
 def evaluate_conditions(conditions, X32):
@@ -307,8 +324,7 @@ def evaluate_conditions(conditions, X32):
 
 def test_leaf_conditions_select_exactly_the_rows_of_their_leaf(nan_data):
     _, X_nan, y = nan_data
-    forest = TreeEnsemble.from_sklearn(
-        RandomForestRegressor(n_estimators=5, max_depth=6, random_state=0).fit(X_nan, y))
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=5, max_depth=6, random_state=0).fit(X_nan, y))
     leaves = forest.apply(X_nan)
     X32 = X_nan.astype(np.float32)
     for j, conditions in enumerate(forest.leaf_conditions()):
@@ -321,10 +337,11 @@ def test_leaf_conditions_select_exactly_the_rows_of_their_leaf(nan_data):
 def test_leaf_ancestors_and_antecedent_count(housing):
     X, y, _ = housing
     forest = TreeEnsemble.from_sklearn(
-        RandomForestRegressor(n_estimators=6, max_leaf_nodes=12, random_state=0).fit(X, y))
+        RandomForestRegressor(n_estimators=6, max_leaf_nodes=12, random_state=0).fit(X, y)
+    )
     ptr, ids = forest.leaf_ancestors
     assert ptr.shape == (forest.n_leaves + 1,) and ids.max() < forest.n_nodes
-    first_leaf_path = ids[ptr[0]:ptr[1]]
+    first_leaf_path = ids[ptr[0] : ptr[1]]
     assert first_leaf_path[0] == 0 and (forest.trees[0].children_left[first_leaf_path] != -1).all()
     assert ids[ptr[forest.leaf_offsets[1]]] == forest.trees[0].n_nodes  # root of tree 1
     # every internal node is on some path; a whole tree needs all its internal nodes
@@ -342,7 +359,7 @@ def test_leaf_ancestors_and_antecedent_count(housing):
         chosen = rng.choice(forest.n_leaves, size=rng.integers(0, 15), replace=False)
         brute = set()
         for j in chosen:
-            brute.update(ids[ptr[j]:ptr[j + 1]].tolist())
+            brute.update(ids[ptr[j] : ptr[j + 1]].tolist())
             assert ptr[j + 1] - ptr[j] >= len(forest.leaf_conditions([j])[0])
         assert count_antecedents(chosen, ptr, ids) == len(brute)
         mask = np.zeros(forest.n_leaves, bool)
@@ -353,19 +370,24 @@ def test_leaf_ancestors_and_antecedent_count(housing):
 def test_leaf_ancestor_paths_are_root_first():
     forest = TreeEnsemble.from_dict(small_tree_dict())
     ptr, ids = forest.leaf_ancestors
-    assert [ids[ptr[j]:ptr[j + 1]].tolist() for j in range(3)] == [[0], [0, 2], [0, 2]]
+    assert [ids[ptr[j] : ptr[j + 1]].tolist() for j in range(3)] == [[0], [0, 2], [0, 2]]
     assert count_antecedents(np.array([0]), ptr, ids) == 1
     assert count_antecedents(np.array([1, 2]), ptr, ids) == 2
 
 
 # -- sklearn round trip ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("make, use_nan", [
-    (lambda: RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0), True),
-    (lambda: ExtraTreesRegressor(n_estimators=10, max_depth=6, random_state=0), True),
-    (lambda: DecisionTreeRegressor(max_leaf_nodes=40, random_state=0), True),
-    (lambda: GradientBoostingRegressor(n_estimators=20, learning_rate=0.3, random_state=0), False),
-], ids=["rf", "et", "dt", "gb"])
+
+@pytest.mark.parametrize(
+    ("make", "use_nan"),
+    [
+        (lambda: RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0), True),
+        (lambda: ExtraTreesRegressor(n_estimators=10, max_depth=6, random_state=0), True),
+        (lambda: DecisionTreeRegressor(max_leaf_nodes=40, random_state=0), True),
+        (lambda: GradientBoostingRegressor(n_estimators=20, learning_rate=0.3, random_state=0), False),
+    ],
+    ids=["rf", "et", "dt", "gb"],
+)
 def test_json_and_sklearn_round_trips_are_exact(nan_data, make, use_nan):
     X, X_nan, y = nan_data
     X_fit = X_nan if use_nan else X
@@ -391,8 +413,15 @@ def test_custom_ensemble_becomes_gradient_boosting():
 
 
 def test_json_floats_round_trip_exactly():
-    values = [0.1, 1 / 3, 5e-324, np.finfo(np.float64).max, -2.2250738585072014e-308,
-              float(np.float32(0.1)), 123456789.12345679]
+    values = [
+        0.1,
+        1 / 3,
+        5e-324,
+        np.finfo(np.float64).max,
+        -2.2250738585072014e-308,
+        float(np.float32(0.1)),
+        123456789.12345679,
+    ]
     assert json.loads(json.dumps(values)) == values
     document = small_tree_dict()
     document["trees"][0]["value"] = [0.0, values[1], 0.0, values[2], values[3] / 4]
@@ -422,10 +451,15 @@ def test_abalone_with_encoded_sex_column():
 
 # -- forests as users hold them --------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [
-    lambda: RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0),
-    lambda: GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0),
-], ids=["rf", "gb"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0),
+        lambda: GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0),
+    ],
+    ids=["rf", "gb"],
+)
 def test_public_functions_accept_fitted_sklearn_forests(housing, make):
     X, y, _ = housing
     est = make().fit(X[:1500], y[:1500])
@@ -441,8 +475,10 @@ def test_public_functions_accept_fitted_sklearn_forests(housing, make):
         np.testing.assert_array_equal(getattr(from_sklearn, name), getattr(from_forest, name))
     weights = np.zeros(forest.n_leaves)
     weights[::7] = np.linspace(-1.0, 1.0, len(weights[::7]))
-    assert (RuleEnsemble.from_weights(est, weights, 0.5).to_dict()
-            == RuleEnsemble.from_weights(forest, weights, 0.5).to_dict())
+    assert (
+        RuleEnsemble.from_weights(est, weights, 0.5).to_dict()
+        == RuleEnsemble.from_weights(forest, weights, 0.5).to_dict()
+    )
 
 
 def test_other_forests_are_refused_by_type(housing):
@@ -460,6 +496,7 @@ def test_other_forests_are_refused_by_type(housing):
 
 # -- rejected estimators ---------------------------------------------------------------------
 
+
 def test_rejects_multiclass_multioutput_and_non_constant_init(housing):
     X, y, _ = housing
     classes = np.digitize(y, np.quantile(y, [0.3, 0.6]))
@@ -468,20 +505,19 @@ def test_rejects_multiclass_multioutput_and_non_constant_init(housing):
     with pytest.raises(ValueError, match="3 classes"):
         TreeEnsemble.from_sklearn(GradientBoostingClassifier(n_estimators=2).fit(X, classes))
     with pytest.raises(ValueError, match="2 outputs"):
-        TreeEnsemble.from_sklearn(
-            RandomForestRegressor(n_estimators=2).fit(X, np.column_stack([y, y])))
+        TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=2).fit(X, np.column_stack([y, y])))
     with pytest.raises(ValueError, match="constant"):
-        TreeEnsemble.from_sklearn(
-            GradientBoostingRegressor(n_estimators=2, init=LinearRegression()).fit(X, y))
+        TreeEnsemble.from_sklearn(GradientBoostingRegressor(n_estimators=2, init=LinearRegression()).fit(X, y))
     with pytest.raises(ValueError, match="unsupported"):
         TreeEnsemble.from_sklearn(LinearRegression().fit(X, y))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not fitted"):
         TreeEnsemble.from_sklearn(RandomForestRegressor())
     constant = GradientBoostingRegressor(n_estimators=2, init=DummyRegressor(strategy="median"))
     assert TreeEnsemble.from_sklearn(constant.fit(X, y)).base_score == np.median(y)
 
 
 # -- from_dict validation --------------------------------------------------------------------
+
 
 def mutate(path: str, value):
     """A copy of small_tree_dict() with the entry at a/b/3-style path set (or deleted)."""
@@ -500,56 +536,63 @@ def mutate(path: str, value):
 
 DELETE = object()
 # splits 0..69 form a chain (node i's right child is i + 1), each with a leaf on the left
-LONG_CHAIN = {"children_left": [70 + i for i in range(70)] + [-1] * 71,
-              "children_right": list(range(1, 70)) + [140] + [-1] * 71,
-              "feature": [0] * 70 + [-2] * 71, "threshold": [0.0] * 141, "value": [0.0] * 141}
+LONG_CHAIN = {
+    "children_left": [70 + i for i in range(70)] + [-1] * 71,
+    "children_right": list(range(1, 70)) + [140] + [-1] * 71,
+    "feature": [0] * 70 + [-2] * 71,
+    "threshold": [0.0] * 141,
+    "value": [0.0] * 141,
+}
 
 
-@pytest.mark.parametrize("path, value, field, message", [
-    ("format", "xgboost", "format", "fire-forest"),
-    ("version", 2, "version", "only version 1"),
-    ("version", True, "version", "only version 1"),
-    ("n_features", DELETE, "n_features", "required"),
-    ("tree_weight", DELETE, "tree_weight", "required"),
-    ("n_features", 0, "n_features", r"in \[1, "),
-    ("n_features", 2.0, "n_features", "integer"),
-    ("n_features", True, "n_features", "integer"),
-    ("base_score", float("nan"), "base_score", "finite"),
-    ("tree_weight", "1", "tree_weight", "number"),
-    ("colour", "red", "colour", "not a known key"),
-    ("feature_names", ["a"], "feature_names", "one name per column"),
-    ("feature_names", ["a", "a"], "feature_names/1", "unique"),
-    ("feature_names", ["a", 3], "feature_names/1", "string"),
-    ("trees", [], "trees", "at least one tree"),
-    ("trees", {}, "trees", "list"),
-    ("trees/0", [1, 2], "trees/0", "object"),
-    ("trees/0/missing_go_to_left", [True] * 5, "trees/0/missing_go_to_left", "not a known key"),
-    ("trees/0/value", DELETE, "trees/0/value", "required"),
-    ("trees/0/children_left", 7, "trees/0/children_left", "list"),
-    ("trees/0/children_left", [], "trees/0/children_left", "at least one node"),
-    ("trees/0/children_right", [2, -1, 4, -1], "trees/0/children_right", "has 4 entries"),
-    ("trees/0/threshold", [0.5, -2.0, 2.0], "trees/0/threshold", "has 3 entries"),
-    ("trees/0/children_left/2", 3.0, "trees/0/children_left/2", "integers"),
-    ("trees/0/children_left/2", "3", "trees/0/children_left/2", "integers"),
-    ("trees/0/children_left/2", None, "trees/0/children_left/2", "integers"),
-    ("trees/0/children_left/2", [3], "trees/0/children_left/2", "integers"),
-    ("trees/0/children_left/2", 2**70, "trees/0/children_left/2", "integers"),
-    ("trees/0/children_left/2", 9, "trees/0/children_left/2", "node id in"),
-    ("trees/0/children_left/2", -5, "trees/0/children_left/2", "node id in"),
-    ("trees/0/children_left/2", -1, "trees/0/children_left/2", "a leaf has both children -1"),
-    ("trees/0/children_left/2", 0, "trees/0/children_left/2", "root"),
-    ("trees/0/children_left/2", 1, "trees/0/children_left/2", "exactly one parent"),
-    ("trees/0/children_right/2", 3, "trees/0/children_right/2", "exactly one parent"),
-    ("trees/0/feature/2", 2, "trees/0/feature/2", "column index"),
-    ("trees/0/feature/0", -2, "trees/0/feature/0", "column index"),
-    ("trees/0/threshold/2", float("inf"), "trees/0/threshold/2", "finite"),
-    ("trees/0/value/4", float("nan"), "trees/0/value/4", "finite"),
-    ("trees/0/value/4", "1", "trees/0/value/4", "numbers"),
-    ("trees/0/missing_go_left/1", 1, "trees/0/missing_go_left/1", "booleans"),
-    ("trees/0/n_samples/3", -1, "trees/0/n_samples/3", ">= 0"),
-    ("trees/0/n_samples/3", 1.5, "trees/0/n_samples/3", "integers"),
-    ("trees/0", LONG_CHAIN, "trees/0", "depth 70"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "field", "message"),
+    [
+        ("format", "xgboost", "format", "fire-forest"),
+        ("version", 2, "version", "only version 1"),
+        ("version", True, "version", "only version 1"),
+        ("n_features", DELETE, "n_features", "required"),
+        ("tree_weight", DELETE, "tree_weight", "required"),
+        ("n_features", 0, "n_features", r"in \[1, "),
+        ("n_features", 2.0, "n_features", "integer"),
+        ("n_features", True, "n_features", "integer"),
+        ("base_score", float("nan"), "base_score", "finite"),
+        ("tree_weight", "1", "tree_weight", "number"),
+        ("colour", "red", "colour", "not a known key"),
+        ("feature_names", ["a"], "feature_names", "one name per column"),
+        ("feature_names", ["a", "a"], "feature_names/1", "unique"),
+        ("feature_names", ["a", 3], "feature_names/1", "string"),
+        ("trees", [], "trees", "at least one tree"),
+        ("trees", {}, "trees", "list"),
+        ("trees/0", [1, 2], "trees/0", "object"),
+        ("trees/0/missing_go_to_left", [True] * 5, "trees/0/missing_go_to_left", "not a known key"),
+        ("trees/0/value", DELETE, "trees/0/value", "required"),
+        ("trees/0/children_left", 7, "trees/0/children_left", "list"),
+        ("trees/0/children_left", [], "trees/0/children_left", "at least one node"),
+        ("trees/0/children_right", [2, -1, 4, -1], "trees/0/children_right", "has 4 entries"),
+        ("trees/0/threshold", [0.5, -2.0, 2.0], "trees/0/threshold", "has 3 entries"),
+        ("trees/0/children_left/2", 3.0, "trees/0/children_left/2", "integers"),
+        ("trees/0/children_left/2", "3", "trees/0/children_left/2", "integers"),
+        ("trees/0/children_left/2", None, "trees/0/children_left/2", "integers"),
+        ("trees/0/children_left/2", [3], "trees/0/children_left/2", "integers"),
+        ("trees/0/children_left/2", 2**70, "trees/0/children_left/2", "integers"),
+        ("trees/0/children_left/2", 9, "trees/0/children_left/2", "node id in"),
+        ("trees/0/children_left/2", -5, "trees/0/children_left/2", "node id in"),
+        ("trees/0/children_left/2", -1, "trees/0/children_left/2", "a leaf has both children -1"),
+        ("trees/0/children_left/2", 0, "trees/0/children_left/2", "root"),
+        ("trees/0/children_left/2", 1, "trees/0/children_left/2", "exactly one parent"),
+        ("trees/0/children_right/2", 3, "trees/0/children_right/2", "exactly one parent"),
+        ("trees/0/feature/2", 2, "trees/0/feature/2", "column index"),
+        ("trees/0/feature/0", -2, "trees/0/feature/0", "column index"),
+        ("trees/0/threshold/2", float("inf"), "trees/0/threshold/2", "finite"),
+        ("trees/0/value/4", float("nan"), "trees/0/value/4", "finite"),
+        ("trees/0/value/4", "1", "trees/0/value/4", "numbers"),
+        ("trees/0/missing_go_left/1", 1, "trees/0/missing_go_left/1", "booleans"),
+        ("trees/0/n_samples/3", -1, "trees/0/n_samples/3", ">= 0"),
+        ("trees/0/n_samples/3", 1.5, "trees/0/n_samples/3", "integers"),
+        ("trees/0", LONG_CHAIN, "trees/0", "depth 70"),
+    ],
+)
 def test_from_dict_reports_the_offending_field(path, value, field, message):
     with pytest.raises(ForestSchemaError, match=message) as error:
         TreeEnsemble.from_dict(mutate(path, value))
@@ -559,8 +602,7 @@ def test_from_dict_reports_the_offending_field(path, value, field, message):
 
 def test_from_dict_rejects_orphan_nodes():
     document = copy.deepcopy(small_tree_dict())
-    document["trees"][0].update(children_left=[1, -1, -1, -1, -1],
-                                children_right=[2, -1, -1, -1, -1])
+    document["trees"][0].update(children_left=[1, -1, -1, -1, -1], children_right=[2, -1, -1, -1, -1])
     with pytest.raises(ForestSchemaError, match="node 3 is nobody's child") as error:
         TreeEnsemble.from_dict(document)
     assert error.value.field == "trees/0/children_left"
@@ -572,9 +614,15 @@ def test_from_dict_detects_unreachable_cycle_with_single_parents():
     document = copy.deepcopy(small_tree_dict())
     tree = document["trees"][0]
     # root 0 -> (1, 2); 3 -> (4, 5); 4 -> (3, 6): 3 and 4 are each other's only parent
-    tree.update(children_left=[1, -1, -1, 4, 3, -1, -1], children_right=[2, -1, -1, 5, 6, -1, -1],
-                feature=[0, -2, -2, 0, 1, -2, -2], threshold=[0.0] * 7, value=[0.0] * 7,
-                missing_go_left=[False] * 7, n_samples=[1] * 7)
+    tree.update(
+        children_left=[1, -1, -1, 4, 3, -1, -1],
+        children_right=[2, -1, -1, 5, 6, -1, -1],
+        feature=[0, -2, -2, 0, 1, -2, -2],
+        threshold=[0.0] * 7,
+        value=[0.0] * 7,
+        missing_go_left=[False] * 7,
+        n_samples=[1] * 7,
+    )
     with pytest.raises(ForestSchemaError, match="cycle") as error:
         TreeEnsemble.from_dict(document)
     assert error.value.field == "trees/0/children_left"
@@ -596,8 +644,9 @@ def test_from_dict_enforces_size_limits():
 
 
 def test_from_dict_accepts_a_single_leaf_tree_and_defaults():
-    document = mutate("trees", [{"children_left": [-1], "children_right": [-1], "feature": [-2],
-                                 "threshold": [0.0], "value": [4.0]}])
+    document = mutate(
+        "trees", [{"children_left": [-1], "children_right": [-1], "feature": [-2], "threshold": [0.0], "value": [4.0]}]
+    )
     del document["feature_names"]
     forest = TreeEnsemble.from_dict(document)
     assert forest.feature_names == ["x0", "x1"] and forest.kind == "custom"

@@ -88,7 +88,8 @@ def test_l1_logistic_matches_sklearn_saga(small, ratio):
     lam = ratio * fit_path(matrix, y, RAW, n_lambdas=1).lambda_max
     ours = fit_path(matrix, y, RAW, penalty="l1", fusion_ratio=0, lambdas=[lam], tol=1e-10)
     reference = LogisticRegression(l1_ratio=1.0, solver="saga", C=1.0 / lam, tol=1e-12, max_iter=100_000).fit(
-        matrix.to_csc(), y)
+        matrix.to_csc(), y
+    )
     f_ours = objective(matrix, y, ours.coef(0), ours.intercepts[0], lam)
     f_ref = objective(matrix, y, reference.coef_.ravel(), reference.intercept_[0], lam)
     assert ours.steps[0].objective == pytest.approx(f_ours, rel=1e-10)
@@ -96,7 +97,7 @@ def test_l1_logistic_matches_sklearn_saga(small, ratio):
     assert f_ours == pytest.approx(f_ref, rel=1e-6)
 
 
-@pytest.mark.parametrize("lam_ratio, fusion", [(0.2, 0.5), (0.05, 1.0)])
+@pytest.mark.parametrize(("lam_ratio", "fusion"), [(0.2, 0.5), (0.05, 1.0)])
 def test_fused_l1_logistic_matches_the_exponential_cone_reference(small, lam_ratio, fusion):
     cp = pytest.importorskip("cvxpy")
     matrix, y, _ = small
@@ -125,8 +126,18 @@ def test_mcp_logistic_path_no_worse_than_skglm(small):
     matrix, y, _ = small
     n, gamma_skglm = len(y), 3.0
     gamma = gamma_skglm / n
-    ours = fit_path(matrix, y, RAW, penalty="mcp", gamma=gamma, mcp_scaling="plain", fusion_ratio=0, n_lambdas=20,
-                    lambda_min_ratio=0.02, tol=1e-6)
+    ours = fit_path(
+        matrix,
+        y,
+        RAW,
+        penalty="mcp",
+        gamma=gamma,
+        mcp_scaling="plain",
+        fusion_ratio=0,
+        n_lambdas=20,
+        lambda_min_ratio=0.02,
+        tol=1e-6,
+    )
     csc = matrix.to_csc()
     coef = np.zeros(csc.shape[1] + 1)
     coef[-1] = np.log(y.mean() / (1 - y.mean()))
@@ -134,8 +145,14 @@ def test_mcp_logistic_path_no_worse_than_skglm(small):
     for k, step in enumerate(ours.steps):
         solver = AndersonCD(fit_intercept=True, warm_start=True, tol=1e-8, max_iter=100)
         # Xw_init with the intercept: skglm otherwise starts from X w alone and the warm start is inconsistent
-        coef, *_ = solver.solve(csc, 2 * y - 1, Logistic(), MCPenalty(step.lambda_s / n, gamma_skglm), w_init=coef,
-                                Xw_init=csc @ coef[:-1] + coef[-1])
+        coef, *_ = solver.solve(
+            csc,
+            2 * y - 1,
+            Logistic(),
+            MCPenalty(step.lambda_s / n, gamma_skglm),
+            w_init=coef,
+            Xw_init=csc @ coef[:-1] + coef[-1],
+        )
         f_ref = objective(matrix, y, coef[:-1], coef[-1], step.lambda_s, "mcp", gamma)
         f_ours = objective(matrix, y, ours.coef(k), ours.intercepts[k], step.lambda_s, "mcp", gamma)
         assert step.objective == pytest.approx(f_ours, rel=1e-9)
@@ -165,8 +182,16 @@ def test_sample_weights_equal_duplicated_rows(small):
     duplicated = LeafMatrix(np.ascontiguousarray(matrix.leaves[rows]), matrix.values, matrix.offsets)
     lam = 2.0
     dup = fit_path(duplicated, y[rows], RAW, penalty="l1", fusion_ratio=0, lambdas=[lam], tol=1e-10)
-    weighted = fit_path(matrix, y, RAW, penalty="l1", fusion_ratio=0, lambdas=[lam * len(y) / weights.sum()],
-                        tol=1e-10, sample_weight=weights)
+    weighted = fit_path(
+        matrix,
+        y,
+        RAW,
+        penalty="l1",
+        fusion_ratio=0,
+        lambdas=[lam * len(y) / weights.sum()],
+        tol=1e-10,
+        sample_weight=weights,
+    )
     np.testing.assert_allclose(weighted.coef(0), dup.coef(0), atol=1e-6)
     assert weighted.intercepts[0] == pytest.approx(dup.intercepts[0], abs=1e-7)
 
@@ -177,7 +202,8 @@ def test_path_records_classification_metrics_and_selects_by_auc(small):
     for step in result.steps:
         record = json.loads(json.dumps(step.to_dict()))
         assert record["val_loss"] == pytest.approx(step.train_loss) and record["val_auc"] == pytest.approx(
-            step.train_auc)
+            step.train_auc
+        )
         assert 0.5 <= record["train_auc"] <= 1 and 0 < record["train_accuracy"] <= 1
     by_auc = best_step(result.steps, 10, selection="auc")
     assert result.steps[by_auc].val_auc == max(s.val_auc for s in result.steps if s.n_rules <= 10)
@@ -201,8 +227,9 @@ def test_classifier_end_to_end_on_a_text_table(hmda):
     assert 0 < len(model.rules_) <= 8 and model.selected_["val_auc"] > 0.6
     score = model.decision_function(X[1800:])
     encoded = model.encoding_.encode_frame(X[1800:])
-    np.testing.assert_allclose(score, model.intercept_ + leaf_matrix(model.forest_, encoded).matvec(model.coef_),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        score, model.intercept_ + leaf_matrix(model.forest_, encoded).matvec(model.coef_), rtol=0, atol=1e-12
+    )
     proba = model.predict_proba(X[1800:])
     np.testing.assert_allclose(proba[:, 1], 1.0 / (1.0 + np.exp(-score)), rtol=0, atol=1e-12)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
@@ -215,8 +242,10 @@ def test_classifier_end_to_end_on_a_text_table(hmda):
     assert restored.rule_ensemble_.response == "log-odds of 'yes'"
 
 
-@pytest.mark.parametrize("labels", [lambda y: y == "yes", lambda y: (y == "yes").astype(int),
-                                    lambda y: np.where(y == "yes", "deny", "approve")])
+@pytest.mark.parametrize(
+    "labels",
+    [lambda y: y == "yes", lambda y: (y == "yes").astype(int), lambda y: np.where(y == "yes", "deny", "approve")],
+)
 def test_any_two_labels(hmda, labels):
     X, y = hmda
     y = labels(y.to_numpy())
@@ -228,15 +257,16 @@ def test_any_two_labels(hmda, labels):
 def test_class_and_sample_weights_change_the_fit(hmda):
     X, y = hmda
     forest = GradientBoostingClassifier(n_estimators=30, max_depth=2, random_state=0).fit(
-        TableEncoding.infer(X).encode_frame(X), y)
+        TableEncoding.infer(X).encode_frame(X), y
+    )
     plain = FireClassifier(forest=forest, n_lambdas=15, random_state=0).fit(X, y)
     balanced = FireClassifier(forest=forest, n_lambdas=15, class_weight="balanced", random_state=0).fit(X, y)
     assert balanced.predict_proba(X)[:, 1].mean() > plain.predict_proba(X)[:, 1].mean() + 0.1
     as_weights = FireClassifier(forest=forest, n_lambdas=15, random_state=0).fit(
-        X, y, sample_weight=np.where(y == "yes", (y == "no").mean() / (y == "yes").mean(), 1.0))
+        X, y, sample_weight=np.where(y == "yes", (y == "no").mean() / (y == "yes").mean(), 1.0)
+    )
     # the same problem solved twice to the solver's tolerance (no polish for the logistic loss by default)
-    np.testing.assert_allclose(as_weights.decision_function(X), balanced.decision_function(X), rtol=1e-6,
-                               atol=1e-6)
+    np.testing.assert_allclose(as_weights.decision_function(X), balanced.decision_function(X), rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="Only binary classification"):
         FireClassifier(n_estimators=5).fit(X, np.where(y == "yes", "a", np.where(X["single"] == "yes", "b", "c")))
 
@@ -246,13 +276,13 @@ def test_boosted_binary_models_as_forests(credit, library):
     X, y = credit
     if library == "xgboost":
         xgb = pytest.importorskip("xgboost")
-        booster = xgb.train({"objective": "binary:logistic", "max_depth": 3, "nthread": 1}, xgb.DMatrix(X, label=y),
-                            40)
+        booster = xgb.train({"objective": "binary:logistic", "max_depth": 3, "nthread": 1}, xgb.DMatrix(X, label=y), 40)
         forest = load_forest(bytes(booster.save_raw("json")))
     else:
         lgb = pytest.importorskip("lightgbm")
-        booster = lgb.train({"objective": "binary", "num_leaves": 8, "verbose": -1, "num_threads": 1},
-                            lgb.Dataset(X, y), 40)
+        booster = lgb.train(
+            {"objective": "binary", "num_leaves": 8, "verbose": -1, "num_threads": 1}, lgb.Dataset(X, y), 40
+        )
         forest = load_forest(json.dumps(booster.dump_model()).encode())
     model = FireClassifier(forest=forest, max_rules=10, random_state=0).fit(X, y)
     assert model.estimator_ is None and 0 < len(model.rules_) <= 10
@@ -262,11 +292,18 @@ def test_boosted_binary_models_as_forests(credit, library):
 def test_fit_rules_trains_the_classifier_variant_of_a_forest_spec(credit):
     X, y = credit
     spec = PathSpec(loss="logistic", n_lambdas=10)
-    fit = fit_rules(X[:1500], y[:1500], spec, forest=ForestSpec(kind="extra_trees", n_estimators=20),
-                    classes=np.array(["bad", "good"]))
+    fit = fit_rules(
+        X[:1500],
+        y[:1500],
+        spec,
+        forest=ForestSpec(kind="extra_trees", n_estimators=20),
+        classes=np.array(["bad", "good"]),
+    )
     assert type(fit.estimator).__name__ == "ExtraTreesClassifier"
     assert fit.rules.response == "log-odds of 'good'"
-    estimator, forest = train_forest(ForestSpec(kind="gradient_boosting", n_estimators=5), np.nan_to_num(X[:500]),
-                                     y[:500], loss="logistic")
-    np.testing.assert_allclose(forest.predict(np.nan_to_num(X[:500])),
-                               estimator.decision_function(np.nan_to_num(X[:500])), atol=1e-12)
+    estimator, forest = train_forest(
+        ForestSpec(kind="gradient_boosting", n_estimators=5), np.nan_to_num(X[:500]), y[:500], loss="logistic"
+    )
+    np.testing.assert_allclose(
+        forest.predict(np.nan_to_num(X[:500])), estimator.decision_function(np.nan_to_num(X[:500])), atol=1e-12
+    )

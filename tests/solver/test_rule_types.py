@@ -20,36 +20,74 @@ from solver.rules import RuleEnsemble
 from tests.support.data import DATA
 
 GOLDEN = DATA / "fire_rules_golden.json"
-TABLE = pd.DataFrame({
-    "Length": [0.2, 0.35, np.nan, 0.5, 0.61, 0.3125, 0.44, 0.72, np.nan, 0.28, 0.9, 0.455],
-    "Sex": ["M", "F", "I", "M", None, "F", "I", "M", "F", "I", "M", "F"]})
+TABLE = pd.DataFrame(
+    {
+        "Length": [0.2, 0.35, np.nan, 0.5, 0.61, 0.3125, 0.44, 0.72, np.nan, 0.28, 0.9, 0.455],
+        "Sex": ["M", "F", "I", "M", None, "F", "I", "M", "F", "I", "M", "F"],
+    }
+)
 # leaves 0-2 and 3-5: two identical trees (leaves 0 and 3 merge, 1 and 4 cancel); 6-8 a third tree
 WEIGHTS = np.array([0.5, 0.1, 0.3, 0.25, -0.1, 0.0, 0.2, -0.4, 0.7])
 VERSION_1 = {
-    "format": "fire-rules", "version": 1, "feature_names": ["a", "b"], "intercept": 0.0,
-    "rules": [{"conditions": [{"feature": "a", "feature_index": 0, "operator": "<=", "threshold": 1.0,
-                               "missing": False, "display_threshold": 1}],
-               "contribution": 1.0, "tree": 0, "leaf": None, "support": 3,
-               "members": [{"tree": 0, "leaf": 0, "weight": 1.0, "value": 1.0}]},
-              {"conditions": [], "contribution": -2}]}
+    "format": "fire-rules",
+    "version": 1,
+    "feature_names": ["a", "b"],
+    "intercept": 0.0,
+    "rules": [
+        {
+            "conditions": [
+                {
+                    "feature": "a",
+                    "feature_index": 0,
+                    "operator": "<=",
+                    "threshold": 1.0,
+                    "missing": False,
+                    "display_threshold": 1,
+                }
+            ],
+            "contribution": 1.0,
+            "tree": 0,
+            "leaf": None,
+            "support": 3,
+            "members": [{"tree": 0, "leaf": 0, "weight": 1.0, "value": 1.0}],
+        },
+        {"conditions": [], "contribution": -2},
+    ],
+}
 
 
 def forest_document(n_samples=True):
-    same = {"children_left": [1, -1, 3, -1, -1], "children_right": [2, -1, 4, -1, -1],
-            "feature": [0, -2, 3, -2, -2], "threshold": [0.45, -2.0, 0.5, -2.0, -2.0],
-            "value": [2.0, 1.5, 2.5, 2.0, 3.25], "missing_go_left": [True, False, False, False, False],
-            "n_samples": [12, 6, 6, 3, 3]}
-    other = {"children_left": [1, 3, -1, -1, -1], "children_right": [2, 4, -1, -1, -1],
-             "feature": [1, 0, -2, -2, -2], "threshold": [0.5, 0.3125, -2.0, -2.0, -2.0],
-             "value": [0.4, 0.6, -0.75, 0.5, 1.1], "missing_go_left": [False, False, False, False, False],
-             "n_samples": [12, 8, 4, 3, 5]}
+    same = {
+        "children_left": [1, -1, 3, -1, -1],
+        "children_right": [2, -1, 4, -1, -1],
+        "feature": [0, -2, 3, -2, -2],
+        "threshold": [0.45, -2.0, 0.5, -2.0, -2.0],
+        "value": [2.0, 1.5, 2.5, 2.0, 3.25],
+        "missing_go_left": [True, False, False, False, False],
+        "n_samples": [12, 6, 6, 3, 3],
+    }
+    other = {
+        "children_left": [1, 3, -1, -1, -1],
+        "children_right": [2, 4, -1, -1, -1],
+        "feature": [1, 0, -2, -2, -2],
+        "threshold": [0.5, 0.3125, -2.0, -2.0, -2.0],
+        "value": [0.4, 0.6, -0.75, 0.5, 1.1],
+        "missing_go_left": [False, False, False, False, False],
+        "n_samples": [12, 8, 4, 3, 5],
+    }
     trees = [copy.deepcopy(same), copy.deepcopy(same), other]
     if not n_samples:
         for tree in trees:
             del tree["n_samples"]
-    return {"format": "fire-forest", "version": 1, "n_features": 4,
-            "feature_names": ["Length", "Sex=F", "Sex=I", "Sex=M"], "base_score": 0.0, "tree_weight": 1.0,
-            "trees": trees}
+    return {
+        "format": "fire-forest",
+        "version": 1,
+        "n_features": 4,
+        "feature_names": ["Length", "Sex=F", "Sex=I", "Sex=M"],
+        "base_score": 0.0,
+        "tree_weight": 1.0,
+        "trees": trees,
+    }
 
 
 def models():
@@ -57,11 +95,18 @@ def models():
     X = encoding.encode_frame(TABLE)
     return {
         "from_weights_with_rows": RuleEnsemble.from_weights(
-            TreeEnsemble.from_dict(forest_document()), WEIGHTS, 1.25, encoding=encoding, X=X,
-            response="log-odds of 'yes'"),
+            TreeEnsemble.from_dict(forest_document()),
+            WEIGHTS,
+            1.25,
+            encoding=encoding,
+            X=X,
+            response="log-odds of 'yes'",
+        ),
         "from_weights_without_rows": RuleEnsemble.from_weights(
-            TreeEnsemble.from_dict(forest_document(n_samples=False)), WEIGHTS, -0.5),
-        "version_1": RuleEnsemble.from_dict(VERSION_1)}
+            TreeEnsemble.from_dict(forest_document(n_samples=False)), WEIGHTS, -0.5
+        ),
+        "version_1": RuleEnsemble.from_dict(VERSION_1),
+    }
 
 
 def explain_rows(model):
@@ -102,19 +147,35 @@ def test_entries_round_trip_through_the_types():
     assert Condition.from_dict(condition, "c", names).to_dict() == condition
     shown = {**condition, "display_threshold": 0.5}
     assert Condition.from_dict(shown, "c", names).to_dict() == shown
-    for member in ({"tree": 1, "leaf": 4, "weight": 0.5, "value": 2.0, "support": None},
-                   {"weight": 0.5}, {"tree": None, "support": 7}, {}):
+    for member in (
+        {"tree": 1, "leaf": 4, "weight": 0.5, "value": 2.0, "support": None},
+        {"weight": 0.5},
+        {"tree": None, "support": 7},
+        {},
+    ):
         assert json.dumps(Member.from_dict(member, "m").to_dict()) == json.dumps(member)
-    rule = {"tree": 1, "leaf": 4, "weight": 0.5, "value": 2.0, "support": 9, "contribution": 1.0,
-            "conditions": [condition], "members": [{"tree": 1, "leaf": 4, "weight": 0.5, "value": 2.0,
-                                                    "support": None}]}
+    rule = {
+        "tree": 1,
+        "leaf": 4,
+        "weight": 0.5,
+        "value": 2.0,
+        "support": 9,
+        "contribution": 1.0,
+        "conditions": [condition],
+        "members": [{"tree": 1, "leaf": 4, "weight": 0.5, "value": 2.0, "support": None}],
+    }
     typed = Rule.from_dict(rule, "r", names)
     assert typed.id is None and typed.conditions == (Condition("b", 1, ">", 0.5, True),)
     assert json.dumps(typed.to_dict()) == json.dumps(rule)
     assert RuleEnsemble([typed], 0.0, names).rules[0].to_dict() == {**rule, "id": 0}
     # a rule built in code writes the keys a document needs, and no null weight or value
-    assert Rule([], 2.0).to_dict() == {"tree": None, "leaf": None, "support": None, "contribution": 2.0,
-                                       "conditions": []}
+    assert Rule([], 2.0).to_dict() == {
+        "tree": None,
+        "leaf": None,
+        "support": None,
+        "contribution": 2.0,
+        "conditions": [],
+    }
 
 
 def test_the_types_are_frozen_and_hold_tuples():

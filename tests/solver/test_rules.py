@@ -48,8 +48,7 @@ def test_rules_predict_like_the_mapping_matrix_with_nan(nan_forest, n_nonzero):
     weights = sparse_weights(forest, n_nonzero, seed=n_nonzero)
     rules = RuleEnsemble.from_weights(forest, weights, intercept=0.7)
     expected = 0.7 + leaf_matrix(forest, X).matvec(weights)
-    np.testing.assert_allclose(rules.predict(X), expected, rtol=1e-12,
-                               atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(rules.predict(X), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
     assert rules.n_rules == n_nonzero  # distinct leaves of a bagged forest rarely coincide
 
 
@@ -74,9 +73,8 @@ def test_rules_describe_their_leaf(nan_forest):
     assert rule.contribution == 2.5 * forest.leaf_values[leaf]
     assert rule.support == forest.leaf_support[leaf] > 0
     assert rule.conditions == forest.leaf_conditions([leaf])[0]
-    assert rule.members == (Member(tree=3, leaf=2, weight=2.5, value=forest.leaf_values[leaf],
-                                   support=rule.support),)
-    ptr, ids = forest.leaf_ancestors
+    assert rule.members == (Member(tree=3, leaf=2, weight=2.5, value=forest.leaf_values[leaf], support=rule.support),)
+    ptr, _ids = forest.leaf_ancestors
     assert rules.n_antecedents == ptr[leaf + 1] - ptr[leaf]
 
 
@@ -89,25 +87,24 @@ def test_identical_rules_merge_and_cancelling_ones_vanish():
     forest = TreeEnsemble.from_sklearn(rf.fit(X, y))
     per_tree = forest.leaf_offsets[1]
     weights = np.zeros(forest.n_leaves)
-    weights[[0, per_tree, 2 * per_tree]] = [1.0, 0.5, 0.25]   # leaf 0 of each tree: merged
-    weights[[1, per_tree + 1]] = [2.0, -2.0]                   # leaf 1: cancels exactly
+    weights[[0, per_tree, 2 * per_tree]] = [1.0, 0.5, 0.25]  # leaf 0 of each tree: merged
+    weights[[1, per_tree + 1]] = [2.0, -2.0]  # leaf 1: cancels exactly
     rules = RuleEnsemble.from_weights(forest, weights, intercept=0.0)
     (rule,) = rules.rules
     assert [m.tree for m in rule.members] == [0, 1, 2]
     assert rule.contribution == pytest.approx(1.75 * forest.leaf_values[0], rel=1e-15)
-    np.testing.assert_allclose(rules.predict(X), leaf_matrix(forest, X).matvec(weights),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(rules.predict(X), leaf_matrix(forest, X).matvec(weights), rtol=1e-12, atol=1e-14)
     ptr, ids = forest.leaf_ancestors
-    assert rules.n_antecedents == count_antecedents(np.array([0, per_tree, 2 * per_tree]), ptr,
-                                                    ids)
+    assert rules.n_antecedents == count_antecedents(np.array([0, per_tree, 2 * per_tree]), ptr, ids)
 
 
 def test_explain_gives_the_ids_and_contributions_that_make_each_prediction(nan_forest):
     forest, X = nan_forest
     rules = RuleEnsemble.from_weights(forest, sparse_weights(forest, 40, seed=3), intercept=-1.0)
     fired = rules.explain(X)
-    np.testing.assert_allclose([-1.0 + sum(rule["contribution"] for rule in row) for row in fired],
-                               rules.predict(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        [-1.0 + sum(rule["contribution"] for rule in row) for row in fired], rules.predict(X), rtol=1e-12, atol=1e-12
+    )
     assert any(fired)
     for row in fired:
         ids = [rule["id"] for rule in row]
@@ -124,10 +121,22 @@ def test_json_round_trip_predicts_identically(nan_forest):
     assert restored.to_dict() == rules.to_dict()
     np.testing.assert_array_equal(restored.predict(X), rules.predict(X))
     assert restored.n_antecedents == rules.n_antecedents
-    minimal = RuleEnsemble.from_dict({
-        "format": "fire-rules", "version": 1, "feature_names": ["a", "b"], "intercept": 1.0,
-        "rules": [{"conditions": [{"feature": "b", "feature_index": 1, "operator": ">",
-                                   "threshold": 0.0, "missing": True}], "contribution": 2.0}]})
+    minimal = RuleEnsemble.from_dict(
+        {
+            "format": "fire-rules",
+            "version": 1,
+            "feature_names": ["a", "b"],
+            "intercept": 1.0,
+            "rules": [
+                {
+                    "conditions": [
+                        {"feature": "b", "feature_index": 1, "operator": ">", "threshold": 0.0, "missing": True}
+                    ],
+                    "contribution": 2.0,
+                }
+            ],
+        }
+    )
     np.testing.assert_array_equal(minimal.predict([[0, 1], [0, -1], [0, np.nan]]), [3, 1, 3])
     assert minimal.n_antecedents is None
 
@@ -157,9 +166,12 @@ def condition(operator, threshold, missing, **extra):
 
 
 def rule_text(*conditions, encoding=None, show_missing="auto"):
-    rules = RuleEnsemble([Rule(conditions, 1.0)], 0.0,
-                         [c.feature for c in conditions][:1] if encoding is None else encoding.feature_names,
-                         encoding=encoding)
+    rules = RuleEnsemble(
+        [Rule(conditions, 1.0)],
+        0.0,
+        [c.feature for c in conditions][:1] if encoding is None else encoding.feature_names,
+        encoding=encoding,
+    )
     return rules.to_text(show_missing=show_missing).splitlines()[2].split("  if ")[1]
 
 
@@ -179,8 +191,9 @@ def test_numeric_condition_text():
 
 
 def test_one_hot_conditions_read_as_levels():
-    encoding = TableEncoding.infer(pd.DataFrame({"clarity": ["I1", "SI2", "SI1", "VS2", "IF"],
-                                                 "Sex": ["F", "I", "M", "F", None]}))
+    encoding = TableEncoding.infer(
+        pd.DataFrame({"clarity": ["I1", "SI2", "SI1", "VS2", "IF"], "Sex": ["F", "I", "M", "F", None]})
+    )
     index = {name: j for j, name in enumerate(encoding.feature_names)}
 
     def on(name, operator, threshold):
@@ -191,10 +204,11 @@ def test_one_hot_conditions_read_as_levels():
 
     assert text(on("clarity=I1", ">", 0.5)) == "clarity is I1"
     assert text(on("clarity=I1", "<=", 0.5)) == "clarity is not I1"
-    assert text(on("clarity=I1", "<=", 1e-35), on("clarity=SI2", "<=", 0.99999994)) == \
-        "clarity not in {I1, SI2}"
-    assert text(on("clarity=I1", "<=", 0.5), on("clarity=SI2", "<=", 0.5), on("clarity=SI1", "<=", 0.5)) == \
-        "clarity in {IF, VS2}"
+    assert text(on("clarity=I1", "<=", 1e-35), on("clarity=SI2", "<=", 0.99999994)) == "clarity not in {I1, SI2}"
+    assert (
+        text(on("clarity=I1", "<=", 0.5), on("clarity=SI2", "<=", 0.5), on("clarity=SI1", "<=", 0.5))
+        == "clarity in {IF, VS2}"
+    )
     assert text(on("clarity=IF", ">", 0.5), on("clarity=I1", "<=", 0.5)) == "clarity is IF"  # implied: dropped
     # Sex had a missing value: a missing level satisfies "is not" conditions, and the text says so
     assert text(on("Sex=M", "<=", 0.5)) == "Sex in {F, I} or missing"
@@ -202,12 +216,19 @@ def test_one_hot_conditions_read_as_levels():
     assert text(on("Sex=M", "<=", 0.5), on("clarity=IF", ">", 0.5)) == "(Sex in {F, I} or missing) and clarity is IF"
 
 
-
 def test_always_rule_from_a_single_leaf_tree():
-    forest = TreeEnsemble.from_dict({
-        "format": "fire-forest", "version": 1, "n_features": 1, "base_score": 0.0,
-        "tree_weight": 1.0, "trees": [{"children_left": [-1], "children_right": [-1],
-                                       "feature": [-2], "threshold": [0.0], "value": [3.0]}]})
+    forest = TreeEnsemble.from_dict(
+        {
+            "format": "fire-forest",
+            "version": 1,
+            "n_features": 1,
+            "base_score": 0.0,
+            "tree_weight": 1.0,
+            "trees": [
+                {"children_left": [-1], "children_right": [-1], "feature": [-2], "threshold": [0.0], "value": [3.0]}
+            ],
+        }
+    )
     rules = RuleEnsemble.from_weights(forest, np.array([2.0]), intercept=1.0)
     assert rules.rules[0].conditions == () and rules.n_antecedents == 0
     assert "if always" in rules.to_text()
@@ -225,33 +246,47 @@ def test_from_weights_rejects_bad_weights(nan_forest):
     np.testing.assert_array_equal(empty.predict(np.zeros((2, 5))), [2.0, 2.0])
 
 
-VALID = {"format": "fire-rules", "version": 1, "feature_names": ["a", "b"], "intercept": 0.0,
-         "rules": [{"conditions": [{"feature": "a", "feature_index": 0, "operator": "<=",
-                                    "threshold": 1.0, "missing": False}],
-                    "contribution": 1.0, "tree": 0, "leaf": 0, "support": 3,
-                    "members": [{"tree": 0, "leaf": 0, "weight": 1.0, "value": 1.0}]}]}
+VALID = {
+    "format": "fire-rules",
+    "version": 1,
+    "feature_names": ["a", "b"],
+    "intercept": 0.0,
+    "rules": [
+        {
+            "conditions": [{"feature": "a", "feature_index": 0, "operator": "<=", "threshold": 1.0, "missing": False}],
+            "contribution": 1.0,
+            "tree": 0,
+            "leaf": 0,
+            "support": 3,
+            "members": [{"tree": 0, "leaf": 0, "weight": 1.0, "value": 1.0}],
+        }
+    ],
+}
 
 
-@pytest.mark.parametrize("path, value, field", [
-    ("format", "fire-forest", "format"),
-    ("version", 3, "version"),
-    ("intercept", float("inf"), "intercept"),
-    ("intercept", "0", "intercept"),
-    ("feature_names", ["a", "a"], "feature_names/1"),
-    ("feature_names", ["a", "b" * 1025], "feature_names/1"),
-    ("rules", {}, "rules"),
-    ("rules/0", 5, "rules/0"),
-    ("rules/0/contribution", None, "rules/0/contribution"),
-    ("rules/0/support", -1, "rules/0/support"),
-    ("rules/0/colour", 1, "rules/0/colour"),
-    ("rules/0/members/0/weight", float("nan"), "rules/0/members/0/weight"),
-    ("rules/0/conditions", "a <= 1", "rules/0/conditions"),
-    ("rules/0/conditions/0/feature_index", 2, "rules/0/conditions/0/feature_index"),
-    ("rules/0/conditions/0/feature", "b", "rules/0/conditions/0/feature"),
-    ("rules/0/conditions/0/operator", "<", "rules/0/conditions/0/operator"),
-    ("rules/0/conditions/0/threshold", float("nan"), "rules/0/conditions/0/threshold"),
-    ("rules/0/conditions/0/missing", 0, "rules/0/conditions/0/missing"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("format", "fire-forest", "format"),
+        ("version", 3, "version"),
+        ("intercept", float("inf"), "intercept"),
+        ("intercept", "0", "intercept"),
+        ("feature_names", ["a", "a"], "feature_names/1"),
+        ("feature_names", ["a", "b" * 1025], "feature_names/1"),
+        ("rules", {}, "rules"),
+        ("rules/0", 5, "rules/0"),
+        ("rules/0/contribution", None, "rules/0/contribution"),
+        ("rules/0/support", -1, "rules/0/support"),
+        ("rules/0/colour", 1, "rules/0/colour"),
+        ("rules/0/members/0/weight", float("nan"), "rules/0/members/0/weight"),
+        ("rules/0/conditions", "a <= 1", "rules/0/conditions"),
+        ("rules/0/conditions/0/feature_index", 2, "rules/0/conditions/0/feature_index"),
+        ("rules/0/conditions/0/feature", "b", "rules/0/conditions/0/feature"),
+        ("rules/0/conditions/0/operator", "<", "rules/0/conditions/0/operator"),
+        ("rules/0/conditions/0/threshold", float("nan"), "rules/0/conditions/0/threshold"),
+        ("rules/0/conditions/0/missing", 0, "rules/0/conditions/0/missing"),
+    ],
+)
 def test_from_dict_reports_the_offending_field(path, value, field):
     document = copy.deepcopy(VALID)
     *parents, last = path.split("/")
@@ -286,31 +321,40 @@ def boosters(encoding, X, y):
     frame = pd.DataFrame(X, columns=encoding.feature_names)
     booster = xgb.train({"max_depth": 3, "eta": 0.3}, xgb.DMatrix(frame, y), num_boost_round=20)
     xgboost = load_forest(bytes(booster.save_raw("json")))
-    lightgbm = load_forest(json.dumps(lgb.train({"verbose": -1, "num_leaves": 8}, lgb.Dataset(frame, y),
-                                                num_boost_round=20).dump_model()).encode())
-    return {name: match_feature_names(forest, encoding.feature_names)[0]
-            for name, forest in (("xgboost", xgboost), ("lightgbm", lightgbm))}
+    lightgbm = load_forest(
+        json.dumps(
+            lgb.train({"verbose": -1, "num_leaves": 8}, lgb.Dataset(frame, y), num_boost_round=20).dump_model()
+        ).encode()
+    )
+    return {
+        name: match_feature_names(forest, encoding.feature_names)[0]
+        for name, forest in (("xgboost", xgboost), ("lightgbm", lightgbm))
+    }
 
 
 def whole_forest_rules(forest, encoding, X):
-    return RuleEnsemble.from_weights(forest, np.full(forest.n_leaves, forest.tree_weight), forest.base_score,
-                                     encoding=encoding, X=X)
+    return RuleEnsemble.from_weights(
+        forest, np.full(forest.n_leaves, forest.tree_weight), forest.base_score, encoding=encoding, X=X
+    )
 
 
 def assert_readable(rules, X):
     """Levels in words, no missing values mentioned, thresholds that split the training rows as the model."""
     text = rules.to_text()
     assert "Sex=" not in text and "or missing" not in text and "e-" not in text and "99999" not in text
-    phrases = [part for line in text.splitlines()[2:] for part in line.split(" if ")[1].split(" and ")
-               if "Sex" in part]
-    assert phrases and all(part.split("   [")[0] in {"Sex is F", "Sex is I", "Sex is M", "Sex in {F, I}",
-                                                   "Sex in {F, M}", "Sex in {I, M}"} for part in phrases)
+    phrases = [part for line in text.splitlines()[2:] for part in line.split(" if ")[1].split(" and ") if "Sex" in part]
+    assert phrases and all(
+        part.split("   [")[0] in {"Sex is F", "Sex is I", "Sex is M", "Sex in {F, I}", "Sex in {F, M}", "Sex in {I, M}"}
+        for part in phrases
+    )
     for rule in rules.rules:
         for condition in rule.conditions:
             if condition.display_threshold is not None:
                 values = X[:, condition.feature_index]
-                np.testing.assert_array_equal(values.astype(np.float32).astype(np.float64) <= condition.threshold,
-                                              values <= condition.display_threshold)
+                np.testing.assert_array_equal(
+                    values.astype(np.float32).astype(np.float64) <= condition.threshold,
+                    values <= condition.display_threshold,
+                )
 
 
 def test_abalone_rules_read_in_the_tables_words(abalone):

@@ -26,7 +26,7 @@ def objective(matrix, y, w, intercept, lam, penalty="l1", gamma=None, lam_f=0.0)
         total += np.where(a <= gamma * lam, lam * a - a**2 / (2 * gamma), 0.5 * gamma * lam**2).sum()
     offsets = matrix.offsets
     for t in range(len(offsets) - 1):
-        total += lam_f * np.abs(np.diff(w[offsets[t]:offsets[t + 1]])).sum()
+        total += lam_f * np.abs(np.diff(w[offsets[t] : offsets[t + 1]])).sum()
     return total
 
 
@@ -36,7 +36,8 @@ def small_problem():
     X = rng.normal(size=(400, 6))
     y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=400)
     forest = TreeEnsemble.from_sklearn(
-        RandomForestRegressor(n_estimators=20, max_depth=3, max_features=0.5, random_state=0).fit(X, y))
+        RandomForestRegressor(n_estimators=20, max_depth=3, max_features=0.5, random_state=0).fit(X, y)
+    )
     return leaf_matrix(forest, X), y, forest
 
 
@@ -58,13 +59,18 @@ def test_fused_lasso_prox_matches_qp(n, lam):
     b = cp.Variable(n)
     cost = 0.5 * cp.sum_squares(b - z) + (lam * cp.norm1(cp.diff(b)) if n > 1 else 0)
     cp.Problem(cp.Minimize(cost)).solve(solver="CLARABEL")
-    value = lambda v: 0.5 * np.sum((v - z) ** 2) + lam * np.abs(np.diff(v)).sum()
+
+    def value(v):
+        return 0.5 * np.sum((v - z) ** 2) + lam * np.abs(np.diff(v)).sum()
+
     assert value(out) <= value(b.value) + 1e-7
     np.testing.assert_allclose(out, b.value, atol=1e-3)  # the interior-point reference is the less accurate one
 
 
-@pytest.mark.parametrize("code,gamma,curvature", [(L1, 0.0, 1.0), (L1, 0.0, 0.3), (MCP, 3.0, 1.0),
-                                                  (MCP, 1.1, 2.0), (MCP, 0.5, 1.0), (MCP, 1.2, 0.4)])
+@pytest.mark.parametrize(
+    ("code", "gamma", "curvature"),
+    [(L1, 0.0, 1.0), (L1, 0.0, 0.3), (MCP, 3.0, 1.0), (MCP, 1.1, 2.0), (MCP, 0.5, 1.0), (MCP, 1.2, 0.4)],
+)
 def test_penalty_prox_is_global_minimizer(code, gamma, curvature):
     """Brute force on a fine grid, convex and nonconvex MCP regimes (curvature * gamma <= 1) included."""
     lam = 0.8
@@ -72,10 +78,9 @@ def test_penalty_prox_is_global_minimizer(code, gamma, curvature):
     pen = lam * np.abs(grid) if code == L1 else np.array([mcp_value(g, lam, gamma) for g in grid])
     for z in np.linspace(-5, 5, 41):
         got = penalty_prox(z, curvature, lam, gamma, code)
-        f = lambda w: 0.5 * curvature * (w - z) ** 2 + (
-            lam * abs(w) if code == L1 else mcp_value(w, lam, gamma))
+        at_got = 0.5 * curvature * (got - z) ** 2 + (lam * abs(got) if code == L1 else mcp_value(got, lam, gamma))
         best = (0.5 * curvature * (grid - z) ** 2 + pen).min()
-        assert f(got) <= best + 1e-6
+        assert at_got <= best + 1e-6
 
 
 def test_mcp_value_is_even():
@@ -87,8 +92,9 @@ def test_mcp_value_is_even():
 def test_direction_vector_hand_cases_with_tree_boundaries():
     # two trees of 3 leaves: global columns 0-2 and 3-5; row k falls in leaf k of both
     matrix = LeafMatrix(np.array([[0, 0], [1, 1], [2, 2]]), np.ones(6), np.array([0, 3, 6]))
-    problem = Problem.from_leaf_matrix(matrix, np.zeros(3), np.ones(3), "squared", "l1", gamma=10.0,
-                                       mcp_scaling="plain")
+    problem = Problem.from_leaf_matrix(
+        matrix, np.zeros(3), np.ones(3), "squared", "l1", gamma=10.0, mcp_scaling="plain"
+    )
     w = np.array([0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
     lam, lam_f = 1.0, 0.5
     gradient = np.array([-2.0, 0.2, -3.0, 0.0, 0.0, 4.0])
@@ -141,7 +147,7 @@ def test_l1_matches_sklearn_lasso(small_problem, ratio):
     assert f_ours == pytest.approx(f_ref, rel=1e-6)
 
 
-@pytest.mark.parametrize("lam_ratio,fusion", [(0.2, 0.5), (0.05, 1.0), (0.02, 2.0)])
+@pytest.mark.parametrize(("lam_ratio", "fusion"), [(0.2, 0.5), (0.05, 1.0), (0.02, 2.0)])
 def test_l1_with_fusion_matches_convex_reference(small_problem, lam_ratio, fusion):
     cp = pytest.importorskip("cvxpy")
     matrix, y, _ = small_problem
@@ -162,8 +168,17 @@ def test_l1_with_fusion_matches_convex_reference(small_problem, lam_ratio, fusio
 def test_greedy_and_cyclic_reach_the_same_l1_optimum(small_problem):
     matrix, y, _ = small_problem
     greedy = fit_path(matrix, y, RAW, penalty="l1", fusion_ratio=0, n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9)
-    cyclic = fit_path(matrix, y, RAW, penalty="l1", fusion_ratio=0, n_lambdas=8, lambda_min_ratio=0.01, tol=1e-9,
-                      block_selection="cyclic")
+    cyclic = fit_path(
+        matrix,
+        y,
+        RAW,
+        penalty="l1",
+        fusion_ratio=0,
+        n_lambdas=8,
+        lambda_min_ratio=0.01,
+        tol=1e-9,
+        block_selection="cyclic",
+    )
     for a, b in zip(greedy.steps, cyclic.steps):
         assert a.objective == pytest.approx(b.objective, rel=1e-7)
         assert a.converged and b.converged
@@ -177,10 +192,21 @@ def test_mcp_path_no_worse_than_skglm(small_problem):
     dense = matrix.to_csc().toarray()
     gamma_skglm = 3.0
     gamma = gamma_skglm / n
-    ours = fit_path(matrix, y, RAW, penalty="mcp", gamma=gamma, mcp_scaling="plain", fusion_ratio=0, n_lambdas=30,
-                    lambda_min_ratio=0.01, tol=1e-8)
-    reference = skglm.MCPRegression(alpha=1.0, gamma=gamma_skglm, fit_intercept=True, tol=1e-10,
-                                    max_iter=1000, warm_start=True)
+    ours = fit_path(
+        matrix,
+        y,
+        RAW,
+        penalty="mcp",
+        gamma=gamma,
+        mcp_scaling="plain",
+        fusion_ratio=0,
+        n_lambdas=30,
+        lambda_min_ratio=0.01,
+        tol=1e-8,
+    )
+    reference = skglm.MCPRegression(
+        alpha=1.0, gamma=gamma_skglm, fit_intercept=True, tol=1e-10, max_iter=1000, warm_start=True
+    )
     # both start from the same point, the path's: w = 0 and the intercept at the mean of y
     reference.coef_ = np.zeros(dense.shape[1])
     reference.intercept_ = y.mean()
@@ -199,8 +225,9 @@ def test_mcp_path_no_worse_than_skglm(small_problem):
 
 def test_paper_mcp_scaling_uses_per_tree_concavity(small_problem):
     matrix, y, _ = small_problem
-    result = fit_path(matrix, y, RAW, penalty="mcp", gamma=1.1, fusion_ratio=0, n_lambdas=20, lambda_min_ratio=0.01,
-                      tol=1e-8)
+    result = fit_path(
+        matrix, y, RAW, penalty="mcp", gamma=1.1, fusion_ratio=0, n_lambdas=20, lambda_min_ratio=0.01, tol=1e-8
+    )
     counts = matrix.column_counts()
     curvature = counts * matrix.values**2
     lipschitz = np.maximum.reduceat(curvature, matrix.offsets[:-1])
@@ -210,16 +237,27 @@ def test_paper_mcp_scaling_uses_per_tree_concavity(small_problem):
         w = result.coef(k)
         residual = y - result.intercepts[k] - matrix.matvec(w)
         a = np.abs(w)
-        pen = np.where(a <= gammas * step.lambda_s, step.lambda_s * a - a**2 / (2 * gammas),
-                       0.5 * gammas * step.lambda_s**2)
+        pen = np.where(
+            a <= gammas * step.lambda_s, step.lambda_s * a - a**2 / (2 * gammas), 0.5 * gammas * step.lambda_s**2
+        )
         assert step.objective == pytest.approx(0.5 * residual @ residual + pen.sum(), rel=1e-9)
 
 
 def test_path_records_and_early_stop(small_problem):
     matrix, y, forest = small_problem
     seen = []
-    result = fit_path(matrix, y, RAW, fusion_ratio=0.5, n_lambdas=50, max_rules=10, val_matrix=matrix, y_val=y,
-                      leaf_ancestors=forest.leaf_ancestors, callback=seen.append)
+    result = fit_path(
+        matrix,
+        y,
+        RAW,
+        fusion_ratio=0.5,
+        n_lambdas=50,
+        max_rules=10,
+        val_matrix=matrix,
+        y_val=y,
+        leaf_ancestors=forest.leaf_ancestors,
+        callback=seen.append,
+    )
     assert result.stop_reason == "max_rules"
     assert result.steps[-1].n_rules > 10 and all(s.n_rules <= 10 for s in result.steps[:-1])
     assert seen == result.steps
@@ -245,8 +283,16 @@ def test_sample_weights_equal_duplicated_rows(small_problem):
     duplicated = type(matrix)(np.ascontiguousarray(matrix.leaves[rows]), matrix.values, matrix.offsets)
     lam = 20.0
     dup = fit_path(duplicated, y[rows], RAW, penalty="l1", fusion_ratio=0, lambdas=[lam], tol=1e-10)
-    weighted = fit_path(matrix, y, RAW, penalty="l1", fusion_ratio=0, lambdas=[lam * n / weights.sum()], tol=1e-10,
-                        sample_weight=weights)
+    weighted = fit_path(
+        matrix,
+        y,
+        RAW,
+        penalty="l1",
+        fusion_ratio=0,
+        lambdas=[lam * n / weights.sum()],
+        tol=1e-10,
+        sample_weight=weights,
+    )
     np.testing.assert_allclose(weighted.coef(0), dup.coef(0), atol=1e-6)
     assert weighted.intercepts[0] == pytest.approx(dup.intercepts[0], abs=1e-8)
 
@@ -278,7 +324,9 @@ def test_min_support_keeps_small_leaves_out_of_every_step():
         assert len(selected) and counts[selected].min() >= 12 and (counts < 12).any()
     assert PathSpec(min_support=0.03).min_support_rows(400) == 12
     same = fit_path(M, y, n_lambdas=20, min_support=0.03)
-    np.testing.assert_array_equal(same.coef_path.toarray(), fit_path(M, y, n_lambdas=20, min_support=12).coef_path.toarray())
+    np.testing.assert_array_equal(
+        same.coef_path.toarray(), fit_path(M, y, n_lambdas=20, min_support=12).coef_path.toarray()
+    )
 
 
 def test_polish_refits_each_steps_rules_by_least_squares():
@@ -351,8 +399,13 @@ def test_the_leaf_gradient_is_inlined_into_the_solver_loops(tmp_path):
     import subprocess
     import sys
 
-    probe = subprocess.run([sys.executable, "-c", INLINING_PROBE], capture_output=True, text=True, check=True,
-                           env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+    probe = subprocess.run(
+        [sys.executable, "-c", INLINING_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)),
+    )
     called = probe.stdout.split()
     assert any("4gbcd12update_block" in name for name in called)  # the probe sees the loops' code
     assert not [name for name in called if "8datafits13leaf_gradient" in name]

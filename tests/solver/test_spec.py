@@ -1,4 +1,5 @@
 """PathSpec and ForestSpec: each default written once, each check naming its setting."""
+
 import inspect
 
 import pytest
@@ -7,7 +8,7 @@ from solver import FireClassifier, FireRegressor, fit_path
 from solver.spec import DEFAULT_FUSION_RATIO, ForestSpec, PathSpec, SpecError
 
 
-@pytest.mark.parametrize("estimator, loss", [(FireRegressor, "squared"), (FireClassifier, "logistic")])
+@pytest.mark.parametrize(("estimator", "loss"), [(FireRegressor, "squared"), (FireClassifier, "logistic")])
 def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
     params = estimator().get_params()
     for name, default in PathSpec.defaults().items():
@@ -22,7 +23,8 @@ def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
         if name != "random_state":
             assert params[estimator_name] == default, name
     assert set(params) - set(PathSpec.defaults()) - {"forest", "forest_kind"} - set(ForestSpec.defaults()) == (
-        {"class_weight"} if estimator is FireClassifier else set())
+        {"class_weight"} if estimator is FireClassifier else set()
+    )
 
 
 def test_fit_path_has_no_defaults_of_its_own():
@@ -32,34 +34,37 @@ def test_fit_path_has_no_defaults_of_its_own():
     assert not settings & set(parameters), "path settings belong to PathSpec, not to fit_path's signature"
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"loss": "hinge"}, "loss"),
-    ({"selection": "r2"}, "selection"),
-    ({"selection": "auc"}, "selection"),  # AUC ranks classifiers: loss='logistic' only
-    ({"penalty": "l0"}, "penalty"),
-    ({"gamma": 1.0}, "gamma"),
-    ({"gamma": float("nan")}, "gamma"),
-    ({"mcp_scaling": "tree"}, "mcp_scaling"),
-    ({"lambda_f": 1.0, "fusion_ratio": 0.5}, "lambda_f"),
-    ({"fusion_ratio": -1.0}, "fusion_ratio"),
-    ({"lambdas": []}, "lambdas"),
-    ({"lambdas": [1.0, 0.0]}, "lambdas"),
-    ({"n_lambdas": 0}, "n_lambdas"),
-    ({"n_lambdas": 2.5}, "n_lambdas"),
-    ({"lambda_min_ratio": 1.0}, "lambda_min_ratio"),
-    ({"max_rules": -1}, "max_rules"),
-    ({"tol": 0}, "tol"),
-    ({"max_iter": 0}, "max_iter"),
-    ({"block_selection": "random"}, "block_selection"),
-    ({"inner_iters": 0}, "inner_iters"),
-    ({"min_support": -1}, "min_support"),
-    ({"min_support": 1.5}, "min_support"),
-    ({"min_support": True}, "min_support"),
-    ({"polish": 1}, "polish"),
-    ({"validation_fraction": 1.0}, "validation_fraction"),
-    ({"random_state": -1}, "random_state"),
-    ({"gamma_typo": 2.0}, "gamma_typo"),
-])
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"loss": "hinge"}, "loss"),
+        ({"selection": "r2"}, "selection"),
+        ({"selection": "auc"}, "selection"),  # AUC ranks classifiers: loss='logistic' only
+        ({"penalty": "l0"}, "penalty"),
+        ({"gamma": 1.0}, "gamma"),
+        ({"gamma": float("nan")}, "gamma"),
+        ({"mcp_scaling": "tree"}, "mcp_scaling"),
+        ({"lambda_f": 1.0, "fusion_ratio": 0.5}, "lambda_f"),
+        ({"fusion_ratio": -1.0}, "fusion_ratio"),
+        ({"lambdas": []}, "lambdas"),
+        ({"lambdas": [1.0, 0.0]}, "lambdas"),
+        ({"n_lambdas": 0}, "n_lambdas"),
+        ({"n_lambdas": 2.5}, "n_lambdas"),
+        ({"lambda_min_ratio": 1.0}, "lambda_min_ratio"),
+        ({"max_rules": -1}, "max_rules"),
+        ({"tol": 0}, "tol"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"block_selection": "random"}, "block_selection"),
+        ({"inner_iters": 0}, "inner_iters"),
+        ({"min_support": -1}, "min_support"),
+        ({"min_support": 1.5}, "min_support"),
+        ({"min_support": True}, "min_support"),
+        ({"polish": 1}, "polish"),
+        ({"validation_fraction": 1.0}, "validation_fraction"),
+        ({"random_state": -1}, "random_state"),
+        ({"gamma_typo": 2.0}, "gamma_typo"),
+    ],
+)
 def test_each_bad_path_setting_is_named(changes, field):
     with pytest.raises(SpecError) as raised:
         PathSpec.from_dict(changes)
@@ -72,14 +77,17 @@ def test_min_support_is_rows_or_a_fraction_of_the_training_rows():
     assert PathSpec(min_support=0).min_support_rows(1000) == 0
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"kind": "svm"}, "kind"),
-    ({"n_estimators": 0}, "n_estimators"),
-    ({"max_depth": True}, "max_depth"),
-    ({"max_features": 1.5}, "max_features"),
-    ({"max_features": "all"}, "max_features"),
-    ({"learning_rate": 0.0}, "learning_rate"),
-])
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"kind": "svm"}, "kind"),
+        ({"n_estimators": 0}, "n_estimators"),
+        ({"max_depth": True}, "max_depth"),
+        ({"max_features": 1.5}, "max_features"),
+        ({"max_features": "all"}, "max_features"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+    ],
+)
 def test_each_bad_forest_setting_is_named(changes, field):
     with pytest.raises(SpecError) as raised:
         ForestSpec.from_dict(changes)

@@ -1,4 +1,5 @@
 """The small tables that ship in tests/data (gzipped CSV, target last) and the paths tests need."""
+
 import gzip
 import io
 from pathlib import Path

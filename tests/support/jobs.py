@@ -1,8 +1,16 @@
 """Jobs through the HTTP API, as the service tests submit them: a small forest, a path, a promoted model."""
 
 SMALL_FOREST = {"kind": "random_forest", "n_estimators": 50, "max_depth": 3, "max_features": "sqrt"}
-FEATURE_COLUMNS = ["Sex", "Length", "Diameter", "Height", "Whole_weight", "Shucked_weight", "Viscera_weight",
-                   "Shell_weight"]
+FEATURE_COLUMNS = [
+    "Sex",
+    "Length",
+    "Diameter",
+    "Height",
+    "Whole_weight",
+    "Shucked_weight",
+    "Viscera_weight",
+    "Shell_weight",
+]
 
 
 def submit(stack, body: dict, **headers) -> dict:
@@ -19,8 +27,16 @@ def train_forest(stack, dataset_id: str, **params) -> str:
     return job["summary"]["forest_id"]
 
 
-ABALONE_ROW = {"Sex": "M", "Length": 0.4, "Diameter": 0.3, "Height": 0.1, "Whole_weight": 0.5,
-               "Shucked_weight": 0.2, "Viscera_weight": 0.1, "Shell_weight": 0.15}
+ABALONE_ROW = {
+    "Sex": "M",
+    "Length": 0.4,
+    "Diameter": 0.3,
+    "Height": 0.1,
+    "Whole_weight": 0.5,
+    "Shucked_weight": 0.2,
+    "Viscera_weight": 0.1,
+    "Shell_weight": 0.15,
+}
 
 
 def scoring_url(stack, abalone, name: str) -> str:

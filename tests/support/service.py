@@ -4,6 +4,8 @@ in-process (the fixtures over these are in tests/service/conftest.py).
 Every test session writes under its own key prefix and queue name on the Redis at FIRE_TEST_REDIS_URL
 (default redis://127.0.0.1:6379/0) and removes only those keys afterwards.
 """
+
+import contextlib
 import gzip
 import os
 import signal
@@ -66,9 +68,26 @@ class RedisServer:
 
     def start(self) -> "RedisServer":
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"],
-            stdout=subprocess.DEVNULL, start_new_session=True)
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--dir",
+                str(self.directory),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--maxmemory-policy",
+                "noeviction",
+            ],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         client = Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + 15
         while True:
@@ -124,9 +143,14 @@ class WorkerProcess:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=settings_env(settings),
-                                        cwd=REPO_ROOT, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker"],
+            env=settings_env(settings),
+            cwd=REPO_ROOT,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def wait_registered(self, redis: Redis, timeout: float = 120.0) -> None:
         # a first start compiles the solver (about a minute on 2 cores when numba's cache is cold)
@@ -156,10 +180,8 @@ class WorkerProcess:
         horses = self.work_horses()
         os.killpg(self.process.pid, signal.SIGKILL)
         for pid in horses:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
@@ -176,8 +198,11 @@ def remove_session_keys(redis: Redis, settings: Settings) -> None:
     layout = Keys.from_settings(settings)
     job_ids = [i.decode() for i in redis.zrange(layout.all_jobs, 0, -1)]
     queue_keys = [key for key in redis.smembers("rq:queues") if settings.queue_name in key.decode()]
-    worker_names = [name.decode() for key in redis.scan_iter(match=f"rq:workers:{settings.queue_name}*")
-                    for name in redis.smembers(key)]
+    worker_names = [
+        name.decode()
+        for key in redis.scan_iter(match=f"rq:workers:{settings.queue_name}*")
+        for name in redis.smembers(key)
+    ]
     if queue_keys:
         redis.srem("rq:queues", *queue_keys)
     if worker_names:
@@ -187,7 +212,7 @@ def remove_session_keys(redis: Redis, settings: Settings) -> None:
     for pattern in patterns:
         keys = list(redis.scan_iter(match=pattern, count=1000))
         for start in range(0, len(keys), 500):
-            redis.unlink(*keys[start:start + 500])
+            redis.unlink(*keys[start : start + 500])
 
 
 class ServiceStack:
@@ -237,8 +262,7 @@ class ServiceStack:
         data = path.read_bytes()
         if rows is not None:
             text = gzip.decompress(data).decode().splitlines()
-            data = ("\n".join(text[:rows + 1]) + "\n").encode()
-        response = self.client.post(f"/v1/datasets?target={target}", content=data,
-                                    headers={"Content-Type": "text/csv"})
+            data = ("\n".join(text[: rows + 1]) + "\n").encode()
+        response = self.client.post(f"/v1/datasets?target={target}", content=data, headers={"Content-Type": "text/csv"})
         assert response.status_code in (200, 201), response.text
         return response.json()

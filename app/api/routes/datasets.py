@@ -11,36 +11,80 @@ from app.core.errors import FieldFault
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
 _UPLOAD_BODY = {
-    "requestBody": {"required": True, "content": {
-        "text/csv": {"schema": {"type": "string"}, "example": "Sex,Length,rings\nM,0.455,15\nF,0.53,9\n"},
-        "application/json": {"schema": {"type": "array", "items": {"type": "object"}},
-                             "example": [{"x": 1.0, "y": 2.0}, {"x": 2.0, "y": 3.5}]},
-        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
-        "multipart/form-data": {"schema": {"type": "object", "properties": {
-            "file": {"type": "string", "format": "binary"}, "target": {"type": "string"},
-            "task": {"type": "string", "enum": list(TASKS)}}}},
-    }, "description": "CSV (gzipped too), Parquet or JSON records; raw body or multipart"}}
+    "requestBody": {
+        "required": True,
+        "content": {
+            "text/csv": {"schema": {"type": "string"}, "example": "Sex,Length,rings\nM,0.455,15\nF,0.53,9\n"},
+            "application/json": {
+                "schema": {"type": "array", "items": {"type": "object"}},
+                "example": [{"x": 1.0, "y": 2.0}, {"x": 2.0, "y": 3.5}],
+            },
+            "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "target": {"type": "string"},
+                        "task": {"type": "string", "enum": list(TASKS)},
+                    },
+                }
+            },
+        },
+        "description": "CSV (gzipped too), Parquet or JSON records; raw body or multipart",
+    }
+}
 
 
-@router.post("", status_code=201, response_model=DatasetInfo, openapi_extra=_UPLOAD_BODY,
-             summary="Upload a table; its content hash is the id",
-             responses={200: {"model": DatasetInfo, "description": "already stored (the same content and target)"},
-                        **problem_responses(400, 413, 415, 422)})
-async def upload_dataset(request: Request, response: Response, core: CoreDep, cpu: CpuDep, tenant: TenantDep,
-                         target: Annotated[str | None, Query(description="the target column")] = None,
-                         format: Annotated[str | None, Query(description="csv, parquet or json")] = None,
-                         task: Annotated[Literal[TASKS] | None, Query(description=(
-                             "classification or regression; by default detected: a target with exactly two "
-                             "distinct values (text, booleans or numbers) is classification, any other numeric "
-                             "target regression"))] = None):
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetInfo,
+    openapi_extra=_UPLOAD_BODY,
+    summary="Upload a table; its content hash is the id",
+    responses={
+        200: {"model": DatasetInfo, "description": "already stored (the same content and target)"},
+        **problem_responses(400, 413, 415, 422),
+    },
+)
+async def upload_dataset(
+    request: Request,
+    response: Response,
+    core: CoreDep,
+    cpu: CpuDep,
+    tenant: TenantDep,
+    target: Annotated[str | None, Query(description="the target column")] = None,
+    format: Annotated[str | None, Query(description="csv, parquet or json")] = None,
+    task: Annotated[
+        Literal[TASKS] | None,
+        Query(
+            description=(
+                "classification or regression; by default detected: a target with exactly two "
+                "distinct values (text, booleans or numbers) is classification, any other numeric "
+                "target regression"
+            )
+        ),
+    ] = None,
+):
     upload = await receive_upload(request, core.settings.max_upload_bytes)
     target = target or upload.fields.get("target")
     if not target:
-        raise ProblemError(422, "Name the target column.", [FieldFault(
-            "query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")])
-    info, created = await cpu.run(lambda: core.datasets.create(
-        upload.data, tenant=tenant, target=target, content_type=upload.content_type, filename=upload.filename,
-        declared_format=format or upload.fields.get("format"), task=task or upload.fields.get("task")))
+        raise ProblemError(
+            422,
+            "Name the target column.",
+            [FieldFault("query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")],
+        )
+    info, created = await cpu.run(
+        lambda: core.datasets.create(
+            upload.data,
+            tenant=tenant,
+            target=target,
+            content_type=upload.content_type,
+            filename=upload.filename,
+            declared_format=format or upload.fields.get("format"),
+            task=task or upload.fields.get("task"),
+        )
+    )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{info.id}"
     return info
@@ -51,15 +95,23 @@ def list_datasets(core: CoreDep, tenant: TenantDep):
     return core.datasets.list(tenant=tenant)
 
 
-@router.get("/{dataset_id}", response_model=DatasetInfo, summary="Schema, encoding and size of a dataset",
-            responses=problem_responses(404))
+@router.get(
+    "/{dataset_id}",
+    response_model=DatasetInfo,
+    summary="Schema, encoding and size of a dataset",
+    responses=problem_responses(404),
+)
 def get_dataset(dataset_id: str, core: CoreDep, tenant: TenantDep):
     return core.datasets.get(dataset_id, tenant=tenant)
 
 
-@router.delete("/{dataset_id}", status_code=204, response_class=Response,
-               summary="Delete a dataset no queued or running job reads (its cached matrices too)",
-               responses=problem_responses(404, 409))
+@router.delete(
+    "/{dataset_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a dataset no queued or running job reads (its cached matrices too)",
+    responses=problem_responses(404, 409),
+)
 def delete_dataset(dataset_id: str, core: CoreDep, tenant: TenantDep) -> Response:
     core.deletion.dataset(dataset_id, tenant=tenant)
     return Response(status_code=204)

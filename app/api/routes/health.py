@@ -16,37 +16,62 @@ def healthz():
     return Health()
 
 
-@router.get("/readyz", response_model=Readiness, responses=problem_responses(503),
-            summary="Redis answers and at least one worker beats (ready, or still compiling the solver)")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses=problem_responses(503),
+    summary="Redis answers and at least one worker beats (ready, or still compiling the solver)",
+)
 def readyz(core: CoreDep):
     if not core.redis_health.probe():
-        raise ProblemError(503, "Redis does not answer.",
-                           [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
-                           headers={"Retry-After": "1"})
+        raise ProblemError(
+            503,
+            "Redis does not answer.",
+            [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
+            headers={"Retry-After": "1"},
+        )
     try:
         workers = core.workers.alive(core.settings.queue_name)
         queued = core.jobs.queue.count
     except REDIS_FAILURES as error:
         core.redis_health.mark_down()
-        raise ProblemError(503, f"Redis does not answer: {type(error).__name__}.",
-                           [FieldFault("redis", "unreachable", "retry shortly")], headers={"Retry-After": "1"}) from error
+        raise ProblemError(
+            503,
+            f"Redis does not answer: {type(error).__name__}.",
+            [FieldFault("redis", "unreachable", "retry shortly")],
+            headers={"Retry-After": "1"},
+        ) from error
     ready = sum(worker.state == READY for worker in workers)
     warming = sum(worker.state == WARMING for worker in workers)
     if not workers:
-        fix = ("the embedded workers are being restarted: see this process's log" if core.settings.embedded
-               else "start `fire-rules worker` pointing at this Redis")
-        raise ProblemError(503, "No worker has sent a heartbeat recently.",
-                           [FieldFault("workers", "none alive", fix)], headers={"Retry-After": "5"})
+        fix = (
+            "the embedded workers are being restarted: see this process's log"
+            if core.settings.embedded
+            else "start `fire-rules worker` pointing at this Redis"
+        )
+        raise ProblemError(
+            503,
+            "No worker has sent a heartbeat recently.",
+            [FieldFault("workers", "none alive", fix)],
+            headers={"Retry-After": "5"},
+        )
     if ready:
         detail = f"{ready} worker(s) ready" + (f", {warming} preparing the solver" if warming else "")
     else:
-        detail = (f"{warming} worker(s) preparing the solver (its first compilation on a machine takes about a "
-                  f"minute on 2 cores); the API serves and jobs wait in the queue until then")
-    return Readiness(status="ready" if ready else "warming", detail=detail, workers=ready, warming=warming,
-                     queued=queued)
+        detail = (
+            f"{warming} worker(s) preparing the solver (its first compilation on a machine takes about a "
+            f"minute on 2 cores); the API serves and jobs wait in the queue until then"
+        )
+    return Readiness(
+        status="ready" if ready else "warming", detail=detail, workers=ready, warming=warming, queued=queued
+    )
 
 
-@router.get("/metrics", response_class=Response, summary="Prometheus metrics (text exposition format)",
-            responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    summary="Prometheus metrics (text exposition format)",
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+)
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

@@ -17,10 +17,20 @@ POLL_SECONDS = 1
 EVENT_POLL_SECONDS = 0.25
 
 
-@router.post("", status_code=202, response_model=JobView, summary="Run a path (or a grid of paths) on a worker",
-             responses=problem_responses(400, 404, 409, 413, 422, 429))
-def submit_job(body: PathJobRequest, response: Response, core: CoreDep, tenant: TenantDep,
-               idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None):
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobView,
+    summary="Run a path (or a grid of paths) on a worker",
+    responses=problem_responses(400, 404, 409, 413, 422, 429),
+)
+def submit_job(
+    body: PathJobRequest,
+    response: Response,
+    core: CoreDep,
+    tenant: TenantDep,
+    idempotency_key: Annotated[str | None, Header(description="same key, same job")] = None,
+):
     record = core.job_submission.submit_path(body.to_core(), idempotency_key, tenant=tenant)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobView.of(record)
@@ -35,8 +45,12 @@ def existing_job(job_id: str, core: CoreDep, tenant: TenantDep) -> JobRecord:
     return core.jobs.get(job_id, tenant=tenant)
 
 
-@router.get("/{job_id}", response_model=JobView, summary="Status, progress, timings and errors of a job",
-            responses=problem_responses(404))
+@router.get(
+    "/{job_id}",
+    response_model=JobView,
+    summary="Status, progress, timings and errors of a job",
+    responses=problem_responses(404),
+)
 async def get_job(job: Annotated[JobRecord, Depends(existing_job)], response: Response):
     # a coroutine: the dependency read the job in a thread, what is left needs no second thread hop
     if job.status in ACTIVE:
@@ -44,11 +58,15 @@ async def get_job(job: Annotated[JobRecord, Depends(existing_job)], response: Re
     return JobView.of(job)
 
 
-@router.get("/{job_id}/events", response_class=EventSourceResponse,
-            summary="Progress as server-sent events (`progress`, then one `status`), each carrying the job",
-            responses=problem_responses(404))
-async def job_events(job: Annotated[JobRecord, Depends(existing_job)], request: Request, core: CoreDep,
-                     tenant: TenantDep) -> AsyncIterable[JobView]:
+@router.get(
+    "/{job_id}/events",
+    response_class=EventSourceResponse,
+    summary="Progress as server-sent events (`progress`, then one `status`), each carrying the job",
+    responses=problem_responses(404),
+)
+async def job_events(
+    job: Annotated[JobRecord, Depends(existing_job)], request: Request, core: CoreDep, tenant: TenantDep
+) -> AsyncIterable[JobView]:
     # the job is read (404 if unknown) before the stream starts; yields ServerSentEvents (to name each event)
     # whose data is a JobView: the annotation documents the data
     last_sent = None
@@ -56,8 +74,11 @@ async def job_events(job: Annotated[JobRecord, Depends(existing_job)], request: 
         snapshot = (job.status, job.progress, job.attempt)
         if snapshot != last_sent:
             last_sent = snapshot
-            yield ServerSentEvent(data=JobView.of(job), event="status" if job.status in TERMINAL else "progress",
-                                  retry=int(POLL_SECONDS * 1000))
+            yield ServerSentEvent(
+                data=JobView.of(job),
+                event="status" if job.status in TERMINAL else "progress",
+                retry=int(POLL_SECONDS * 1000),
+            )
         if job.status in TERMINAL:
             return
         await asyncio.sleep(EVENT_POLL_SECONDS)
@@ -68,32 +89,66 @@ async def job_events(job: Annotated[JobRecord, Depends(existing_job)], request: 
             return  # the client reconnects after `retry` ms, by then Redis may answer again
 
 
-@router.post("/{job_id}/cancel", status_code=202, response_model=JobView,
-             summary="Cancel a queued or running job (and a grid's cells)", responses=problem_responses(404, 409))
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=JobView,
+    summary="Cancel a queued or running job (and a grid's cells)",
+    responses=problem_responses(404, 409),
+)
 def cancel_job(job_id: str, core: CoreDep, tenant: TenantDep):
     return JobView.of(core.jobs.cancel(job_id, tenant=tenant))
 
 
-@router.delete("/{job_id}", status_code=204, response_class=Response,
-               summary="Delete a job (canceled first if queued or running), its result and a grid's cells",
-               responses=problem_responses(404))
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a job (canceled first if queued or running), its result and a grid's cells",
+    responses=problem_responses(404),
+)
 def delete_job(job_id: str, core: CoreDep, tenant: TenantDep) -> Response:
     core.deletion.job(job_id, tenant=tenant)
     return Response(status_code=204)
 
 
-@router.get("/{job_id}/result", response_model=JobResult, summary="Every path step and the selected one",
-            responses=problem_responses(404, 409, 410))
+@router.get(
+    "/{job_id}/result",
+    response_model=JobResult,
+    summary="Every path step and the selected one",
+    responses=problem_responses(404, 409, 410),
+)
 def get_result(job_id: str, core: CoreDep, tenant: TenantDep):
     return core.job_results.result(job_id, tenant=tenant)
 
 
-@router.get("/{job_id}/steps/{step}/rules", response_model=StepRules, summary="The rules of one path step",
-            responses=problem_responses(404, 409, 410, 422))
-def get_step_rules(job_id: str, step: int, core: CoreDep, tenant: TenantDep,
-                   show_missing: Annotated[Literal[SHOW_MISSING], Query(description=(
-                       "'or missing' in the text: 'auto' where the training rows had missing values in that "
-                       "column, 'always' wherever the forest routes missing values, 'never'"))] = "auto"):
+@router.get(
+    "/{job_id}/steps/{step}/rules",
+    response_model=StepRules,
+    summary="The rules of one path step",
+    responses=problem_responses(404, 409, 410, 422),
+)
+def get_step_rules(
+    job_id: str,
+    step: int,
+    core: CoreDep,
+    tenant: TenantDep,
+    show_missing: Annotated[
+        Literal[SHOW_MISSING],
+        Query(
+            description=(
+                "'or missing' in the text: 'auto' where the training rows had missing values in that "
+                "column, 'always' wherever the forest routes missing values, 'never'"
+            )
+        ),
+    ] = "auto",
+):
     result, ensemble = core.job_results.step_rules(job_id, step, tenant=tenant)
-    return StepRules(**result.steps[step].to_dict(), job_id=job_id, step=step, selected=step == result.selected,
-                     rules=ensemble.to_dict(), text=ensemble.to_text(show_missing=show_missing))
+    return StepRules(
+        **result.steps[step].to_dict(),
+        job_id=job_id,
+        step=step,
+        selected=step == result.selected,
+        rules=ensemble.to_dict(),
+        text=ensemble.to_text(show_missing=show_missing),
+    )
