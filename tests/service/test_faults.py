@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.support.data import ELEVATORS, REPO_ROOT
+from tests.support.jobs import FEATURE_COLUMNS
 from tests.support.problems import assert_problem
 from tests.support.service import (
     RedisServer,
@@ -61,16 +62,7 @@ def run_job(stack: ServiceStack, dataset_id: str, **extra) -> dict:
 def scored(stack: ServiceStack, model_id: str) -> list[float]:
     rows = {
         "dataframe_split": {
-            "columns": [
-                "Sex",
-                "Length",
-                "Diameter",
-                "Height",
-                "Whole_weight",
-                "Shucked_weight",
-                "Viscera_weight",
-                "Shell_weight",
-            ],
+            "columns": FEATURE_COLUMNS,
             "data": [
                 ["M", 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15],
                 ["F", 0.53, 0.42, 0.135, 0.677, 0.2565, 0.1415, 0.21],
