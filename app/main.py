@@ -7,6 +7,7 @@ import sys
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -64,10 +65,15 @@ def body_limit(settings: Settings):
     return limit_for
 
 
-def _openapi(app: FastAPI):
-    def openapi() -> dict:
-        if app.openapi_schema is None:
-            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+class FireAPI(FastAPI):
+    """The application, whose OpenAPI document also holds the schemas referenced by hand and documents
+    request-validation errors as the Problems they are answered with."""
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            document = get_openapi(
+                title=self.title, version=self.version, description=self.description, routes=self.routes
+            )
             _, extra = models_json_schema(
                 [(model, "validation") for model in SCHEMAS_OUTSIDE_ROUTES], ref_template="#/components/schemas/{model}"
             )
@@ -80,10 +86,8 @@ def _openapi(app: FastAPI):
                         operation["responses"]["422"] = problem_responses(422)[422]
             for name in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(name, None)
-            app.openapi_schema = document
-        return app.openapi_schema
-
-    return openapi
+            self.openapi_schema = document
+        return self.openapi_schema
 
 
 def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
@@ -106,7 +110,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         stop.set()
         maintenance.join(timeout=5)
 
-    app = FastAPI(
+    app = FireAPI(
         title="FIRE rule extraction",
         version="0.1.0",
         description="Upload a table, train or upload a tree ensemble, extract a sparse fused rule ensemble "
@@ -123,7 +127,6 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     for router in (datasets.router, forests.router, jobs.router, models.router):
         app.include_router(router, dependencies=protected, responses=problem_responses(401, 503))
     app.include_router(health.router)
-    app.openapi = _openapi(app)
     app.mount("/dashboard/assets", StaticFiles(directory=DASHBOARD), name="dashboard-assets")
 
     @app.get("/dashboard/{view:path}", include_in_schema=False)

@@ -9,11 +9,13 @@ missing values only where they can occur (``solver.rule_text``).
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-CATEGORICAL_POLICIES = ("onehot", "reject")
+CategoricalPolicy = Literal["onehot", "reject"]
+CATEGORICAL_POLICIES: tuple[CategoricalPolicy, ...] = get_args(CategoricalPolicy)
 DEFAULT_MAX_CATEGORIES = 64
 MAX_EXAMPLES = 5
 

@@ -25,13 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from typing import Literal, get_args
 
 import numpy as np
 
 from .encoding import TableEncoding
 from .rule_types import Condition, Rule
 
-SHOW_MISSING = ("auto", "always", "never")
+ShowMissing = Literal["auto", "always", "never"]
+SHOW_MISSING: tuple[ShowMissing, ...] = get_args(ShowMissing)
 SORTS = ("contribution", "id")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 

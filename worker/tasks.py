@@ -8,7 +8,8 @@ only loads the dataset, the forest and the cached leaf indices, and stores what 
 import os
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from rq.timeouts import JobTimeoutException
@@ -22,10 +23,15 @@ from app.core.job_documents import (
     BestStep,
     GridCell,
     GridJobResult,
+    GridJobSpec,
     GridSummary,
     JobError,
+    JobRecord,
     PathJobResult,
+    PathJobSpec,
+    PathResultBase,
     Progress,
+    TrainJobSpec,
     TrainResult,
     TrainSummary,
 )
@@ -34,8 +40,10 @@ from solver import TreeEnsemble
 from solver.fitting import fit_rules
 from solver.fitting import train_forest as train_ensemble
 from solver.path import PathStep, best_step
+from solver.spec import PathSpec
 
 PROGRESS_INTERVAL_SECONDS = 0.1
+SpecT = TypeVar("SpecT", bound=TrainJobSpec | PathJobSpec)  # the spec a job function runs
 
 
 @lru_cache(maxsize=1)
@@ -52,12 +60,14 @@ class DeadlinePassed(Exception):
     """The job ran past FIRE_JOB_TIMEOUT (checked at every step and phase; RQ's alarm covers long phases)."""
 
 
-class JobRun:
+class JobRun(Generic[SpecT]):
     """Claims a queued job for one attempt, records its progress and its outcome, through the record store's
-    transitions (app/core/records.py), each guarded by this attempt."""
+    transitions (app/core/records.py), each guarded by this attempt. ``spec_type``: the spec the job function
+    runs (``spec`` is the record's, refused as a failure of the job when it is another)."""
 
-    def __init__(self, job_id: str, attempt: int):
+    def __init__(self, job_id: str, attempt: int, spec_type: type[SpecT]):
         self.core = core()
+        self.spec_type: type[SpecT] = spec_type
         self.records = self.core.records
         self.job_id = job_id
         self.attempt = attempt
@@ -68,13 +78,12 @@ class JobRun:
         self._last_progress = 0.0
         self.parent_pid = os.getppid()
 
-    def __enter__(self) -> "JobRun":
+    def __enter__(self) -> "JobRun[SpecT]":
         started = now()
         record = self.records.get(self.job_id)
         if record is None:
             return self
         self.record = record
-        self.spec = record.spec
         self.timings["queue_wait"] = max(0.0, started - record.queued_at)
         self.deadline = started + self.core.settings.job_timeout
         # the claim starts the job's heartbeat; FireWorker keeps it fresh from here on
@@ -101,6 +110,15 @@ class JobRun:
             self.records.fail(self.job_id, self.attempt, error, timings=self.timings)
         return False  # re-raise: RQ records the traceback too
 
+    @property
+    def spec(self) -> SpecT:
+        spec = self.record.spec
+        if not isinstance(spec, self.spec_type):
+            raise TypeError(
+                f"job {self.job_id} holds a {type(spec).__name__}, not the {self.spec_type.__name__} it runs"
+            )
+        return spec
+
     def phase(self, name: str, **progress) -> None:
         self.check_cancel()
         self.check_deadline()
@@ -123,18 +141,18 @@ class JobRun:
         if time.time() > self.deadline:
             raise DeadlinePassed()
 
-    def on_step(self, step: PathStep) -> bool:
-        """Path callback: progress at most every PROGRESS_INTERVAL_SECONDS; truthy stops the path
-        (canceled, past the deadline, or orphaned: the worker that forked this horse is gone and
-        the job will run again elsewhere)."""
+    def on_step(self, path: PathSpec, step: PathStep) -> bool:
+        """Path callback (``path``: the settings of the path it follows): progress at most every
+        PROGRESS_INTERVAL_SECONDS; truthy stops the path (canceled, past the deadline, or orphaned: the worker
+        that forked this horse is gone and the job will run again elsewhere)."""
         self.steps.append(step)
         if time.monotonic() - self._last_progress >= PROGRESS_INTERVAL_SECONDS:
-            self.report_progress()
+            self.report_progress(path)
         return self.records.cancel_requested(self.job_id) or time.time() > self.deadline or self.orphaned
 
-    def report_progress(self) -> None:
+    def report_progress(self, path: PathSpec) -> None:
         self._last_progress = time.monotonic()
-        step, path = self.steps[-1], self.spec.path
+        step = self.steps[-1]
         best = best_step(self.steps, path.max_rules, path.selection)
         best_so_far = (
             None
@@ -171,13 +189,16 @@ class JobRun:
 
     def succeed(self, summary, cache_hit: bool | None = None) -> None:
         self.timings["total"] = now() - self.record.queued_at
-        progress = self.records.get(self.job_id).progress.model_copy(update={"phase": "done"})
+        record = self.records.get(self.job_id)
+        if record is None:
+            return  # deleted while it ran: there is nothing left to record the outcome in
+        progress = record.progress.model_copy(update={"phase": "done"})
         self.records.succeed(
             self.job_id, self.attempt, summary=summary, cache_hit=cache_hit, timings=self.timings, progress=progress
         )
 
 
-def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe | None) -> TreeEnsemble:
+def _stored_or_trained_forest(run: JobRun[Any], forest_id: str, recipe: ForestRecipe | None) -> TreeEnsemble:
     """The job's forest; trained here, on the recipe's rows only, when no job has stored it yet."""
     forests = run.core.forests
     if recipe is None or forests.find(forest_id) is not None:
@@ -196,23 +217,28 @@ def _stored_or_trained_forest(run: JobRun, forest_id: str, recipe: ForestRecipe 
 
 
 def train_forest(job_id: str, attempt: int) -> None:
-    with JobRun(job_id, attempt) as run:
+    with JobRun(job_id, attempt, TrainJobSpec) as run:
         if not run.claimed:
             return
-        _stored_or_trained_forest(run, run.spec.forest_id, run.spec.recipe)
-        forest = run.core.forests.find(run.spec.forest_id)
+        spec = run.spec
+        _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
+        forest = run.core.forests.find(spec.forest_id)
+        if forest is None:
+            raise RuntimeError(f"forest {spec.forest_id} was deleted while the job ran")
         run.core.results.put(TrainResult(job_id=job_id, forest_id=forest.id, forest=forest))
         run.succeed(TrainSummary(forest_id=forest.id, n_trees=forest.n_trees, n_leaves=forest.n_leaves))
 
 
-def _cached_leaves(run: JobRun, forest: TreeEnsemble, dataset_id: str, X: np.ndarray) -> tuple[np.ndarray, bool]:
+def _cached_leaves(
+    run: JobRun[PathJobSpec], forest: TreeEnsemble, dataset_id: str, X: np.ndarray
+) -> tuple[np.ndarray, bool]:
     leaves, hit, seconds = run.core.leaf_cache.leaves(forest, run.spec.forest_id, dataset_id, X)
     run.timings["matrix_build"] = run.timings.get("matrix_build", 0.0) + seconds
     return leaves, hit
 
 
 def run_path(job_id: str, attempt: int) -> None:
-    with JobRun(job_id, attempt) as run:
+    with JobRun(job_id, attempt, PathJobSpec) as run:
         if not run.claimed:
             return
         spec = run.spec
@@ -222,12 +248,13 @@ def run_path(job_id: str, attempt: int) -> None:
             X, y = run.core.datasets.load_arrays(spec.dataset_id)
             dataset = run.core.datasets.read(spec.dataset_id)
             X_val = y_val = val_leaves = None
-            if spec.validation_dataset_id is not None:
-                X_val, y_val = run.core.datasets.load_arrays(spec.validation_dataset_id)
+            validation_id = spec.validation_dataset_id
+            if validation_id is not None:
+                X_val, y_val = run.core.datasets.load_arrays(validation_id)
         run.phase("matrix")
         leaves, cache_hit = _cached_leaves(run, forest, spec.dataset_id, X)
-        if X_val is not None:
-            val_leaves, val_hit = _cached_leaves(run, forest, spec.validation_dataset_id, X_val)
+        if validation_id is not None and X_val is not None:
+            val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
             cache_hit = cache_hit and val_hit
         run.phase("path", step=0, n_steps=spec.path.n_steps)
         with run.timed("path"):
@@ -242,14 +269,19 @@ def run_path(job_id: str, attempt: int) -> None:
                 classes=dataset.classes,
                 leaves=leaves,
                 val_leaves=val_leaves,
-                callback=run.on_step,
+                callback=partial(run.on_step, spec.path),
             )
-        run.report_progress()
+        run.report_progress(spec.path)
         run.check_cancel()
         if run.orphaned:
             run.claimed = False  # leave the record alone: the lost heartbeat gets the job run again
             return
         run.check_deadline()
+        if fit.val_rows is not None:
+            n_val = len(fit.val_rows)
+        else:
+            assert y_val is not None  # fit_rules holds no rows out only where it is given validation rows
+            n_val = len(y_val)
         with run.timed("store"):
             run.core.results.put_weights(job_id, fit.path.coef_path, fit.path.intercepts)
             result = PathJobResult(
@@ -261,7 +293,7 @@ def run_path(job_id: str, attempt: int) -> None:
                 lambda_max=fit.path.lambda_max,
                 stop_reason=fit.path.stop_reason,
                 n_train=len(fit.train_rows),
-                n_val=len(y_val) if fit.val_rows is None else len(fit.val_rows),
+                n_val=n_val,
                 cache_hit=cache_hit,
                 selected=fit.selected,
                 steps=fit.path.steps,
@@ -273,9 +305,11 @@ def run_path(job_id: str, attempt: int) -> None:
 def collect_grid(job_id: str, attempt: int) -> None:
     """Parent of a grid: waits for every cell (re-queued behind retried ones), keeps the cell whose selected
     step is best by the path's own rule (solver.path.best_step)."""
-    with JobRun(job_id, attempt) as run:
+    with JobRun(job_id, attempt, GridJobSpec) as run:
         if not run.claimed:
             return
+        if run.record.cells is None:
+            raise RuntimeError(f"grid job {job_id} has no cells")
         # the cells as they stand: a lost cell reads as running until the API's watchdog retries it
         cells = [run.core.jobs.read(cell_id) for cell_id in run.record.cells]
         unfinished = [cell for cell in cells if cell.status not in TERMINAL]
@@ -291,20 +325,11 @@ def collect_grid(job_id: str, attempt: int) -> None:
                 "no grid cell succeeded: "
                 + "; ".join(f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in cells)
             )
-        results = [run.core.job_results.stored_result(cell.id) for cell in done]
+        results = [_path_result(run, cell.id) for cell in done]
         best = results[
             best_step([r.steps[r.selected] for r in results], run.spec.path.max_rules, run.spec.path.selection)
         ]
-        table = [
-            GridCell(
-                job_id=c.id,
-                gamma=c.spec.path.gamma,
-                fusion_ratio=c.spec.path.fusion_ratio,
-                status=c.status,
-                summary=c.summary,
-            )
-            for c in cells
-        ]
+        table = [_grid_cell(c) for c in cells]
         result = GridJobResult(
             **{**dict(best), "kind": "grid", "job_id": job_id, "best_cell_id": best.job_id, "grid": table}
         )
@@ -319,3 +344,21 @@ def collect_grid(job_id: str, attempt: int) -> None:
             ),
             cache_hit=all(c.cache_hit for c in done),
         )
+
+
+def _path_result(run: JobRun[GridJobSpec], cell_id: str) -> PathResultBase:
+    """The stored result of a grid's succeeded cell: a path job's."""
+    result = run.core.job_results.stored_result(cell_id)
+    if not isinstance(result, PathResultBase):
+        raise TypeError(f"grid cell {cell_id} holds a {result.kind} result, not a path's")
+    return result
+
+
+def _grid_cell(cell: JobRecord) -> GridCell:
+    """A grid's cell (a path job) as its result lists it."""
+    if not isinstance(cell.spec, PathJobSpec):
+        raise TypeError(f"grid cell {cell.id} holds a {type(cell.spec).__name__}, not a path job's spec")
+    path = cell.spec.path
+    return GridCell(
+        job_id=cell.id, gamma=path.gamma, fusion_ratio=path.fusion_ratio, status=cell.status, summary=cell.summary
+    )

@@ -25,7 +25,7 @@ class BodyLimitMiddleware:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            await self._refuse(scope, send, limit)
+            await self._refuse(scope, receive, send, limit)
             return
         messages, received = [], 0
         while True:
@@ -35,7 +35,7 @@ class BodyLimitMiddleware:
                 break  # the client went away: the route sees it as it would have
             received += len(message.get("body", b""))
             if received > limit:
-                await self._refuse(scope, send, limit)
+                await self._refuse(scope, receive, send, limit)
                 return
             if not message.get("more_body", False):
                 break
@@ -46,11 +46,11 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _refuse(scope, send, limit: int) -> None:
+    async def _refuse(scope, receive, send, limit: int) -> None:
         response = problem_response(
             Request(scope),
             413,
             f"The request body is larger than the limit of {limit} bytes.",
             [FieldFault("body", "too large", "send a smaller body (split rows over several requests)")],
         )
-        await response(scope, None, send)
+        await response(scope, receive, send)

@@ -8,6 +8,8 @@ placed where this request carried it (``path.job_id``, ``query.dataset_id``, ``h
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -100,9 +102,9 @@ def problem_response(
     request: Request,
     status: int,
     detail: str,
-    faults: list[FieldFault] = (),
+    faults: Sequence[FieldFault] = (),
     problem_type: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     title = TITLES[status]
     body = Problem(
@@ -158,7 +160,7 @@ _VALIDATION_FIXES = {
 }
 
 
-def validation_faults(errors: list[dict]) -> list[FieldFault]:
+def validation_faults(errors: Sequence[Mapping[str, Any]]) -> list[FieldFault]:
     faults = []
     for error in errors:
         kind = error.get("type", "")

@@ -6,6 +6,7 @@ field it names). The service's own limits (sizes a worker should not be asked fo
 core. Bodies are strict: ``true`` is no number and ``"3"`` is no integer.
 """
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -18,16 +19,16 @@ from app.core.forests import ValidationSplit
 from app.core.job_documents import Grid, JobState
 from solver.path import PathStep
 from solver.spec import (
-    BLOCK_SELECTIONS,
-    FOREST_KINDS,
-    LOSSES,
-    MAX_FEATURES_NAMES,
-    MCP_SCALINGS,
-    PENALTIES,
-    SCALINGS,
-    SELECTIONS,
+    BlockSelection,
+    ForestKind,
     ForestSpec,
+    Loss,
+    MaxFeaturesName,
+    McpScaling,
     PathSpec,
+    Penalty,
+    Scaling,
+    Selection,
     SpecError,
 )
 
@@ -49,7 +50,7 @@ def forest_setting(name: str, **limits):
 
 def body_error(model: BaseModel, loc: tuple[str, ...], message: str) -> ValidationError:
     """A validation error of ``model`` at ``loc`` (reported like any field error)."""
-    value = model
+    value: Any = model
     for part in loc:
         value = getattr(value, part, None)
     return ValidationError.from_exception_data(
@@ -69,10 +70,10 @@ class StrictBody(BaseModel):
 class TrainingParams(StrictBody):
     """A forest's recipe: ForestSpec's settings."""
 
-    kind: Literal[FOREST_KINDS] = forest_setting("kind")
+    kind: ForestKind = forest_setting("kind")
     n_estimators: int = forest_setting("n_estimators")
     max_depth: int = forest_setting("max_depth")
-    max_features: float | int | Literal[MAX_FEATURES_NAMES] | None = forest_setting("max_features")
+    max_features: float | int | MaxFeaturesName | None = forest_setting("max_features")
     learning_rate: float = forest_setting("learning_rate")
     random_state: int = forest_setting("random_state")
 
@@ -151,27 +152,27 @@ class PathJobRequest(StrictBody):
         None, description="train a forest (on the training rows) for this job; or give `forest_id`"
     )
     validation: ValidationSpec = ValidationSpec()
-    loss: Literal[LOSSES] = Field(
+    loss: Loss = Field(
         PATH_DEFAULTS["loss"],
         description=(
             PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
             "squared for regression (the default shown). logistic needs a classification dataset"
         ),
     )
-    penalty: Literal[PENALTIES] = path_setting("penalty")
+    penalty: Penalty = path_setting("penalty")
     gamma: float = path_setting("gamma")
-    mcp_scaling: Literal[MCP_SCALINGS] = path_setting("mcp_scaling")
-    scaling: Literal[SCALINGS] = path_setting("scaling")
+    mcp_scaling: McpScaling = path_setting("mcp_scaling")
+    scaling: Scaling = path_setting("scaling")
     lambda_f: float | None = path_setting("lambda_f")
     fusion_ratio: float | None = path_setting("fusion_ratio")
     lambdas: list[float] | None = path_setting("lambdas")
     n_lambdas: int = path_setting("n_lambdas")
     lambda_min_ratio: float = path_setting("lambda_min_ratio")
     max_rules: int | None = path_setting("max_rules")
-    selection: Literal[SELECTIONS] = path_setting("selection")
+    selection: Selection = path_setting("selection")
     tol: float = path_setting("tol")
     max_iter: int = path_setting("max_iter")
-    block_selection: Literal[BLOCK_SELECTIONS] = path_setting("block_selection")
+    block_selection: BlockSelection = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
     polish: bool | None = path_setting("polish")
@@ -341,6 +342,7 @@ class PredictRequest(StrictBody):
             return *_columns_from_records(self.dataframe_records, "dataframe_records"), "dataframe_records"
         name = "instances" if self.instances is not None else "inputs"
         payload = self.instances if self.instances is not None else self.inputs
+        assert payload is not None  # check_exactly_one: the body holds one of the four shapes
         if isinstance(payload, dict):
             lengths = {len(values) for values in payload.values()}
             if len(lengths) > 1:
@@ -383,7 +385,7 @@ def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tup
     ][:10]
     if faults:
         raise Invalid("Rows and columns do not match.", faults)
-    values = list(zip(*rows)) if rows else [[] for _ in names]
+    values: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
     return dict(zip(names, values)), len(rows)
 
 

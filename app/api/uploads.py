@@ -6,7 +6,7 @@ and optional small text fields.
 
 from dataclasses import dataclass, field
 
-from python_multipart.multipart import create_form_parser
+from python_multipart.multipart import Field, File, create_form_parser
 from starlette.requests import Request
 
 from app.api.problems import ProblemError
@@ -46,14 +46,18 @@ async def receive_upload(request: Request, limit: int) -> Upload:
 
 async def _receive_multipart(request: Request, content_type: str, limit: int) -> Upload:
     fields: dict[str, str] = {}
-    files = []
+    files: list[File] = []
     received = 0
+
+    def on_field(part: Field) -> None:
+        # only a query string's fields may lack a name: the multipart parser refuses a part without one
+        assert part.field_name is not None
+        fields[part.field_name.decode(errors="replace")] = (part.value or b"").decode(errors="replace")
+
     try:
         parser = create_form_parser(
             {"Content-Type": content_type.encode("latin-1")},
-            on_field=lambda part: fields.__setitem__(
-                part.field_name.decode(errors="replace"), (part.value or b"").decode(errors="replace")
-            ),
+            on_field=on_field,
             on_file=files.append,
             config={"MAX_MEMORY_FILE_SIZE": limit + 1},
         )

@@ -16,6 +16,8 @@ import zstandard
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis import Redis
 
+from app.core.replies import members, values
+
 
 class _Codecs(threading.local):
     """zstd contexts per thread: python-zstandard's may not be used by two threads at once (a shared
@@ -78,8 +80,9 @@ class BlobStore:
         if header is None:
             return None
         layout = json.loads(header)
-        chunks = self.redis.mget([f"{key}:{i}" for i in range(layout["chunks"])])
-        if any(chunk is None for chunk in chunks):
+        stored = values(self.redis.mget([f"{key}:{i}" for i in range(layout["chunks"])]))
+        chunks = [chunk for chunk in stored if chunk is not None]
+        if len(chunks) < len(stored):
             return None  # expired between the header read and the chunk read
         return _codecs.decompressor.decompress(b"".join(chunks), max_output_size=layout["size"])
 
@@ -133,12 +136,12 @@ class BlobStore:
 
     def newest_documents(self, index_key: str, key_of, model, limit: int) -> list:
         """The documents indexed (by creation time) in a sorted set, newest first."""
-        ids = [member.decode() for member in self.redis.zrevrange(index_key, 0, limit - 1)]
+        ids = members(self.redis.zrevrange(index_key, 0, limit - 1))
         return [doc for doc in (self.get_document(key_of(i), model) for i in ids) if doc is not None]
 
     def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, allow_pickle=False, **arrays)  # as get_arrays reads them: no pickled object arrays
         self.put(key, buffer.getbuffer(), ttl)  # a view: no second copy of the arrays
 
     def get_arrays(self, key: str) -> dict[str, np.ndarray] | None:

@@ -3,12 +3,12 @@ here once; docs/service.md lists them."""
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from solver.encoding import CATEGORICAL_POLICIES, DEFAULT_MAX_CATEGORIES
+from solver.encoding import DEFAULT_MAX_CATEGORIES, CategoricalPolicy
 
 MiB = 1024 * 1024
 
@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     max_scoring_rows: int = Field(100_000, description="Rows of one scoring request (413).")
 
     # ---- the API process ----
-    categorical: Literal[CATEGORICAL_POLICIES] = "onehot"
+    categorical: CategoricalPolicy = "onehot"
     cpu_threads: int = Field(
         2,
         ge=1,

@@ -102,8 +102,9 @@ class RedisHealth:
                 self._down_since = time.monotonic()
 
     def check(self) -> None:
-        if self.down:
-            raise unavailable(f"down for {time.monotonic() - self._down_since:.0f} s")
+        down_since = self._down_since  # read once: the maintenance thread's probe may clear it meanwhile
+        if down_since is not None:
+            raise unavailable(f"down for {time.monotonic() - down_since:.0f} s")
 
     def probe(self) -> bool:
         """Ping Redis; True (and up again) when it answers."""

@@ -12,7 +12,7 @@ import json
 import time
 import zlib
 from collections import Counter
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,8 @@ from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding, TableError
 from solver.fitting import binary_labels, rule_response
 
-TASKS = ("classification", "regression")
+Task = Literal["classification", "regression"]
+TASKS: tuple[Task, ...] = get_args(Task)
 # the path loss a dataset's task calls for (a path job that names no loss gets it)
 TASK_LOSSES = {"classification": "logistic", "regression": "squared"}
 
@@ -76,7 +77,7 @@ class DatasetInfo(Document):
     id: str
     tenant: str = DEFAULT_TENANT
     target: str
-    task: Literal[TASKS] = Field(
+    task: Task = Field(
         "regression",
         description=(
             "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]) or regression"
@@ -256,7 +257,8 @@ def detect_format(data: bytes, content_type: str, filename: str | None, declared
 def _gunzip(data: bytes, limit: int) -> bytes:
     """The inflated bytes of every gzip member, refused as soon as they pass ``limit`` (a gzip bomb never
     inflates further)."""
-    out, remaining = [], data
+    out: list[bytes] = []
+    remaining = data
     try:
         while remaining:
             decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)

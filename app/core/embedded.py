@@ -55,11 +55,12 @@ class SupervisedChild:
         self.backoff = 0.0
         self.restart_at = 0.0
 
-    def start(self) -> None:
+    def start(self) -> subprocess.Popen:
         # a session of its own: a Ctrl-C in the terminal reaches `serve` alone, which then stops its children in
         # order (workers before the Redis they write to)
         self.process = subprocess.Popen(self.command, env=self.env, preexec_fn=die_with_parent, start_new_session=True)
         self.started_at = time.monotonic()
+        return self.process
 
     def check(self) -> None:
         """Start it again if it died: at once after a long life, with doubling delays while it keeps dying."""
@@ -116,7 +117,7 @@ class EmbeddedStack:
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(parents=True, exist_ok=True)
         port = _free_port()
-        self.redis = SupervisedChild(
+        redis = self.redis = SupervisedChild(
             "redis-server",
             [
                 redis_server_binary(),
@@ -136,9 +137,9 @@ class EmbeddedStack:
                 str(redis_dir / "redis.log"),
             ],
         )
-        self.redis.start()
+        redis_process = redis.start()
         self.redis_url = f"redis://127.0.0.1:{port}/0"
-        self._wait_for_redis()
+        self._wait_for_redis(redis_process)
         env = {**os.environ, "FIRE_REDIS_URL": self.redis_url}
         self.workers = [
             SupervisedChild(f"worker {index + 1}", [sys.executable, "-m", "app.cli", "worker"], env)
@@ -146,19 +147,21 @@ class EmbeddedStack:
         ]
         for worker in self.workers:
             worker.start()
-        self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="fire-supervisor")
+        self._supervisor = threading.Thread(
+            target=self._supervise, args=([redis, *self.workers],), daemon=True, name="fire-supervisor"
+        )
         self._supervisor.start()
         return self.redis_url
 
-    def _supervise(self) -> None:
+    def _supervise(self, children: list[SupervisedChild]) -> None:
         while not self._stopping.wait(SUPERVISE_SECONDS):
-            for child in [self.redis, *self.workers]:
+            for child in children:
                 try:
                     child.check()
                 except OSError:
                     log.exception("could not restart %s", child.name)
 
-    def _wait_for_redis(self, timeout: float = 20.0) -> None:
+    def _wait_for_redis(self, process: subprocess.Popen, timeout: float = 20.0) -> None:
         client = Redis.from_url(self.redis_url, socket_timeout=1, socket_connect_timeout=1)
         deadline = time.monotonic() + timeout
         while True:
@@ -166,7 +169,7 @@ class EmbeddedStack:
                 client.ping()
                 return
             except Exception as exc:
-                if self.redis.process.poll() is not None or time.monotonic() > deadline:
+                if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(
                         f"embedded redis-server did not start; see {self.data_dir}/redis/redis.log"
                     ) from exc

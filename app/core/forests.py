@@ -17,7 +17,7 @@ from app.core.tenants import DEFAULT_TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split
 from solver.formats import ForestFormatError, load_forest
-from solver.spec import LOSSES, ForestSpec, PathSpec
+from solver.spec import DEFAULT_LOSS, ForestSpec, Loss, PathSpec
 
 _EXPORT_FIX = "export the forest with TreeEnsemble.to_dict(), XGBoost save_model(.json), LightGBM dump_model() or skops"
 
@@ -58,8 +58,8 @@ class ForestRecipe(Document):
     dataset_id: str
     params: ForestSpec
     rows: ValidationSplit  # the forest learns from the training side
-    loss: Literal[LOSSES] = Field(
-        PathSpec().loss,
+    loss: Loss = Field(
+        DEFAULT_LOSS,
         description=(
             "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
             "(solver.fitting.train_forest)"

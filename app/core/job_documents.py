@@ -168,8 +168,10 @@ class TrainResult(Document):
     forest: ForestInfo
 
 
-class PathJobResult(Document):
-    kind: Literal["path"] = "path"
+class PathResultBase(Document):
+    """What a path produced: the result of a path job, and of a grid job (its best cell's)."""
+
+    kind: Literal["path", "grid"]
     job_id: str
     source_job_id: str = Field(description="the job whose path weights these are (a grid's best cell)")
     dataset_id: str
@@ -197,6 +199,10 @@ class PathJobResult(Document):
         )
 
 
+class PathJobResult(PathResultBase):
+    kind: Literal["path"] = "path"
+
+
 class GridCell(Document):
     job_id: str
     gamma: float
@@ -205,7 +211,7 @@ class GridCell(Document):
     summary: PathSummary | None
 
 
-class GridJobResult(PathJobResult):
+class GridJobResult(PathResultBase):
     kind: Literal["grid"] = "grid"
     best_cell_id: str
     grid: list[GridCell]

@@ -177,7 +177,7 @@ class JobLifecycle:
             if cell is not None and cell.status in ACTIVE:
                 self._cancel_one(cell)
         self._cancel_one(record)
-        return self.records.get(job_id)
+        return self.get(job_id, tenant=tenant)  # not found: deleted meanwhile
 
     def _cancel_one(self, record: JobRecord) -> None:
         self.records.request_cancel(record.id)  # the path callback sees it within one step

@@ -11,9 +11,8 @@ from app.core.job_documents import (
     QUEUED,
     RUNNING,
     SUCCEEDED,
-    GridJobResult,
     JobResult,
-    PathJobResult,
+    PathResultBase,
 )
 from app.core.job_lifecycle import JobLifecycle
 from app.core.results import ResultStore
@@ -46,9 +45,9 @@ class JobResults:
             )
         return result
 
-    def path_result(self, job_id: str, *, tenant: str, field: str = "job_id") -> PathJobResult | GridJobResult:
+    def path_result(self, job_id: str, *, tenant: str, field: str = "job_id") -> PathResultBase:
         result = self.result(job_id, tenant=tenant, field=field)
-        if not isinstance(result, PathJobResult):
+        if not isinstance(result, PathResultBase):
             raise Invalid(
                 "A training job has no path steps.",
                 [FieldFault(field, "training job", "use the id of a path or grid job")],
@@ -57,7 +56,7 @@ class JobResults:
 
     def step_rules(
         self, job_id: str, step: int, *, tenant: str, field: str = "job_id"
-    ) -> tuple[PathJobResult, RuleEnsemble]:
+    ) -> tuple[PathResultBase, RuleEnsemble]:
         """(result, rules of that step) of a succeeded path or grid job."""
         result = self.path_result(job_id, tenant=tenant, field=field)
         if not 0 <= step < len(result.steps):

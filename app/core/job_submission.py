@@ -2,8 +2,6 @@
 request resolved into the spec a worker runs, once per idempotency key, admitted against the tenant's limit of
 active jobs. Recording and queueing: app/core/job_lifecycle.py."""
 
-from typing import Literal
-
 from pydantic import Field
 
 from app.core.blobs import Document
@@ -15,7 +13,7 @@ from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import Grid, GridJobSpec, JobRecord, PathJobSpec, TrainJobSpec
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.records import JobRecords
-from solver.spec import LOSSES, ForestSpec, PathSpec, SpecError
+from solver.spec import ForestSpec, Loss, PathSpec, SpecError
 
 BUSY_RETRY_AFTER_SECONDS = 5
 
@@ -32,7 +30,7 @@ class PathJobRequest(Document):
     forest: ForestSpec | None = None
     validation_dataset_id: str | None = None
     path: PathSpec = Field(description="path.loss is replaced by ``loss`` or the dataset's task's loss")
-    loss: Literal[LOSSES] | None = Field(
+    loss: Loss | None = Field(
         None,
         description=(
             "the path's loss as asked for; None: the dataset's task's (logistic for classification, squared for "
@@ -207,7 +205,7 @@ class JobSubmission:
             check_forest_features(forest, dataset)
             check_forest_rows(forest, dataset.id, validation_id, request.path)
             forest_id = forest.id
-        else:
+        elif request.forest is not None:
             self._check_training(dataset, request.forest, "forest.")
             recipe = ForestRecipe(
                 dataset_id=dataset.id,
@@ -216,6 +214,15 @@ class JobSubmission:
                 loss=path.loss,
             )
             forest_id = recipe.forest_id
+        else:
+            raise Invalid(
+                "A path job needs a forest.",
+                [
+                    FieldFault(
+                        "forest_id", "missing", "give forest_id (an existing forest) or forest (training parameters)"
+                    )
+                ],
+            )
         return PathJobSpec(
             dataset_id=dataset.id, forest_id=forest_id, recipe=recipe, validation_dataset_id=validation_id, path=path
         )

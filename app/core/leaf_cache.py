@@ -53,10 +53,12 @@ class LeafMatrixCache:
         started = time.perf_counter()
         key = self.keys.leaf_cache(forest_id, dataset_id)
         cached = self._cached(key)
-        hit = cached is not None and cached["deltas"].shape == (forest.n_trees, X.shape[0])
-        self.stats.hincrby(self.keys.stats, HIT if hit else MISS)
-        if hit:
-            return decode_leaves(cached["deltas"]), True, time.perf_counter() - started
+        deltas = None if cached is None else cached["deltas"]
+        if deltas is not None and deltas.shape != (forest.n_trees, X.shape[0]):
+            deltas = None  # not this forest's matrix of these rows: no hit
+        self.stats.hincrby(self.keys.stats, MISS if deltas is None else HIT)
+        if deltas is not None:
+            return decode_leaves(deltas), True, time.perf_counter() - started
         leaves = leaf_matrix(forest, X).leaves
         self._store(key, leaves)
         return leaves, False, time.perf_counter() - started

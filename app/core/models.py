@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -25,7 +25,7 @@ from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
 from solver.export import EXPORT_FORMATS, export_rules
-from solver.spec import LOSSES, PathSpec
+from solver.spec import DEFAULT_LOSS, Loss
 
 
 class ModelMetrics(Document):
@@ -68,8 +68,8 @@ class ModelSummary(Document):
 class ModelInfo(ModelSummary):
     description: str | None
     target: str
-    loss: Literal[LOSSES] = Field(
-        PathSpec().loss,
+    loss: Loss = Field(
+        DEFAULT_LOSS,
         description=(
             "logistic: a classifier whose rules add log-odds of classes[1]; scoring returns labels and probabilities"
         ),

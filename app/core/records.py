@@ -43,6 +43,7 @@ final: no transition leaves them.
 
 import json
 import time
+from collections.abc import Mapping
 
 from pydantic_core import to_jsonable_python
 from redis import Redis
@@ -63,6 +64,7 @@ from app.core.job_documents import (
 )
 from app.core.keys import Keys
 from app.core.queues import rq_job_id
+from app.core.replies import members, scored_members, text
 from app.core.tenants import DEFAULT_TENANT
 
 ADMISSION_GRACE_SECONDS = 60  # an admitted job's record is written right after; until then it is not pruned
@@ -88,8 +90,8 @@ def _encode(value) -> str:
     return json.dumps(to_jsonable_python(value), separators=(",", ":"))
 
 
-def _decode(raw: dict[bytes, bytes]) -> JobRecord | None:
-    return JobRecord.model_validate({k.decode(): json.loads(v) for k, v in raw.items()}) if raw else None
+def _decode(raw: Mapping[bytes | str, bytes | str]) -> JobRecord | None:
+    return JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()}) if raw else None
 
 
 class JobRecords:
@@ -123,11 +125,11 @@ class JobRecords:
         return [_decode(raw) for raw in raws]
 
     def recent_ids(self, limit: int = 100) -> list[str]:
-        return [i.decode() for i in self.redis.zrevrange(self.keys.all_jobs, 0, limit - 1)]
+        return members(self.redis.zrevrange(self.keys.all_jobs, 0, limit - 1))
 
     def recent(self, tenant: str, limit: int = 100, scanned: int = 1000) -> list[JobRecord]:
         """The tenant's newest jobs (among the ``scanned`` newest of its index)."""
-        ids = [i.decode() for i in self.redis.zrevrange(self.keys.jobs(tenant), 0, scanned - 1)]
+        ids = members(self.redis.zrevrange(self.keys.jobs(tenant), 0, scanned - 1))
         return [record for record in self.get_many(ids) if record is not None and record.tenant == tenant][:limit]
 
     def admit(self, tenant: str, job_id: str, limit: int) -> bool:
@@ -135,15 +137,15 @@ class JobRecords:
         Submissions that finished (or vanished) are pruned first; two admissions racing for the last place
         may both be refused, never both admitted."""
         key = self.keys.active_jobs(tenant)
-        members = self.redis.zrange(key, 0, -1, withscores=True)
+        admitted_ids = scored_members(self.redis.zrange(key, 0, -1, withscores=True))
         with self.redis.pipeline(transaction=False) as pipe:
-            for member, _ in members:
-                pipe.hget(self.keys.job(member.decode()), "status")
+            for member, _ in admitted_ids:
+                pipe.hget(self.keys.job(member), "status")
             statuses = pipe.execute()
         young = now() - ADMISSION_GRACE_SECONDS
         finished = [
             member
-            for (member, admitted), status in zip(members, statuses)
+            for (member, admitted), status in zip(admitted_ids, statuses)
             if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)
         ]
         with self.redis.pipeline(transaction=True) as pipe:
@@ -159,12 +161,12 @@ class JobRecords:
 
     def active(self, tenant: str) -> list[JobRecord]:
         """The tenant's admitted submissions (a grid stands for its cells), as far as they still exist."""
-        ids = [member.decode() for member in self.redis.zrange(self.keys.active_jobs(tenant), 0, -1)]
+        ids = members(self.redis.zrange(self.keys.active_jobs(tenant), 0, -1))
         return [record for record in self.get_many(ids) if record is not None]
 
     def unfinished(self) -> list[JobRecord]:
         """Every job not known to have finished; entries of finished or vanished jobs are pruned."""
-        ids = [member.decode() for member in self.redis.zrange(self.keys.unfinished_jobs, 0, -1)]
+        ids = members(self.redis.zrange(self.keys.unfinished_jobs, 0, -1))
         records = self.get_many(ids)
         finished = [job_id for job_id, record in zip(ids, records) if record is None or record.status in TERMINAL]
         if finished:
@@ -295,7 +297,11 @@ class JobRecords:
         unknown = set(fields) - set(JobRecord.model_fields)
         if unknown:
             raise TypeError(f"not job record fields: {sorted(unknown)}")
-        args = [len(allowed), *(_encode(s) for s in allowed), "" if on_attempt is None else _encode(on_attempt)]
+        args: list[str | int] = [
+            len(allowed),
+            *(_encode(s) for s in allowed),
+            "" if on_attempt is None else _encode(on_attempt),
+        ]
         for name, value in fields.items():
             args += [name, _encode(value)]
         applied = bool(self._guarded_write(keys=[self.keys.job(job_id)], args=args))

@@ -14,6 +14,7 @@ from redis import Redis
 
 from app.core.config import Settings
 from app.core.keys import Keys
+from app.core.replies import members
 
 WARMING, READY = "warming", "ready"
 FORGET_AFTER_TTLS = 10  # beats older than this many TTLs are dropped from the registry
@@ -62,7 +63,7 @@ class WorkerRegistry:
     def alive(self, queue: str) -> list[WorkerPresence]:
         """Workers of ``queue`` whose last beat is within the heartbeat TTL."""
         since = time.time() - self.settings.heartbeat_ttl_seconds
-        names = self.redis.zrangebyscore(self.keys.worker_beats, since, "+inf")
+        names = members(self.redis.zrangebyscore(self.keys.worker_beats, since, "+inf"))
         states = self.redis.hmget(self.keys.worker_states, names) if names else []
         workers = [WorkerPresence(**json.loads(raw)) for raw in states if raw is not None]
         return [worker for worker in workers if queue in worker.queues]

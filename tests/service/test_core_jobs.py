@@ -327,6 +327,42 @@ def test_cancel_and_results_of_unfinished_jobs(core, dataset):
     assert caught.value.faults[0].field == "job_id" and caught.value.retry_after is None
 
 
+def test_a_path_job_needs_a_forest(core, dataset):
+    with pytest.raises(Invalid) as caught:
+        core.job_submission.submit_path(PathJobRequest(dataset_id=dataset.id, path=PathSpec()), None, tenant=TENANT)
+    assert caught.value.faults[0].field == "forest_id" and core.jobs.queue.count == 0
+
+
+def test_a_job_deleted_while_it_is_canceled_is_not_found(core, dataset, monkeypatch):
+    record = queued_training_job(core, dataset)
+    cancel_one = core.jobs._cancel_one
+
+    def cancel_then_delete(job):
+        cancel_one(job)
+        core.records.delete(job)  # a DELETE of the job, answered meanwhile
+
+    monkeypatch.setattr(core.jobs, "_cancel_one", cancel_then_delete)
+    with pytest.raises(NotFound):
+        core.jobs.cancel(record.id, tenant=TENANT)
+
+
+def test_a_training_job_deleted_while_it_trains_ends_quietly(core, dataset, monkeypatch):
+    import worker.tasks
+
+    record = queued_training_job(core, dataset)
+    train = worker.tasks.train_ensemble
+
+    def train_then_delete(*args, **kwargs):
+        trained = train(*args, **kwargs)
+        core.jobs.delete(record.id, tenant=TENANT)
+        return trained
+
+    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    monkeypatch.setattr(worker.tasks, "train_ensemble", train_then_delete)
+    worker.tasks.train_forest(record.id, record.attempt)
+    assert core.records.get(record.id) is None
+
+
 def test_a_stored_forest_records_its_training_rows(core, dataset):
     forest_id = store_trained_forest(core, dataset, ValidationSplit.holdout(0.2, 0))
     info = core.forests.get(forest_id, tenant=TENANT)

@@ -1,11 +1,11 @@
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import ProblemError, problem_responses
 from app.api.uploads import receive_upload
-from app.core.datasets import TASKS, DatasetInfo
+from app.core.datasets import TASKS, DatasetInfo, Task
 from app.core.errors import FieldFault
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -56,7 +56,7 @@ async def upload_dataset(
     target: Annotated[str | None, Query(description="the target column")] = None,
     format: Annotated[str | None, Query(description="csv, parquet or json")] = None,
     task: Annotated[
-        Literal[TASKS] | None,
+        Task | None,
         Query(
             description=(
                 "classification or regression; by default detected: a target with exactly two "

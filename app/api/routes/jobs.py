@@ -1,6 +1,6 @@
 import asyncio
 from collections.abc import AsyncIterable
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -10,7 +10,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import JobView, PathJobRequest, StepRules
 from app.core.connections import REDIS_FAILURES
 from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
-from solver.rule_text import SHOW_MISSING
+from solver.rule_text import ShowMissing
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 POLL_SECONDS = 1
@@ -74,7 +74,7 @@ async def job_events(
         snapshot = (job.status, job.progress, job.attempt)
         if snapshot != last_sent:
             last_sent = snapshot
-            yield ServerSentEvent(
+            yield ServerSentEvent(  # type: ignore[misc]  # FastAPI reads the annotation as each event.data type
                 data=JobView.of(job),
                 event="status" if job.status in TERMINAL else "progress",
                 retry=int(POLL_SECONDS * 1000),
@@ -134,7 +134,7 @@ def get_step_rules(
     core: CoreDep,
     tenant: TenantDep,
     show_missing: Annotated[
-        Literal[SHOW_MISSING],
+        ShowMissing,
         Query(
             description=(
                 "'or missing' in the text: 'auto' where the training rows had missing values in that "
