@@ -49,3 +49,21 @@ def test_the_library_imports_nothing_of_the_service():
         assert not service, f"{path.relative_to(REPO_ROOT)} imports {sorted(service)}"
     loaded = modules_loaded_by("solver", "solver.fitting", "solver.formats", "solver.encoding", "solver.spec")
     assert not {m for m in loaded if m.split(".")[0] in SERVICE_PACKAGES}
+
+
+def service_modules():
+    return sorted([*(REPO_ROOT / "app").rglob("*.py"), *(REPO_ROOT / "worker").rglob("*.py")])
+
+
+def test_stores_own_their_redis_clients_and_keys():
+    """No code reaches through an object into another's Redis client (``self.blobs.redis.incr``), and no key
+    is assembled from the prefix outside app/core/keys.py."""
+    for path in service_modules():
+        where = path.relative_to(REPO_ROOT)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "redis" and isinstance(node.value, ast.Attribute):
+                raise AssertionError(
+                    f"{where}:{node.lineno} reaches into {ast.unparse(node)}: give that store the call"
+                )
+            if isinstance(node, ast.Attribute) and node.attr == "key_prefix" and path.name != "keys.py":
+                raise AssertionError(f"{where}:{node.lineno} builds a key from key_prefix: use app.core.keys.Keys")

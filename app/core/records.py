@@ -98,7 +98,7 @@ class JobRecords:
     def __init__(self, settings: Settings, redis: Redis):
         self.settings = settings
         self.redis = redis
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys.from_settings(settings)
         self._guarded_write = redis.register_script(_GUARDED_WRITE)
 
     # ---- records and indexes ----------------------------------------------------------------------------------
