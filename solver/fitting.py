@@ -24,7 +24,7 @@ from .leaf_matrix import LeafMatrix, leaf_matrix
 from .path import PathResult, fit_path
 from .rules import RuleEnsemble
 from .sklearn_adapters import as_tree_ensemble
-from .spec import ForestSpec, PathSpec, SpecError
+from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 
 MIN_TRAINING_ROWS = 2
 
@@ -73,7 +73,7 @@ def rule_response(loss: str, classes=None) -> str | None:
     return f"log-odds of '{1 if classes is None else classes[1]}'"
 
 
-def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=PathSpec().loss):
+def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
     """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared
     loss, classifiers of 0/1 ``y`` for the logistic loss (whose TreeEnsemble predicts the probability, or the
     log-odds for gradient boosting: see ``solver.sklearn_adapters``)."""

@@ -200,7 +200,8 @@ class RuleEnsemble:
             raise ValueError("intercept must be finite")
         leaves = np.flatnonzero(weights)
         trees = forest.leaf_tree(leaves)
-        merged: dict[tuple, tuple] = {}  # (feature_index, operator, threshold, missing) of each condition
+        # the simplified conditions, as sorted (feature_index, operator, threshold, missing) -> (conditions, members)
+        merged: dict[tuple, tuple] = {}
         for leaf, tree, conditions in zip(leaves, trees, forest.leaf_conditions(leaves)):
             support = int(forest.leaf_support[leaf])
             member = Member(

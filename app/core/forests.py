@@ -69,7 +69,7 @@ class ForestRecipe(Document):
     @property
     def forest_id(self) -> str:
         recipe = self.model_dump(mode="json", include=set(ForestRecipe.model_fields))
-        if recipe["loss"] == PathSpec().loss:
+        if recipe["loss"] == DEFAULT_LOSS:
             del recipe["loss"]  # ids kept from before classification
         return "fo_" + canonical_hash(recipe)
 

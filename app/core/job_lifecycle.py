@@ -126,25 +126,20 @@ class JobLifecycle:
 
     def watch_running(self) -> int:
         """One watchdog pass over the queued and running jobs; returns how many it had to recover."""
-        recovered = 0
-        for record in self.records.unfinished():
-            after = self._recover(record)
-            recovered += (after.attempt, after.status) != (record.attempt, record.status)
-        return recovered
+        return sum(self._recover(record) for record in self.records.unfinished())
 
-    def _recover(self, record: JobRecord) -> JobRecord:
-        """A job whose worker is lost retried once more, or failed with the reason; any other as it is."""
+    def _recover(self, record: JobRecord) -> bool:
+        """Retry a job whose worker is lost once more, or fail it with the reason; whether this pass did."""
         reason = self._lost_reason(record)
         if reason is None:
-            return record
+            return False
         lost = LostAttempt(attempt=record.attempt, lost_at=now(), reason=reason)
-        if record.attempt < self.settings.max_job_attempts:
-            retried = self.records.retry_lost(record, lost)
-            if retried is not None:
-                self.enqueue(retried)
-        else:
-            self.records.fail_lost(record, lost)
-        return self.records.get(record.id) or record
+        if record.attempt >= self.settings.max_job_attempts:
+            return self.records.fail_lost(record, lost)
+        retried = self.records.retry_lost(record, lost)
+        if retried is not None:
+            self.enqueue(retried)
+        return retried is not None
 
     def _lost_reason(self, record: JobRecord) -> str | None:
         if record.status == RUNNING:

@@ -242,18 +242,16 @@ class JobRecords:
         """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for: the
         record as re-queued (its next RQ run is a continuation), None where it no longer runs this attempt."""
         continuation = record.continuation + 1
-        if not self._guarded(
-            record.id,
-            (RUNNING,),
-            record.attempt,
-            status=QUEUED,
-            queued_at=now(),
-            continuation=continuation,
-            rq_job_id=rq_job_id(record.id, record.attempt, continuation),
-            progress=Progress(phase="waiting for cells", unfinished=unfinished),
-        ):
+        requeue = {
+            "status": QUEUED,
+            "queued_at": now(),
+            "continuation": continuation,
+            "rq_job_id": rq_job_id(record.id, record.attempt, continuation),
+            "progress": Progress(phase="waiting for cells", unfinished=unfinished),
+        }
+        if not self._guarded(record.id, (RUNNING,), record.attempt, **requeue):
             return None
-        return self.get(record.id)
+        return record.model_copy(update=requeue)
 
     def retry_lost(self, record: JobRecord, lost: LostAttempt) -> JobRecord | None:
         """queued or running on ``lost.attempt`` -> queued on the next attempt, by the watchdog: the record as

@@ -19,7 +19,7 @@ import uvicorn
 from redis import Redis
 
 from app.main import create_app
-from tests.support.data import ABALONE, REPO_ROOT
+from tests.support.data import ABALONE, FIRST_ABALONE_ROW, REPO_ROOT
 from tests.support.service import WorkerProcess, make_settings, remove_session_keys
 
 pytestmark = pytest.mark.integration
@@ -30,16 +30,7 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
 SIZES = {"1280": {"width": 1280, "height": 800}, "400": {"width": 400, "height": 800}}
 # a job that runs for a few seconds, so that its progress arrives step by step
 JOB_SETTINGS = {"Trees": "400", "Depth": "4", "Rule budget (most rules)": "40", "λ steps": "200"}
-ROW = {
-    "Sex": "M",
-    "Length": 0.455,
-    "Diameter": 0.365,
-    "Height": 0.095,
-    "Whole_weight": 0.514,
-    "Shucked_weight": 0.2245,
-    "Viscera_weight": 0.101,
-    "Shell_weight": 0.15,
-}
+ROW = FIRST_ABALONE_ROW
 
 
 class Served:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.support.data import ABALONE
+from tests.support.data import ABALONE, FIRST_ABALONE_ROW
 from tests.support.problems import assert_problem
 from tests.support.service import ServiceStack, make_settings
 
@@ -14,16 +14,7 @@ pytestmark = pytest.mark.integration
 
 ALICE, BOB = {"X-API-Key": "alice-secret"}, {"X-API-Key": "bob-secret"}
 SMALL_FOREST = {"n_estimators": 20, "max_depth": 3, "max_features": "sqrt"}
-ROW = {
-    "Sex": "M",
-    "Length": 0.455,
-    "Diameter": 0.365,
-    "Height": 0.095,
-    "Whole_weight": 0.514,
-    "Shucked_weight": 0.2245,
-    "Viscera_weight": 0.101,
-    "Shell_weight": 0.15,
-}
+ROW = FIRST_ABALONE_ROW
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,17 @@ ABALONE = DATA / "abalone.csv.gz"  # 4,177 rows; text column Sex; target rings
 KIN8NM = DATA / "kin8nm_2000.csv.gz"  # target y
 ELEVATORS = DATA / "elevators_3000.csv.gz"  # target Goal
 CALIFORNIA = DATA / "california_housing_3000.csv.gz"  # target MedHouseVal
+# the first row of ABALONE without its target, as a scoring body's record
+FIRST_ABALONE_ROW = {
+    "Sex": "M",
+    "Length": 0.455,
+    "Diameter": 0.365,
+    "Height": 0.095,
+    "Whole_weight": 0.514,
+    "Shucked_weight": 0.2245,
+    "Viscera_weight": 0.101,
+    "Shell_weight": 0.15,
+}
 
 
 def abalone_frame():
