@@ -2,12 +2,14 @@
 
     squared    1/2 sum_i s_i (y_i - b - (M w)_i)^2                          regression
     logistic   sum_i s_i [log(1 + exp(eta_i)) - y_i eta_i],  eta = b + M w    binary classification, y_i in {0, 1}
+    poisson    sum_i s_i [exp(eta_i) - y_i eta_i],           eta = b + M w    counts or rates, y_i >= 0 (log link)
 
-Both are sums over rows, so a leaf's gradient and a change of its weight touch only the rows of that leaf
-(O(S_j)) and a tree's block of the Hessian is diagonal. Each datafit keeps a *residual* per row in
-``State.residual``, the negative loss derivative up to the intercept: ``y - M w`` (squared, without b) and
-``y - p`` with ``p = sigmoid(eta)`` (logistic, which also keeps ``eta`` in ``State.score``), so that both have
-the leaf gradient ``-v_j sum_{i in leaf j} s_i residual_i`` (minus ``b S_j`` for the squared loss).
+(The multinomial loss, one weight per class, has its own kernels in ``solver.multinomial``.) All are sums over
+rows, so a leaf's gradient and a change of its weight touch only the rows of that leaf (O(S_j)) and a tree's
+block of the Hessian is diagonal. Each datafit keeps a *residual* per row in ``State.residual``, the negative loss
+derivative up to the intercept: ``y - M w`` (squared, without b), ``y - p`` with ``p = sigmoid(eta)`` (logistic)
+or ``y - mu`` with ``mu = exp(eta)`` (Poisson; both also keep ``eta`` in ``State.score``), so that all have the
+leaf gradient ``-v_j sum_{i in leaf j} s_i residual_i`` (minus ``b S_j`` for the squared loss).
 
 Curvature. Every coordinate and block step of GBCD uses ``c_j = kappa S_j v_j^2`` and ``L_t = max_{j in t} c_j``
 with ``kappa`` the datafit's bound on the loss's second derivative per unit row weight (:data:`CURVATURE_BOUND`):
@@ -16,6 +18,16 @@ training set, so the paper's block MCP concavity ``gamma / L_t`` is one objectiv
 logistic loss each step minimises a quadratic that lies above the loss along the step (a majorization): every
 accepted step lowers the logistic objective itself, and the stationarity measures GBCD computes from the exact
 logistic gradient (direction vector, leaf and block moves) certify the logistic objective, not a model of it.
+
+The Poisson loss has no curvature bound (``mu`` is unbounded), so it takes no quadratic step. It does not need
+one: along one leaf's weight every row of the leaf moves its score by the same ``v_j delta``, so the loss of the
+leaf's rows is exactly ``a_j exp(v_j delta) - b_j v_j delta`` up to a constant, with ``a_j = sum s_i mu_i`` (from the
+leaf's residual sum, which its gradient computes anyway) and ``b_j = sum s_i y_i`` (fixed: ``Problem.leaf_target``).
+A leaf's update is the exact minimiser of that plus its penalty (:func:`poisson_leaf_minimum`: closed form under
+L1), and a fused tree's block loss is the exact, separable sum of those functions, minimised by proximal gradient
+steps with backtracking that touch no row (``solver.gbcd``). Its ``CURVATURE_BOUND`` is a reference, not a bound:
+the curvature at the intercept-only model, the weighted mean of ``y``, which fixes the block MCP concavity
+``gamma / L_t`` and the scale of the stationarity measures for the whole fit.
 
 Intercept (unpenalised). Squared: ``b`` is kept at its exact optimum, the weighted mean of the residual, by every
 move in O(1). Logistic: Newton steps on ``b`` (O(n) each, :func:`fit_intercept`) whenever ``|d loss / d b| =
@@ -50,14 +62,29 @@ most of a full path's time (``PathSpec.max_rules`` stops a path after the budget
 
 import numpy as np
 from numba import njit
-from scipy.special import expit
+from scipy.special import expit, logsumexp, xlogy
+
+from .penalties import L1, penalty_value
 
 SQUARED = 0
 LOGISTIC = 1
-LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC}
-# the loss's second derivative per unit of row weight is at most this, everywhere
-CURVATURE_BOUND = {SQUARED: 1.0, LOGISTIC: 0.25}
+POISSON = 2
+MULTINOMIAL = 3  # its kernels are solver.multinomial's (one weight per class)
+LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "poisson": POISSON, "multinomial": MULTINOMIAL}
+# the loss's second derivative per unit of row weight is at most this, everywhere (squared, logistic; multinomial:
+# Boehning's bound on the subspace its gradients live in, solver.multinomial)
+CURVATURE_BOUND = {SQUARED: 1.0, LOGISTIC: 0.25, MULTINOMIAL: 0.5}
 INTERCEPT_NEWTON_STEPS = 50
+# golden-section iterations of a Poisson leaf's MCP minimisation on each side of zero (interval shrinks 0.618^k)
+GOLDEN_STEPS = 60
+
+
+def curvature_scale(loss, y, sample_weight):
+    """kappa of ``c_j = kappa S_j v_j^2``: the loss's curvature bound (squared, logistic), or for the Poisson loss
+    its curvature at the intercept-only model, the weighted mean of ``y`` (a reference, see the module docstring)."""
+    if loss == POISSON:
+        return float(np.dot(sample_weight, y) / sample_weight.sum())
+    return CURVATURE_BOUND[loss]
 
 
 def loss_code(name):
@@ -80,9 +107,17 @@ def log_loss(eta, y):
 
 
 @njit(cache=True)
+def mean_response(eta, loss):
+    """The mean a score ``eta`` stands for: ``sigmoid(eta)`` (logistic), ``exp(eta)`` (Poisson)."""
+    if loss == POISSON:
+        return np.exp(eta)
+    return sigmoid(eta)
+
+
+@njit(cache=True)
 def leaf_gradient(problem, state, j):
     """The loss gradient of leaf j, ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` (squared) or
-    ``-v_j sum_{i in leaf j} s_i residual_i`` (logistic): O(S_j)."""
+    ``-v_j sum_{i in leaf j} s_i residual_i`` (logistic, Poisson): O(S_j)."""
     total = 0.0
     for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[p]
@@ -97,7 +132,7 @@ def leaf_gradient(problem, state, j):
 @njit(cache=True)
 def move_leaf(problem, state, j, delta):
     """``w_j += delta`` keeping the residual and its weighted sum exact (and the squared loss's optimal
-    intercept; the logistic score): O(S_j)."""
+    intercept; the logistic and Poisson score): O(S_j)."""
     state.w[j] += delta
     change = problem.values[j] * delta
     if problem.loss == SQUARED:
@@ -105,12 +140,12 @@ def move_leaf(problem, state, j, delta):
             state.residual[problem.leaf_rows[p]] -= change
         state.residual_sum[0] -= problem.leaf_weight[j] * change
         state.intercept[0] = state.residual_sum[0] / problem.weight_total
-    elif problem.loss == LOGISTIC:
+    elif problem.loss == LOGISTIC or problem.loss == POISSON:
         moved = 0.0
         for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
             i = problem.leaf_rows[p]
             state.score[i] += change
-            residual = problem.y[i] - sigmoid(state.score[i])
+            residual = problem.y[i] - mean_response(state.score[i], problem.loss)
             moved += problem.sample_weight[i] * (residual - state.residual[i])
             state.residual[i] = residual
         state.residual_sum[0] += moved
@@ -131,19 +166,23 @@ def loss_value(problem, state):
         for i in range(state.score.shape[0]):
             total += problem.sample_weight[i] * log_loss(state.score[i], problem.y[i])
         return total
+    if problem.loss == POISSON:
+        for i in range(state.score.shape[0]):
+            total += problem.sample_weight[i] * (np.exp(state.score[i]) - problem.y[i] * state.score[i])
+        return total
     raise ValueError("unknown loss code")
 
 
 @njit(cache=True)
 def _shift_intercept(problem, state, step):
-    """Logistic: ``b += step``, the score, residual and residual sum recomputed; returns the new hessian
-    ``sum_i s_i p_i (1 - p_i)``."""
+    """Logistic, Poisson: ``b += step``, the score, residual and residual sum recomputed; returns the new hessian
+    ``sum_i s_i p_i (1 - p_i)`` (logistic; Poisson's is not needed)."""
     state.intercept[0] += step
     total = 0.0
     hessian = 0.0
     for i in range(state.score.shape[0]):
         state.score[i] += step
-        p = sigmoid(state.score[i])
+        p = mean_response(state.score[i], problem.loss)
         state.residual[i] = problem.y[i] - p
         total += problem.sample_weight[i] * state.residual[i]
         hessian += problem.sample_weight[i] * p * (1.0 - p)
@@ -154,7 +193,7 @@ def _shift_intercept(problem, state, step):
 @njit(cache=True)
 def intercept_gradient(problem, state):
     """``d loss / d b``: 0 for the squared loss (every move keeps b at its optimum), ``-sum_i s_i residual_i``
-    for the logistic loss."""
+    for the logistic and Poisson losses."""
     if problem.loss == SQUARED:
         return 0.0
     return -state.residual_sum[0]
@@ -175,14 +214,21 @@ def sync_intercept(problem, state, tol):
 def fit_intercept(problem, state, tol):
     """Bring ``|d loss / d b|`` within ``tol``. Squared: nothing to do. Logistic: safeguarded Newton steps on b
     (half of a step that does not shrink ``|d loss / d b|`` is taken back) while ``|sum_i s_i residual_i| > tol``,
-    O(n) each."""
+    O(n) each. Poisson: the exact step ``log(sum s y / sum s mu)`` (repeated while rounding leaves it above tol)."""
     if problem.loss == SQUARED:
         return
-    if problem.loss != LOGISTIC:
-        raise ValueError("unknown loss code")
     gradient = -state.residual_sum[0]
     if abs(gradient) <= tol:
         return
+    if problem.loss == POISSON:
+        target = problem.target_total  # sum_i s_i y_i > 0 (checked by the caller)
+        for _ in range(INTERCEPT_NEWTON_STEPS):
+            if abs(state.residual_sum[0]) <= tol:
+                return
+            _shift_intercept(problem, state, np.log(target / (target - state.residual_sum[0])))
+        return
+    if problem.loss != LOGISTIC:
+        raise ValueError("unknown loss code")
     hessian = _shift_intercept(problem, state, 0.0)
     for _ in range(INTERCEPT_NEWTON_STEPS):
         if abs(gradient) <= tol or hessian <= 0.0:
@@ -196,16 +242,89 @@ def fit_intercept(problem, state, tol):
         hessian = new_hessian
 
 
+@njit(cache=True)
+def poisson_leaf_value(u, w, v, a, b, lam, gamma, penalty):
+    """Leaf j's Poisson objective at weight ``u``, up to a constant: ``a exp(v (u - w)) - b v u + P(u)`` with
+    ``w`` its weight now, ``a = sum s_i mu_i`` and ``b = sum s_i y_i`` over its rows (module docstring)."""
+    return a * np.exp(v * (u - w)) - b * v * u + penalty_value(u, lam, gamma, penalty)
+
+
+@njit(cache=True)
+def _golden_minimum(lo, hi, w, v, a, b, lam, gamma, penalty):
+    """A local minimiser of :func:`poisson_leaf_value` on ``[lo, hi]`` by golden-section search."""
+    ratio = 0.5 * (np.sqrt(5.0) - 1.0)
+    left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    f_left = poisson_leaf_value(left, w, v, a, b, lam, gamma, penalty)
+    f_right = poisson_leaf_value(right, w, v, a, b, lam, gamma, penalty)
+    for _ in range(GOLDEN_STEPS):
+        if f_left <= f_right:
+            hi, right, f_right = right, left, f_left
+            left = hi - ratio * (hi - lo)
+            f_left = poisson_leaf_value(left, w, v, a, b, lam, gamma, penalty)
+        else:
+            lo, left, f_left = left, right, f_right
+            right = lo + ratio * (hi - lo)
+            f_right = poisson_leaf_value(right, w, v, a, b, lam, gamma, penalty)
+    return left if f_left <= f_right else right
+
+
+@njit(cache=True)
+def poisson_leaf_minimum(w, v, a, b, lam, gamma, penalty):
+    """The weight minimising :func:`poisson_leaf_value` (leaf j's exact coordinate minimisation).
+
+    L1, closed form: where ``u != 0`` with sign s, ``exp(v (u - w)) = (b - lam s / v) / a``; no consistent
+    solution means 0. MCP: the best of 0, the loss's own minimiser clipped to the unpenalised region
+    ``|u| >= gamma lam`` on either side, and a golden-section minimum inside ``(0, gamma lam)`` on either side
+    (ties go to 0). A leaf whose rows count nothing (``b = 0``) has no minimiser in the unpenalised region (its
+    weight would run to minus infinity): it stays within the region's boundary.
+    """
+    if v == 0.0 or a <= 0.0:
+        return 0.0
+    if penalty == L1:
+        for sign in (1.0, -1.0):
+            ratio = (b - lam * sign / v) / a
+            if ratio > 0.0:
+                u = w + np.log(ratio) / v
+                if u * sign > 0.0:
+                    return u
+        return 0.0
+    edge = gamma * lam
+    best, best_value = 0.0, poisson_leaf_value(0.0, w, v, a, b, lam, gamma, penalty)
+    free = w + np.log(b / a) / v if b > 0.0 else -np.inf * np.sign(v)
+    for candidate in (
+        max(free, edge),
+        min(free, -edge),
+        _golden_minimum(0.0, edge, w, v, a, b, lam, gamma, penalty),
+        _golden_minimum(-edge, 0.0, w, v, a, b, lam, gamma, penalty),
+    ):
+        value = poisson_leaf_value(candidate, w, v, a, b, lam, gamma, penalty)
+        if value < best_value:
+            best, best_value = candidate, value
+    return best
+
+
 def mean_loss(loss, y, score, sample_weight=None):
     """The per-row loss of scores ``score`` (``b + M w``) against ``y`` averaged over the rows (weighted where
-    ``sample_weight`` is given): squared error, or log loss for the logistic loss (``loss``: a code)."""
+    ``sample_weight`` is given): squared error, log loss for the logistic loss, the Poisson deviance
+    ``2 (y log(y / mu) - y + mu)`` for the Poisson loss (``loss``: a code)."""
     y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
     if loss == SQUARED:
         per_row = (y - score) ** 2
     elif loss == LOGISTIC:
         per_row = np.logaddexp(0.0, score) - y * score
+    elif loss == POISSON:
+        per_row = 2.0 * (xlogy(y, y) - y * score - y + np.exp(score))
     else:
         raise ValueError("unknown loss code")
+    return float(np.average(per_row, weights=sample_weight))
+
+
+def multinomial_log_loss(y, score, sample_weight=None):
+    """The mean (weighted where ``sample_weight`` is given) of ``logsumexp(score_i) - score_{i, y_i}`` over rows
+    of class codes ``y`` and per-class scores ``score`` (n, K)."""
+    score = np.asarray(score, dtype=np.float64)
+    codes = np.asarray(y).astype(np.int64)
+    per_row = logsumexp(score, axis=1) - score[np.arange(len(codes)), codes]
     return float(np.average(per_row, weights=sample_weight))
 
 

@@ -8,7 +8,11 @@ where the loss is a datafit of ``solver.datafits``: ``1/2 sum_i s_i (y_i - b - (
 logistic loss. The kernels here are loss-agnostic: they take the leaf gradient, a leaf move, the loss value and the
 intercept from the datafit, and use ``c_j``, a bound on the loss's curvature in ``w_j`` (exact for the squared
 loss, 1/4 of it for the logistic loss), for every step: the quadratic models below are exact for the squared loss
-and lie above the logistic loss, so every accepted step lowers the true objective either way.
+and lie above the logistic loss, so every accepted step lowers the true objective either way. The Poisson loss
+has no such bound; its leaf and block updates minimise the exact loss of the leaf's or tree's rows instead (a sum of
+one exponential per leaf, ``solver.datafits``): the leaf's exact minimiser, and for a fused tree proximal-gradient
+steps with backtracking on that exact objective, O(R_t) each. Its curvature ``c_j`` (at the intercept-only model)
+only scales MCP and the stationarity measures.
 
 Structure used throughout (see docs/solver-api.md): every row falls in exactly one leaf per tree, so column
 j of M is ``v_j`` on the rows of leaf j and zero elsewhere, and the Gram matrix of a block is diagonal,
@@ -57,7 +61,17 @@ Cyclic selection instead sweeps all blocks until no block moves by more than ``t
 import numpy as np
 from numba import njit
 
-from .datafits import fit_intercept, intercept_gradient, leaf_gradient, loss_value, move_leaf, sync_intercept
+from .datafits import (
+    POISSON,
+    fit_intercept,
+    intercept_gradient,
+    leaf_gradient,
+    loss_value,
+    move_leaf,
+    poisson_leaf_minimum,
+    poisson_leaf_value,
+    sync_intercept,
+)
 from .penalties import (
     fused_lasso_prox,
     fusion_value,
@@ -71,6 +85,8 @@ ANDERSON_MEMORY = 5
 MIN_WORKING_SET = 32
 INNER_TOL_FRACTION = 0.3
 SHRINK_FRACTION = 0.1
+# proximal-gradient steps of a fused Poisson block update: they touch no row (solver.datafits), so many are cheap
+POISSON_BLOCK_STEPS = 100
 
 
 @njit(cache=True)
@@ -198,6 +214,73 @@ def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
 
 
 @njit(cache=True)
+def _poisson_block_value(theta, start, values, a, b, usable, lam, gamma, penalty, lam_f):
+    """A tree's exact Poisson objective at ``theta`` up to a constant (``solver.datafits``: per leaf
+    ``a exp(v (theta - start)) - b v theta``) plus its penalties."""
+    total = _block_penalty(theta, lam, gamma, penalty, lam_f)
+    for k in range(theta.shape[0]):
+        if usable[k]:
+            total += a[k] * np.exp(values[k] * (theta[k] - start[k])) - b[k] * values[k] * theta[k]
+    return total
+
+
+@njit(cache=True)
+def _poisson_block_steps(problem, t, w, gradient, lam, lam_f, out):
+    """Fused Poisson block update: proximal-gradient steps with backtracking on the tree's exact objective, which
+    costs O(R_t) and touches no row; result to ``out``, returns the measure (first step's move times its step's
+    curvature)."""
+    first = problem.offsets[t]
+    size = out.shape[0]
+    start = w[first : first + size]
+    values = problem.values[first : first + size]
+    b = problem.leaf_target[first : first + size]
+    usable = problem.curvature[first : first + size] > 0.0
+    gamma = problem.block_gamma[t]
+    penalty = problem.penalty
+    a = np.zeros(size)
+    step_curvature = 0.0
+    for k in range(size):
+        out[k] = start[k] if usable[k] else 0.0
+        if usable[k]:
+            a[k] = b[k] + gradient[k] / values[k]  # sum s mu over the leaf's rows
+            step_curvature = max(step_curvature, values[k] * values[k] * a[k])
+    if step_curvature <= 0.0:
+        return 0.0
+    current = _poisson_block_value(out, start, values, a, b, usable, lam, gamma, penalty, lam_f)
+    local_gradient = np.empty(size)
+    point = np.empty(size)
+    theta = np.empty(size)
+    measure = 0.0
+    for it in range(POISSON_BLOCK_STEPS):
+        for k in range(size):
+            mean = a[k] * np.exp(values[k] * (out[k] - start[k])) if usable[k] else 0.0
+            local_gradient[k] = values[k] * (mean - b[k]) if usable[k] else 0.0
+        while True:  # backtracking: the quadratic model at step 1 / step_curvature must lie above the objective
+            for k in range(size):
+                point[k] = out[k] - local_gradient[k] / step_curvature
+            fused_lasso_prox(point, lam_f / step_curvature, theta)
+            largest_move = 0.0
+            model = current
+            for k in range(size):
+                theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty) if usable[k] else 0.0
+                move = theta[k] - out[k]
+                largest_move = max(largest_move, abs(move))
+                model += local_gradient[k] * move + 0.5 * step_curvature * move * move
+            model += _block_penalty(theta, lam, gamma, penalty, lam_f) - _block_penalty(out, lam, gamma, penalty, lam_f)
+            value = _poisson_block_value(theta, start, values, a, b, usable, lam, gamma, penalty, lam_f)
+            if value <= model + 1e-12 * abs(current) or largest_move == 0.0:
+                break
+            step_curvature *= 2.0
+        if it == 0:
+            measure = step_curvature * largest_move
+        if largest_move == 0.0 or value >= current:
+            break
+        out[:] = theta
+        current = value
+    return measure
+
+
+@njit(cache=True)
 def update_block(problem, state, t, lam, lam_f, inner_iters):
     """Fused block update from the current residual; returns the block's stationarity measure."""
     first = problem.offsets[t]
@@ -206,7 +289,10 @@ def update_block(problem, state, t, lam, lam_f, inner_iters):
     for k in range(size):
         gradient[k] = leaf_gradient(problem, state, first + k)
     new = np.empty(size)
-    measure = _block_proximal_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
+    if problem.loss == POISSON:
+        measure = _poisson_block_steps(problem, t, state.w, gradient, lam, lam_f, new)
+    else:
+        measure = _block_proximal_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
     for k in range(size):
         delta = new[k] - state.w[first + k]
         if delta != 0.0:
@@ -236,10 +322,17 @@ def leaf_measures(problem, w, gradient, lam, moves, gains):
             gains[j] = 0.0
             continue
         gamma = problem.leaf_gamma[j]
-        z = w[j] - gradient[j] / c
-        new = penalty_prox(z, c, lam, gamma, problem.penalty)
-        before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, gamma, problem.penalty)
-        after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, gamma, problem.penalty)
+        if problem.loss == POISSON:
+            v, b = problem.values[j], problem.leaf_target[j]
+            a = b + gradient[j] / v
+            new = poisson_leaf_minimum(w[j], v, a, b, lam, gamma, problem.penalty)
+            before = poisson_leaf_value(w[j], w[j], v, a, b, lam, gamma, problem.penalty)
+            after = poisson_leaf_value(new, w[j], v, a, b, lam, gamma, problem.penalty)
+        else:
+            z = w[j] - gradient[j] / c
+            new = penalty_prox(z, c, lam, gamma, problem.penalty)
+            before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, gamma, problem.penalty)
+            after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, gamma, problem.penalty)
         moves[j] = c * abs(new - w[j])
         gains[j] = max(before - after, 0.0)
 
@@ -274,7 +367,11 @@ def _pass(problem, state, units, visit, lam, lam_f, inner_iters, keep_above):
             j = units[k]
             c = problem.curvature[j]
             new = 0.0
-            if c > 0.0:
+            if c > 0.0 and problem.loss == POISSON:
+                v, b = problem.values[j], problem.leaf_target[j]
+                a = b + leaf_gradient(problem, state, j) / v
+                new = poisson_leaf_minimum(state.w[j], v, a, b, lam, problem.leaf_gamma[j], problem.penalty)
+            elif c > 0.0:
                 z = state.w[j] - leaf_gradient(problem, state, j) / c
                 new = penalty_prox(z, c, lam, problem.leaf_gamma[j], problem.penalty)
             delta = new - state.w[j]

@@ -7,21 +7,23 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics import roc_auc_score
 
-from . import gbcd
-from .datafits import LOGISTIC, mean_loss
+from . import gbcd, multinomial
+from .datafits import LOGISTIC, MULTINOMIAL, POISSON, SQUARED, mean_loss, multinomial_log_loss
 from .leaf_matrix import count_antecedents
 from .polish import polish
 from .problem import Problem, State
 from .spec import PathSpec
 
 SOLVERS = {"greedy": gbcd.solve_greedy, "cyclic": gbcd.solve_cyclic}
+CLASS_SOLVERS = {"greedy": multinomial.solve_greedy, "cyclic": multinomial.solve_cyclic}
 
 
 @dataclass
 class PathStep:
-    """What one lambda step of a path produced. Losses are per-row means: squared error, or log loss for the
-    logistic loss, which also records AUC and accuracy (label 1 where the score is positive); the metrics a
-    path does not have (no validation rows, a squared loss) are None. JSON-ready through ``to_dict``."""
+    """What one lambda step of a path produced. Losses are per-row means: squared error, log loss for the
+    logistic loss, which also records AUC and accuracy (label 1 where the score is positive), or the Poisson
+    deviance, which also records the mean absolute error of the rate; the metrics a path does not have (no
+    validation rows, a squared loss) are None. JSON-ready through ``to_dict``."""
 
     index: int
     lambda_s: float
@@ -35,6 +37,8 @@ class PathStep:
     val_auc: float | None
     train_accuracy: float | None
     val_accuracy: float | None
+    train_mae: float | None
+    val_mae: float | None
     objective: float
     n_iter: int
     converged: bool
@@ -47,7 +51,7 @@ class PathStep:
     def from_dict(cls, record):
         """The step of a ``to_dict()`` record (keys it does not know are ignored; the classification metrics
         may be missing, as in records written before they existed)."""
-        optional = {"train_auc", "val_auc", "train_accuracy", "val_accuracy"}
+        optional = {"train_auc", "val_auc", "train_accuracy", "val_accuracy", "train_mae", "val_mae"}
         return cls(**{f.name: record.get(f.name) if f.name in optional else record[f.name] for f in fields(cls)})
 
 
@@ -71,7 +75,8 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
 
 @dataclass
 class PathResult:
-    """Every step of a path, the weights of each step (sparse, steps x R), the intercepts and the spec."""
+    """Every step of a path, the weights of each step (sparse, steps x R, or steps x R*K row-major for K classes),
+    the intercepts (steps,) or (steps, K) and the spec."""
 
     steps: list
     coef_path: sp.csr_matrix
@@ -79,10 +84,12 @@ class PathResult:
     lambda_max: float
     spec: PathSpec
     stop_reason: str = "completed"
+    n_classes: int = 1  # K of a multinomial path: one weight per class for each rule
 
     def coef(self, k):
-        """Dense weights (R,) of step ``k``."""
-        return np.asarray(self.coef_path[k].toarray()).ravel()
+        """Dense weights of step ``k``: (R,), or (R, K) for a multinomial path."""
+        weights = np.asarray(self.coef_path[k].toarray()).ravel()
+        return weights if self.n_classes == 1 else weights.reshape(-1, self.n_classes)
 
     def select(self, max_rules=None):
         """Index of the best step within ``max_rules`` (the spec's budget by default): see :func:`best_step`."""
@@ -160,10 +167,9 @@ def fit_path(
             raise ValueError("y_val must have one value per row of val_matrix")
 
     weights = _validated_sample_weight(sample_weight, n)
-    if spec.loss == "logistic":
-        _check_labels(y, "y", weights)
-        if y_val is not None:
-            _check_labels(y_val, "y_val")
+    _check_targets(spec.loss, y, "y", weights)
+    if y_val is not None:
+        _check_targets(spec.loss, y_val, "y_val")
     matrix = matrix.without_small_leaves(spec.min_support_rows(n))
     if spec.scaling == "unit":  # the solver's weights w' are w / scale
         solved, scale = matrix.unit_columns(weights)
@@ -171,8 +177,15 @@ def fit_path(
         solved, scale = matrix, np.ones(matrix.values.shape[0])
     problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
-    state = State.initial(problem)
-    lambda_max = gbcd.lambda_max(problem, state)
+    if problem.loss == MULTINOMIAL:
+        n_classes = int(y.max()) + 1
+        kernels, solve = multinomial, CLASS_SOLVERS[spec.block_selection]
+        state = multinomial.ClassState.initial(problem, n_classes)
+    else:
+        n_classes = 1
+        kernels, solve = gbcd, SOLVERS[spec.block_selection]
+        state = State.initial(problem)
+    lambda_max = kernels.lambda_max(problem, state)
 
     if spec.lambdas is not None:
         grid = np.asarray(spec.lambdas)
@@ -181,7 +194,7 @@ def fit_path(
     else:
         grid = np.zeros(1)
     tol_abs = spec.tol * max(lambda_max, np.finfo(float).tiny)
-    solve = SOLVERS[spec.block_selection]
+    unscale = scale if n_classes == 1 else scale[:, None]
 
     steps, rows, intercepts = [], [], []
     stop_reason = "completed"
@@ -189,8 +202,9 @@ def fit_path(
         started = time.perf_counter()
         lam_f = spec.fusion_strength(lam)
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
-        objective = gbcd.objective_value(problem, state, float(lam), lam_f)
-        w, intercept = state.w * scale, state.intercept[0]
+        objective = kernels.objective_value(problem, state, float(lam), lam_f)
+        w = state.w * unscale
+        intercept = state.intercept[0] if n_classes == 1 else state.intercept.copy()
         if spec.polishes():
             w, intercept = polish(matrix, y, weights, w, spec.loss)
         train_score = _training_score(problem, state, matrix, w, intercept, spec.polishes())
@@ -210,8 +224,9 @@ def fit_path(
             leaf_ancestors,
             time.perf_counter() - started,
         )
-        nonzero = np.flatnonzero(w)
-        rows.append((nonzero, w[nonzero].copy()))
+        flat = w.ravel()
+        nonzero = np.flatnonzero(flat)
+        rows.append((nonzero, flat[nonzero].copy()))
         intercepts.append(intercept)
         steps.append(step)
         if callback is not None and callback(step):
@@ -224,12 +239,31 @@ def fit_path(
     indptr = np.cumsum([0] + [len(idx) for idx, _ in rows])
     indices = np.concatenate([idx for idx, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
     coefs = np.concatenate([vals for _, vals in rows]) if rows else np.zeros(0)
-    coef_path = sp.csr_matrix((coefs, indices, indptr), shape=(len(rows), n_leaves))
-    return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason)
+    coef_path = sp.csr_matrix((coefs, indices, indptr), shape=(len(rows), n_leaves * n_classes))
+    return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason, n_classes)
 
 
-def _check_labels(y, name, sample_weight=None):
-    """The logistic loss's labels: 0 and 1, each with some weight where ``sample_weight`` is given."""
+def _check_targets(loss, y, name, sample_weight=None):
+    """The logistic loss's labels: 0 and 1, each with some weight where ``sample_weight`` is given; the Poisson
+    loss's counts or rates: non-negative, with a positive weighted total where ``sample_weight`` is given."""
+    if loss == "poisson":
+        if np.any(y < 0):
+            raise ValueError(f"the Poisson loss needs non-negative {name} (counts or rates), got {y.min():g}")
+        if sample_weight is not None and not np.dot(sample_weight, y) > 0:
+            raise ValueError(f"the Poisson loss needs some positive {name} with positive weight: every count is 0")
+        return
+    if loss == "multinomial":
+        if not np.all((y >= 0) & (y == np.round(y))):
+            raise ValueError(f"the multinomial loss needs {name} of class codes 0..K-1, got {np.unique(y)[:5]}")
+        if sample_weight is not None:
+            present = np.bincount(y.astype(np.int64), weights=sample_weight) > 0
+            if len(present) < 2 or not present.all():
+                raise ValueError(
+                    f"the multinomial loss needs every class code 0..{len(present) - 1} in {name} with positive weight"
+                )
+        return
+    if loss != "logistic":
+        return
     if not np.all((y == 0) | (y == 1)):
         raise ValueError(f"the logistic loss needs {name} of 0/1 labels, got {np.unique(y)[:5]}")
     if sample_weight is not None and not (np.any(sample_weight[y == 0] > 0) and np.any(sample_weight[y == 1] > 0)):
@@ -240,7 +274,9 @@ def _training_score(problem, state, matrix, w, intercept, polished):
     """``intercept + M w`` on the training rows: from the squared loss's residual where the state's weights
     are the step's (O(n)), else computed afresh (O(n T); the logistic state's score carries the rounding of
     every move, enough to break the ties AUC counts)."""
-    if problem.loss == LOGISTIC or polished:
+    if problem.loss == MULTINOMIAL:
+        return class_scores(matrix, w, intercept)
+    if problem.loss != SQUARED or polished:
         return intercept + matrix.matvec(w)
     return problem.y - state.residual + state.intercept[0]
 
@@ -261,12 +297,13 @@ def _record_step(
     leaf_ancestors,
     seconds,
 ):
-    active = w != 0
+    active = w != 0 if w.ndim == 1 else np.any(w != 0, axis=1)
     per_tree = np.add.reduceat(active.astype(np.int64), problem.offsets[:-1])
     train = _metrics(problem.loss, problem.y, train_score, problem.sample_weight)
     val = {}
     if val_matrix is not None:
-        val = _metrics(problem.loss, y_val, intercept + val_matrix.matvec(w))
+        val_score = class_scores(val_matrix, w, intercept) if w.ndim == 2 else intercept + val_matrix.matvec(w)
+        val = _metrics(problem.loss, y_val, val_score)
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(active, *leaf_ancestors))
@@ -283,6 +320,8 @@ def _record_step(
         val_auc=val.get("auc"),
         train_accuracy=train.get("accuracy"),
         val_accuracy=val.get("accuracy"),
+        train_mae=train.get("mae"),
+        val_mae=val.get("mae"),
         objective=float(objective),
         n_iter=int(n_iter),
         converged=bool(converged),
@@ -292,9 +331,34 @@ def _record_step(
 
 def _metrics(loss, y, score, sample_weight=None):
     """The step's metrics on rows with targets ``y`` and scores ``score`` (weighted means where weights are
-    given): {"loss"} for the squared loss; {"loss", "auc", "accuracy"} for the logistic loss."""
+    given): {"loss"} for the squared loss; {"loss", "auc", "accuracy"} for the logistic loss; {"loss", "mae"} (of
+    the rate) for the Poisson loss."""
+    if loss == MULTINOMIAL:
+        return {
+            "loss": multinomial_log_loss(y, score, sample_weight),
+            "auc": macro_auc(y, score, sample_weight),
+            "accuracy": float(np.average(score.argmax(axis=1) == y, weights=sample_weight)),
+        }
     metrics = {"loss": mean_loss(loss, y, score, sample_weight)}
+    if loss == POISSON:
+        metrics["mae"] = float(np.average(np.abs(y - np.exp(score)), weights=sample_weight))
     if loss == LOGISTIC:
         metrics["auc"] = float(roc_auc_score(y, score, sample_weight=sample_weight)) if np.ptp(y) else None
         metrics["accuracy"] = float(np.average((score > 0) == (y == 1), weights=sample_weight))
     return metrics
+
+
+def class_scores(matrix, w, intercept):
+    """``intercept + M W`` (n, K) of per-class weights ``w`` (R, K): O(n T K)."""
+    return intercept + np.column_stack([matrix.matvec(np.ascontiguousarray(w[:, k])) for k in range(w.shape[1])])
+
+
+def macro_auc(y, score, sample_weight=None):
+    """The mean over classes of the one-vs-rest AUC of each class's score, over the classes that ``y`` (class
+    codes) holds and does not hold everywhere; None where there is none."""
+    aucs = [
+        roc_auc_score(y == k, score[:, k], sample_weight=sample_weight)
+        for k in range(score.shape[1])
+        if 0 < np.count_nonzero(y == k) < len(y)
+    ]
+    return float(np.mean(aucs)) if aucs else None

@@ -9,13 +9,15 @@ even a rule whose column is constant has one). Rules, antecedents and
 predictions' structure are those of the step; only the amounts change.
 
 Cost per step with ``k`` rules: O(n k) to build the selected columns, O(nnz k) for their Gram matrix and
-O(k^3) for the solve. The logistic loss is refitted by Newton's method with the same ridge (weights ``c_j``
-then computed with ``p (1 - p) = 1/4``), each step halved until the penalised-by-ridge log loss decreases: the
-same cost per Newton step, a handful of steps.
+O(k^3) for the solve. The logistic and Poisson losses are refitted by Newton's method with the same ridge (weights
+``c_j`` then computed with the loss's curvature scale, ``solver.datafits.curvature_scale``), each step halved until
+the ridge-penalised loss decreases: the same cost per Newton step, a handful of steps.
 """
 
 import numpy as np
 import scipy.sparse as sp
+
+from .datafits import LOSS_CODES, curvature_scale
 
 POLISH_RIDGE = 1e-6
 
@@ -40,10 +42,10 @@ def selected_columns(matrix, leaves: np.ndarray) -> sp.csc_matrix:
 
 def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     """(weights refitted on the nonzero entries of ``weights``, intercept) with a tiny ridge on the training
-    rows, by weighted least squares (``loss="squared"``) or logistic regression (``"logistic"``, 0/1 ``y``):
-    ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None."""
-    if loss == "logistic":
-        return _logistic_refit(matrix, y, sample_weight, np.flatnonzero(weights), len(weights))
+    rows, by weighted least squares (``loss="squared"``), logistic regression (``"logistic"``, 0/1 ``y``) or
+    Poisson regression (``"poisson"``): ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None."""
+    if loss in ("logistic", "poisson"):
+        return _newton_refit(matrix, y, sample_weight, np.flatnonzero(weights), len(weights), loss)
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     support = np.flatnonzero(weights)
@@ -64,25 +66,30 @@ def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     return polished, intercept
 
 
-def _logistic_refit(matrix, y, sample_weight, support, n_leaves, max_steps=50):
-    """(weights on ``support``, intercept) of the ridge-regularised weighted logistic regression by Newton."""
+def _newton_refit(matrix, y, sample_weight, support, n_leaves, loss, max_steps=50):
+    """(weights on ``support``, intercept) of the ridge-regularised weighted logistic or Poisson regression by
+    Newton's method."""
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     design = sp.hstack([np.ones((len(y), 1)), selected_columns(matrix, support)], format="csc")
-    ridge = np.concatenate([[0.0], POLISH_RIDGE * 0.25 * np.asarray(design[:, 1:].power(2).T @ s).ravel()])
+    kappa = curvature_scale(LOSS_CODES[loss], y, s)
+    ridge = np.concatenate([[0.0], POLISH_RIDGE * kappa * np.asarray(design[:, 1:].power(2).T @ s).ravel()])
     mean = float(s @ y / s.sum())
     beta = np.zeros(len(support) + 1)
-    beta[0] = np.log(mean / (1.0 - mean))
+    beta[0] = np.log(mean / (1.0 - mean)) if loss == "logistic" else np.log(mean)
 
     def objective(coef):
         score = design @ coef
-        return float(s @ (np.logaddexp(0.0, score) - y * score)) + 0.5 * float(ridge @ coef**2)
+        per_row = np.logaddexp(0.0, score) if loss == "logistic" else np.exp(score)
+        return float(s @ (per_row - y * score)) + 0.5 * float(ridge @ coef**2)
 
     current = objective(beta)
     for _ in range(max_steps):
-        p = 1.0 / (1.0 + np.exp(-(design @ beta)))
+        score = design @ beta
+        p = 1.0 / (1.0 + np.exp(-score)) if loss == "logistic" else np.exp(score)
+        curvature = p * (1.0 - p) if loss == "logistic" else p
         gradient = design.T @ (s * (p - y)) + ridge * beta
-        hessian = (design.T @ design.multiply((s * p * (1.0 - p))[:, None])).toarray() + np.diag(ridge)
+        hessian = (design.T @ design.multiply((s * curvature)[:, None])).toarray() + np.diag(ridge)
         step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
         scale = 1.0
         while scale > 1e-8 and objective(beta - scale * step) > current:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .datafits import CURVATURE_BOUND, LOGISTIC, loss_code
+from .datafits import LOGISTIC, POISSON, curvature_scale, loss_code
 from .penalties import MCP, penalty_code
 
 
@@ -22,16 +22,18 @@ class Problem(NamedTuple):
     leaf_ptr: np.ndarray  # (R+1,) int64
     values: np.ndarray  # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
     offsets: np.ndarray  # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
-    y: np.ndarray  # (n,) the response (squared loss) or 0/1 labels (logistic loss)
+    y: np.ndarray  # (n,) the response (squared loss), 0/1 labels (logistic), counts or rates (Poisson)
     sample_weight: np.ndarray  # (n,) s, normalised by the caller to sum to n
     weight_total: float  # sum_i s_i
+    target_total: float  # sum_i s_i y_i
     leaf_weight: np.ndarray  # (R,) S_j, the weighted row count of leaf j
+    leaf_target: np.ndarray  # (R,) sum_{i in leaf j} s_i y_i (the Poisson leaf minimisation's b_j)
     curvature: np.ndarray  # (R,) c_j = kappa S_j v_j^2: the loss's curvature in w_j, at most (solver.datafits)
     lipschitz: np.ndarray  # (T,) L_t = max_{j in t} c_j
     block_gamma: np.ndarray  # (T,) effective MCP concavity of each tree
     leaf_gamma: np.ndarray  # (R,) the same, repeated per leaf
     penalty: int  # solver.penalties.L1 or MCP
-    loss: int  # solver.datafits.SQUARED or LOGISTIC
+    loss: int  # solver.datafits.SQUARED, LOGISTIC or POISSON
 
     @classmethod
     def from_leaf_matrix(cls, matrix, y, sample_weight, loss, penalty, gamma, mcp_scaling):
@@ -51,7 +53,9 @@ class Problem(NamedTuple):
         sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), offsets)
         leaf_weight = np.ascontiguousarray(matrix.column_counts(sample_weight), dtype=np.float64)
-        curvature = CURVATURE_BOUND[loss] * leaf_weight * values**2
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        leaf_target = np.ascontiguousarray(matrix.column_counts(sample_weight * y), dtype=np.float64)
+        curvature = curvature_scale(loss, y, sample_weight) * leaf_weight * values**2
         lipschitz = np.maximum.reduceat(curvature, offsets[:-1])
         if code == MCP and mcp_scaling == "block":
             block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
@@ -62,10 +66,12 @@ class Problem(NamedTuple):
             leaf_ptr,
             values,
             offsets,
-            np.ascontiguousarray(y, dtype=np.float64),
+            y,
             sample_weight,
             float(sample_weight.sum()),
+            float(np.dot(sample_weight, y)),
             leaf_weight,
+            leaf_target,
             curvature,
             lipschitz,
             block_gamma,
@@ -80,20 +86,22 @@ class State(NamedTuple):
     (``solver.datafits`` says what the residual and the intercept are for each loss)."""
 
     w: np.ndarray  # (R,) leaf weights
-    residual: np.ndarray  # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic)
+    residual: np.ndarray  # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic),
+    #                       y - exp(score) (Poisson)
     intercept: np.ndarray  # (1,) b
     residual_sum: np.ndarray  # (1,) sum_i s_i residual_i: the squared loss's b times sum_i s_i, -d loss/d b
-    score: np.ndarray  # (n,) b + M w (logistic); empty for the squared loss, whose residual is linear in w
+    score: np.ndarray  # (n,) b + M w (logistic, Poisson); empty for the squared loss, whose residual is linear in w
 
     @classmethod
     def initial(cls, problem):
-        """Where a path starts: w = 0, b at the weighted mean of ``y`` (squared) or at its log-odds (logistic)."""
+        """Where a path starts: w = 0, b at the weighted mean of ``y`` (squared), at its log-odds (logistic) or
+        its log (Poisson)."""
         y, weights = problem.y, problem.sample_weight
         weighted_sum = np.dot(weights, y)
         mean = weighted_sum / problem.weight_total
         w = np.zeros(problem.values.shape[0])
-        if problem.loss == LOGISTIC:  # both labels present: checked by the caller
-            intercept = np.log(mean / (1.0 - mean))
+        if problem.loss in (LOGISTIC, POISSON):  # both labels present, a positive mean: checked by the caller
+            intercept = np.log(mean / (1.0 - mean)) if problem.loss == LOGISTIC else np.log(mean)
             residual = y - mean
             return cls(
                 w,

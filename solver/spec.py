@@ -14,7 +14,7 @@ from numbers import Integral, Real
 from typing import Literal, get_args
 
 # each choice as a type (for annotations: a type checker reads these) and as the tuple of its values (for checks)
-Loss = Literal["squared", "logistic"]
+Loss = Literal["squared", "logistic", "multinomial", "poisson"]
 Penalty = Literal["mcp", "l1"]
 Selection = Literal["loss", "auc"]
 Scaling = Literal["unit", "leaf_value"]
@@ -103,8 +103,10 @@ class PathSpec(_Spec):
     loss: str = field(
         default=DEFAULT_LOSS,
         metadata=_doc(
-            "'squared' (regression) or 'logistic' (binary classification: y holds 0/1 labels and the rules add "
-            "log-odds of label 1)"
+            "'squared' (regression), 'logistic' (binary classification: y holds 0/1 labels and the rules add "
+            "log-odds of label 1), 'multinomial' (K classes: y holds class codes 0..K-1, each rule adds one log-odds "
+            "amount per class and is in or out for all classes at once) or 'poisson' (counts or rates: y >= 0, the "
+            "rules multiply the rate; exposure as sample_weight)"
         ),
     )
     penalty: str = field(
@@ -155,7 +157,8 @@ class PathSpec(_Spec):
         default="loss",
         metadata=_doc(
             "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
-            "squared error, or log loss for the logistic loss) or 'auc' (the highest validation AUC; logistic only)"
+            "squared error, log loss for the logistic and multinomial losses, Poisson deviance) or 'auc' (the highest "
+            "validation AUC, macro one-vs-rest for the multinomial loss; classifiers only)"
         ),
     )
     tol: float = field(
@@ -180,7 +183,7 @@ class PathSpec(_Spec):
         metadata=_doc(
             "refit the weights of each step's rules (and the intercept) without the penalties on the training rows, "
             "keeping the rules the penalties selected (solver.polish); None: on for the squared loss, off for the "
-            "logistic loss (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
+            "others (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
             "tables, bench/classification.py, validation log loss rose from the first rule)"
         ),
     )
@@ -246,9 +249,9 @@ class PathSpec(_Spec):
             self.selection in SELECTIONS, "selection", f"must be one of {list(SELECTIONS)}, got {self.selection!r}"
         )
         _require(
-            self.selection != "auc" or self.loss == "logistic",
+            self.selection != "auc" or self.loss in ("logistic", "multinomial"),
             "selection",
-            "'auc' ranks classifiers: it needs loss='logistic'",
+            "'auc' ranks classifiers: it needs loss='logistic' or 'multinomial'",
         )
         _require(_is_number(self.tol) and 0 < self.tol < 1, "tol", f"must be in (0, 1), got {self.tol!r}")
         _require(
@@ -276,6 +279,12 @@ class PathSpec(_Spec):
             self.polish is None or isinstance(self.polish, bool),
             "polish",
             f"must be true, false or null, got {self.polish!r}",
+        )
+        _require(
+            not (self.polish and self.loss == "multinomial"),
+            "polish",
+            "is not available for the multinomial loss (its refits of nearly pure leaves overfit as the logistic "
+            "loss's do): leave it null or false",
         )
         _require(
             _is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,

@@ -1,0 +1,424 @@
+"""Multinomial FIRE: K classes, one weight per class for each rule, and a rule in or out for all classes at once.
+
+Objective, with sample weights ``s`` (normalised by the caller to sum to n), ``y_i`` the class code of row i,
+``W`` (R, K) the rules' weights and ``b`` (K,) the unpenalised intercepts, scores ``Z = 1 b^T + M W``::
+
+    sum_i s_i [logsumexp(Z_i) - Z_{i, y_i}] + sum_j P(||W_j||_2; lam, gamma_j) + lam_f sum_t sum_k ||D_t W_{t, k}||_1
+
+The sparsity penalty P (L1 or MCP, ``solver.penalties``) acts on the norm of a rule's K-vector: a group penalty,
+so a leaf is a rule for every class or for none, and the rule count is the number of nonzero rows of W. Fusion
+acts on each class's weights within a tree (leaves in left-to-right order, as for one output), so neighbouring
+leaves share antecedents class by class; fusing whole vectors (``||W_{j+1} - W_j||_2``) has no exact linear-time
+prox, this one has (below).
+
+Identifiability. The loss does not change when a constant is added to every class's score of a row. The
+intercepts are kept summing to zero (they start so and every intercept step is orthogonal to the ones vector).
+A rule's vector: without fusion, the gradient of a leaf is orthogonal to the ones vector and every step (a group
+threshold of a point on that subspace) stays on it, so each rule's amounts sum to zero; with fusion they need
+not (the fused prox of each class does not keep sums), and the amounts a rule adds are then read up to a constant
+shared by all classes, which no probability sees.
+
+Curvature. The softmax loss's Hessian in one leaf's vector is at most Boehning's bound
+``1/2 (I - 11^T / K) S_j v_j^2``, which is ``c_j = 1/2 S_j v_j^2`` times the identity on the subspace the
+gradients live in; ``Problem.curvature`` holds it (``solver.datafits.CURVATURE_BOUND``). So, as for one output,
+every leaf and block step minimises a quadratic that lies above the loss along the step: a leaf's update is the
+closed-form group threshold of ``W_j - g_j / c_j`` (radial: the scalar prox of the norm, ``solver.penalties``),
+and a tree's block stays separable by leaf without fusion. With fusion a block update runs proximal-gradient
+steps with step ``1 / L_t``, each the prox of (per-class fusion + group penalty), computed by Dykstra's
+alternating proximal algorithm between the two exact proxes (per-class fused lasso, row-wise group threshold),
+which converges to the prox of the sum for the convex penalty; a step is kept only while the block's quadratic
+model decreases, so every accepted step lowers the multinomial objective.
+
+Stationarity is certified on the multinomial objective itself, from its exact gradient: per leaf (no fusion)
+the curvature-scaled move of its exact group minimisation, per tree (fusion) that of one proximal-gradient step,
+and the intercepts' gradient. lambda_max, the largest ``||g_j||_2`` at the intercept-only model, is the smallest
+lambda_s at which zero is stationary (without fusion).
+
+The solver is GBCD as in ``solver.gbcd``: full-gradient checks alternating with passes over a working set (every
+nonzero unit plus the steepest violators), units being leaves without fusion and trees with it.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .gbcd import INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION
+from .penalties import fused_lasso_prox, penalty_prox, penalty_value
+
+INTERCEPT_STEPS = 50
+DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once the point moves by < 1e-14 relative
+
+
+class ClassState(NamedTuple):
+    """The point being optimised (multinomial), updated in place; every weight change keeps every field exact."""
+
+    w: np.ndarray  # (R, K) rule weights
+    residual: np.ndarray  # (n, K) onehot(y) - softmax(score): the negative loss gradient per row and class
+    intercept: np.ndarray  # (K,) b, summing to zero
+    residual_sum: np.ndarray  # (K,) sum_i s_i residual_i: -d loss / d b
+    score: np.ndarray  # (n, K) b + M W
+
+    @classmethod
+    def initial(cls, problem, n_classes):
+        """w = 0, b the centred log of the weighted class shares (every class present: checked by the caller)."""
+        codes = problem.y.astype(np.int64)
+        shares = np.bincount(codes, weights=problem.sample_weight, minlength=n_classes) / problem.weight_total
+        intercept = np.log(shares) - np.log(shares).mean()
+        n = codes.shape[0]
+        residual = -np.tile(shares, (n, 1))
+        residual[np.arange(n), codes] += 1.0
+        return cls(
+            np.zeros((problem.values.shape[0], n_classes)),
+            residual,
+            intercept,
+            problem.sample_weight @ residual,
+            np.tile(intercept, (n, 1)),
+        )
+
+
+@njit(cache=True)
+def _softmax_residual(problem, state, i):
+    """Row i's residual ``onehot(y_i) - softmax(score_i)`` recomputed in place; returns its change weighted by
+    ``s_i`` added to ``residual_sum``."""
+    score = state.score[i]
+    top = score.max()
+    total = 0.0
+    for k in range(score.shape[0]):
+        total += np.exp(score[k] - top)
+    label = int(problem.y[i])
+    for k in range(score.shape[0]):
+        new = (1.0 if k == label else 0.0) - np.exp(score[k] - top) / total
+        state.residual_sum[k] += problem.sample_weight[i] * (new - state.residual[i, k])
+        state.residual[i, k] = new
+
+
+@njit(cache=True)
+def leaf_gradient(problem, state, j, out):
+    """Leaf j's loss gradient into ``out`` (K,): ``-v_j sum_{i in leaf j} s_i residual_i``, O(S_j K)."""
+    out[:] = 0.0
+    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+        i = problem.leaf_rows[p]
+        for k in range(out.shape[0]):
+            out[k] += problem.sample_weight[i] * state.residual[i, k]
+    for k in range(out.shape[0]):
+        out[k] *= -problem.values[j]
+
+
+@njit(cache=True)
+def move_leaf(problem, state, j, delta):
+    """``W_j += delta`` (K,), the scores and residuals of the leaf's rows kept exact: O(S_j K)."""
+    v = problem.values[j]
+    for k in range(delta.shape[0]):
+        state.w[j, k] += delta[k]
+    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+        i = problem.leaf_rows[p]
+        for k in range(delta.shape[0]):
+            state.score[i, k] += v * delta[k]
+        _softmax_residual(problem, state, i)
+
+
+@njit(cache=True)
+def loss_value(problem, state):
+    """``sum_i s_i [logsumexp(score_i) - score_{i, y_i}]``: O(n K)."""
+    total = 0.0
+    for i in range(state.score.shape[0]):
+        score = state.score[i]
+        top = score.max()
+        total += problem.sample_weight[i] * (top + np.log(np.exp(score - top).sum()) - score[int(problem.y[i])])
+    return total
+
+
+@njit(cache=True)
+def _shift_intercept(problem, state, step):
+    """``b += step`` with every score and residual recomputed: O(n K)."""
+    for k in range(step.shape[0]):
+        state.intercept[k] += step[k]
+    for i in range(state.score.shape[0]):
+        for k in range(step.shape[0]):
+            state.score[i, k] += step[k]
+        _softmax_residual(problem, state, i)
+
+
+@njit(cache=True)
+def fit_intercept(problem, state, tol):
+    """Newton steps on b (Hessian ``sum_i s_i (diag p_i - p_i p_i^T)``, its null direction, the ones vector,
+    filled in so that every step sums to zero), each halved until the loss decreases, while the largest entry of
+    ``d loss / d b = -residual_sum`` exceeds ``tol``: O(n K^2) per step."""
+    n_classes = state.intercept.shape[0]
+    for _ in range(INTERCEPT_STEPS):
+        gradient = -state.residual_sum.copy()
+        if np.abs(gradient).max() <= tol:
+            return
+        hessian = np.zeros((n_classes, n_classes))
+        p = np.empty(n_classes)
+        for i in range(state.score.shape[0]):
+            for k in range(n_classes):
+                p[k] = (1.0 if k == int(problem.y[i]) else 0.0) - state.residual[i, k]
+            for k in range(n_classes):
+                hessian[k, k] += problem.sample_weight[i] * p[k]
+                for m in range(n_classes):
+                    hessian[k, m] -= problem.sample_weight[i] * p[k] * p[m]
+        hessian += np.trace(hessian) / n_classes / n_classes * np.ones((n_classes, n_classes))
+        step = -np.linalg.solve(hessian, gradient)
+        before = loss_value(problem, state)
+        _shift_intercept(problem, state, step)
+        taken = 1.0
+        while loss_value(problem, state) > before and taken > 1e-10:
+            taken *= 0.5
+            _shift_intercept(problem, state, -taken * step)  # back to half of the step taken
+
+
+@njit(cache=True)
+def group_prox(z, curvature, lam, gamma, penalty, out):
+    """Global minimiser of ``curvature/2 ||x - z||^2 + P(||x||)`` into ``out``: ``z`` scaled to the scalar prox of
+    its norm (P is non-decreasing in the norm, so the minimiser lies on the ray of ``z``)."""
+    norm = np.sqrt((z * z).sum())
+    scale = penalty_prox(norm, curvature, lam, gamma, penalty) / norm if norm > 0.0 else 0.0
+    for k in range(z.shape[0]):
+        out[k] = scale * z[k]
+
+
+@njit(cache=True)
+def _penalty(theta, lam, gamma, penalty, lam_f):
+    """The penalties of a block of rows ``theta`` (R_t, K): group sparsity plus per-class fusion."""
+    total = 0.0
+    for j in range(theta.shape[0]):
+        norm = np.sqrt((theta[j] * theta[j]).sum())
+        if norm > 0.0:
+            total += penalty_value(norm, lam, gamma, penalty)
+        if j > 0 and lam_f > 0.0:
+            total += lam_f * np.abs(theta[j] - theta[j - 1]).sum()
+    return total
+
+
+@njit(cache=True)
+def objective_value(problem, state, lam, lam_f):
+    """The multinomial FIRE objective at ``state``."""
+    total = loss_value(problem, state)
+    offsets = problem.offsets
+    for t in range(offsets.shape[0] - 1):
+        total += _penalty(state.w[offsets[t] : offsets[t + 1]], lam, problem.block_gamma[t], problem.penalty, lam_f)
+    return total
+
+
+@njit(cache=True)
+def full_gradient(problem, state, out):
+    """Every leaf's loss gradient into ``out`` (R, K): O(n T K)."""
+    for j in range(out.shape[0]):
+        leaf_gradient(problem, state, j, out[j])
+
+
+@njit(cache=True)
+def lambda_max(problem, state):
+    """``max_j ||g_j||_2`` at ``state`` (the intercept-only model: the smallest lambda_s with zero stationary)."""
+    gradient = np.empty(state.w.shape)
+    full_gradient(problem, state, gradient)
+    return np.sqrt((gradient * gradient).sum(axis=1)).max()
+
+
+@njit(cache=True)
+def _fused_group_prox(point, curvature, lam, gamma, penalty, lam_f, out):
+    """Prox of (per-class fusion + group penalty) at step ``1 / curvature`` of the rows ``point`` (R_t, K), by
+    Dykstra's alternating proximal algorithm, into ``out``. Rows whose column is zero are held at zero by the
+    caller."""
+    size, n_classes = point.shape
+    x = point.copy()
+    fused = np.empty_like(point)
+    p = np.zeros_like(point)
+    q = np.zeros_like(point)
+    column = np.empty(size)
+    column_out = np.empty(size)
+    scale = max(np.abs(point).max(), 1e-300)
+    for _ in range(DYKSTRA_STEPS):
+        for k in range(n_classes):
+            for j in range(size):
+                column[j] = x[j, k] + p[j, k]
+            fused_lasso_prox(column, lam_f / curvature, column_out)
+            for j in range(size):
+                fused[j, k] = column_out[j]
+        p += x - fused
+        largest = 0.0
+        for j in range(size):
+            group_prox(fused[j] + q[j], curvature, lam, gamma, penalty, out[j])
+            largest = max(largest, np.abs(out[j] - x[j]).max())
+        q += fused - out
+        x[:] = out
+        if largest <= 1e-14 * scale:
+            break
+
+
+@njit(cache=True)
+def _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f):
+    """The block objective's quadratic model at ``theta`` minus the loss at ``start``."""
+    total = _penalty(theta, lam, gamma, penalty, lam_f)
+    for j in range(theta.shape[0]):
+        for k in range(theta.shape[1]):
+            step = theta[j, k] - start[j, k]
+            total += gradient[j, k] * step + 0.5 * curvature[j] * step * step
+    return total
+
+
+@njit(cache=True)
+def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
+    """Up to ``n_steps`` fused proximal-gradient steps on tree t from ``w`` (``gradient`` the block's), each kept
+    only while the block's quadratic model decreases; result to ``out``. Returns the block's stationarity
+    measure, the largest row move of the first step times L_t."""
+    first = problem.offsets[t]
+    size = out.shape[0]
+    start = w[first : first + size]
+    curvature = problem.curvature[first : first + size]
+    step_curvature = problem.lipschitz[t]
+    gamma = problem.block_gamma[t]
+    out[:] = start
+    if step_curvature <= 0.0:
+        out[:] = 0.0
+        return 0.0
+    current = _penalty(out, lam, gamma, problem.penalty, lam_f)
+    point = np.empty_like(out)
+    theta = np.empty_like(out)
+    measure = 0.0
+    for it in range(n_steps):
+        for j in range(size):
+            for k in range(out.shape[1]):
+                point[j, k] = out[j, k] - (gradient[j, k] + curvature[j] * (out[j, k] - start[j, k])) / step_curvature
+        _fused_group_prox(point, step_curvature, lam, gamma, problem.penalty, lam_f, theta)
+        largest = 0.0
+        for j in range(size):
+            if curvature[j] <= 0.0:
+                theta[j] = 0.0  # no training rows (or below min_support): never a rule
+            largest = max(largest, np.sqrt(((theta[j] - out[j]) ** 2).sum()))
+        if it == 0:
+            measure = step_curvature * largest
+        value = _block_model(theta, start, gradient, curvature, lam, gamma, problem.penalty, lam_f)
+        if value > current or largest == 0.0:
+            break
+        out[:] = theta
+        current = value
+    return measure
+
+
+@njit(cache=True)
+def _leaf_step(problem, j, w, gradient, lam, out):
+    """Leaf j's exact group minimisation of its quadratic bound into ``out``; returns its measure
+    ``c_j ||out - w_j||``."""
+    c = problem.curvature[j]
+    if c <= 0.0:
+        out[:] = 0.0
+        return 0.0
+    group_prox(w[j] - gradient / c, c, lam, problem.leaf_gamma[j], problem.penalty, out)
+    return c * np.sqrt(((out - w[j]) ** 2).sum())
+
+
+@njit(cache=True)
+def _update(problem, state, unit, lam, lam_f, inner_iters):
+    """One unit's update (a tree with fusion, a leaf without) from the current residual; returns its measure."""
+    n_classes = state.w.shape[1]
+    if lam_f > 0.0:
+        first, end = problem.offsets[unit], problem.offsets[unit + 1]
+        gradient = np.empty((end - first, n_classes))
+        for j in range(first, end):
+            leaf_gradient(problem, state, j, gradient[j - first])
+        new = np.empty((end - first, n_classes))
+        measure = _block_steps(problem, unit, state.w, gradient, lam, lam_f, inner_iters, new)
+        for j in range(first, end):
+            delta = new[j - first] - state.w[j]
+            if np.any(delta != 0.0):
+                move_leaf(problem, state, j, delta)
+        return measure
+    gradient = np.empty(n_classes)
+    leaf_gradient(problem, state, unit, gradient)
+    new = np.empty(n_classes)
+    measure = _leaf_step(problem, unit, state.w, gradient, lam, new)
+    delta = new - state.w[unit]
+    if np.any(delta != 0.0):
+        move_leaf(problem, state, unit, delta)
+    return measure
+
+
+@njit(cache=True)
+def _measures(problem, state, gradient, lam, lam_f, out):
+    """Every unit's stationarity measure from the full ``gradient`` (R, K)."""
+    scratch = np.empty(state.w.shape)
+    offsets = problem.offsets
+    if lam_f > 0.0:
+        for t in range(offsets.shape[0] - 1):
+            first, end = offsets[t], offsets[t + 1]
+            out[t] = _block_steps(problem, t, state.w, gradient[first:end], lam, lam_f, 1, scratch[first:end])
+        return
+    for j in range(out.shape[0]):
+        out[j] = _leaf_step(problem, j, state.w, gradient[j], lam, scratch[j])
+
+
+@njit(cache=True)
+def _active_units(problem, w, fused):
+    """Whether each unit (tree with fusion, leaf without) has a nonzero weight."""
+    n_units = problem.offsets.shape[0] - 1 if fused else w.shape[0]
+    active = np.zeros(n_units, dtype=np.bool_)
+    for j in range(w.shape[0]):
+        if np.any(w[j] != 0.0):
+            unit = np.searchsorted(problem.offsets, j, side="right") - 1 if fused else j
+            active[unit] = True
+    return active
+
+
+@njit(cache=True)
+def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
+    """Passes over ``units`` until the largest measure is at most ``inner_tol``; a unit whose measure falls to a
+    small fraction of it sits out the rest (shrinking). Returns the passes."""
+    visit = np.ones(units.shape[0], dtype=np.bool_)
+    passes = 0
+    while passes < max_passes:
+        worst = 0.0
+        for k in range(units.shape[0]):
+            if visit[k]:
+                measure = _update(problem, state, units[k], lam, lam_f, inner_iters)
+                visit[k] = measure > SHRINK_FRACTION * inner_tol
+                worst = max(worst, measure)
+        fit_intercept(problem, state, inner_tol)
+        passes += 1
+        if worst <= inner_tol:
+            break
+    return passes
+
+
+@njit(cache=True)
+def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
+    """GBCD from ``state`` until stationary: full-gradient checks alternating with working-set passes (every
+    nonzero unit plus the steepest violators, steepest first). Returns (passes, converged)."""
+    fused = lam_f > 0.0
+    gradient = np.empty(state.w.shape)
+    n_units = problem.offsets.shape[0] - 1 if fused else state.w.shape[0]
+    measures = np.empty(n_units)
+    passes = 0
+    while passes < max_iter:
+        fit_intercept(problem, state, tol)
+        full_gradient(problem, state, gradient)
+        passes += 1
+        _measures(problem, state, gradient, lam, lam_f, measures)
+        largest = max(measures.max(), np.abs(state.residual_sum).max())
+        if largest <= tol:
+            return passes, True
+        active = _active_units(problem, state.w, fused)
+        scores = np.where(active, np.inf, measures)
+        size = max(MIN_WORKING_SET, 2 * int(active.sum()))
+        order = np.argsort(-scores)[:size]
+        units = order[scores[order] > 0.0]
+        inner_tol = max(tol, INNER_TOL_FRACTION * largest)
+        passes += _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_iter - passes)
+    return passes, False
+
+
+@njit(cache=True)
+def solve_cyclic(problem, state, lam, lam_f, tol, max_iter, inner_iters):
+    """Cyclic BCD: sweep every unit until none moves by more than ``tol``. Returns (passes, converged)."""
+    n_units = problem.offsets.shape[0] - 1 if lam_f > 0.0 else state.w.shape[0]
+    everything = np.arange(n_units)
+    for passes in range(1, max_iter + 1):
+        worst = 0.0
+        for unit in everything:
+            worst = max(worst, _update(problem, state, unit, lam, lam_f, inner_iters))
+        fit_intercept(problem, state, tol)
+        if worst <= tol:
+            return passes, True
+    return max_iter, False

@@ -1,0 +1,114 @@
+"""The Poisson loss (counts, log link) against exact references: cvxpy for L1 with and without fusion,
+proximal gradient from the same start for MCP; target checks; exposure as sample weights."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from solver import TreeEnsemble
+from solver.leaf_matrix import leaf_matrix
+from solver.path import fit_path
+from solver.problem import Problem
+from tests.support.references import poisson_mcp_objective, poisson_objective, solve_poisson
+
+EXACT = {"scaling": "leaf_value", "min_support": 0, "tol": 1e-7, "max_iter": 100_000, "polish": False}
+
+
+def _problem(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = rng.poisson(np.exp(0.5 * X[:, 0] - 0.3 * X[:, 1])).astype(float)
+    forest = TreeEnsemble.from_sklearn(RandomForestRegressor(n_estimators=4, max_depth=2, random_state=0).fit(X, y))
+    return leaf_matrix(forest, X), y, forest.leaf_offsets
+
+
+@pytest.mark.parametrize("lam_f", [0.0, 2.0])
+def test_l1_poisson_matches_cvxpy(lam_f):
+    matrix, y, offsets = _problem()
+    dense, weights = matrix.to_csc().toarray(), np.ones(len(y))
+    lambdas = (5.0, 2.0, 0.5)
+    path = fit_path(matrix, y, loss="poisson", penalty="l1", lambdas=lambdas, lambda_f=lam_f, **EXACT)
+    for k, lam in enumerate(lambdas):
+        _, _, optimum = solve_poisson(dense, y, weights, offsets, lam, lam_f)
+        ours = poisson_objective(dense, y, weights, offsets, path.coef(k), path.intercepts[k], lam, lam_f)
+        assert ours == pytest.approx(path.steps[k].objective, rel=1e-10)
+        assert abs(ours - optimum) <= 1e-5 * abs(optimum)
+        assert path.steps[k].converged
+
+
+def _proximal_gradient_mcp(dense, y, gammas, lam, w, b, n_iter=400):
+    """Reference: proximal gradient with backtracking on the Poisson MCP objective (no fusion) from (w, b)."""
+
+    def objective(w, b):
+        eta = np.minimum(b + dense @ w, 700.0)  # a trial step far too long: a huge value, not an overflow
+        a = np.abs(w)
+        penalty = np.where(a <= gammas * lam, lam * a - a**2 / (2 * gammas), gammas * lam**2 / 2).sum()
+        return float((np.exp(eta) - y * eta).sum() + penalty)
+
+    step = 1.0
+    for _ in range(n_iter):
+        mu = np.exp(b + dense @ w)
+        g, g0 = dense.T @ (mu - y), (mu - y).sum()
+        current = objective(w, b)
+        while True:
+            z = w - step * g
+            a, t = np.abs(z), step * lam
+            convex = step / gammas < 1
+            shrunk = np.sign(z) * (a - t) / np.where(convex, 1 - step / gammas, 1.0)
+            firm = np.where(a <= t, 0.0, np.where(a <= gammas * lam, shrunk, z))
+            new = np.where(convex, firm, np.where(a**2 / 2 > step * gammas * lam**2 / 2, z, 0.0))
+            new_b = b - step * g0
+            if objective(new, new_b) <= current - 1e-12 * abs(current) or step < 1e-12:
+                break
+            step *= 0.5
+        w, b = new, new_b
+        step *= 1.5
+    return objective(w, b)
+
+
+def test_mcp_poisson_no_worse_than_proximal_gradient_from_the_same_point():
+    matrix, y, offsets = _problem()
+    dense, weights = matrix.to_csc().toarray(), np.ones(len(y))
+    path = fit_path(matrix, y, loss="poisson", penalty="mcp", fusion_ratio=0, n_lambdas=12, **EXACT)
+    problem = Problem.from_leaf_matrix(matrix, y, weights, "poisson", "mcp", 1.1, "block")
+    for k in range(1, len(path.steps)):
+        lam = path.steps[k].lambda_s
+        ours = poisson_mcp_objective(
+            dense, y, weights, offsets, path.coef(k), path.intercepts[k], lam, problem.leaf_gamma, 0.0
+        )
+        assert ours == pytest.approx(path.steps[k].objective, rel=1e-9)
+        reference = _proximal_gradient_mcp(dense, y, problem.leaf_gamma, lam, path.coef(k - 1), path.intercepts[k - 1])
+        assert ours <= reference * 1.01
+
+
+def test_fused_mcp_poisson_path_converges_and_records_deviance():
+    matrix, y, _ = _problem()
+    path = fit_path(matrix, y, loss="poisson", n_lambdas=15, min_support=0)
+    assert all(step.converged for step in path.steps)
+    assert path.steps[0].n_rules == 0 and path.steps[-1].n_rules > 0
+    mean = y.mean()
+    deviance = 2 * np.mean(np.where(y > 0, y * np.log(np.where(y > 0, y, 1) / mean), 0) - (y - mean))
+    assert path.steps[0].train_loss == pytest.approx(deviance, rel=1e-9)
+    assert path.steps[-1].train_loss < path.steps[0].train_loss
+    assert path.steps[0].train_mae == pytest.approx(np.mean(np.abs(y - mean)), rel=1e-9)
+
+
+def test_exposure_as_sample_weight_equals_repeated_rows():
+    """scikit-learn's convention: y = count / exposure, sample_weight = exposure. Integer exposures give the
+    fit of each row repeated exposure times with its rate as target."""
+    matrix, y, _ = _problem(n=120)
+    exposure = np.random.default_rng(1).integers(1, 4, size=len(y)).astype(float)
+    weighted = fit_path(matrix, y / exposure, loss="poisson", sample_weight=exposure, n_lambdas=8, **EXACT)
+    repeat = np.repeat(np.arange(len(y)), exposure.astype(int))
+    repeated_matrix = type(matrix)(np.ascontiguousarray(matrix.leaves[repeat]), matrix.values, matrix.offsets)
+    repeated = fit_path(repeated_matrix, (y / exposure)[repeat], loss="poisson", n_lambdas=8, **EXACT)
+    for k in range(8):
+        np.testing.assert_allclose(weighted.coef(k), repeated.coef(k), atol=1e-6)
+
+
+def test_targets_are_checked():
+    matrix, y, _ = _problem()
+    with pytest.raises(ValueError, match="non-negative"):
+        fit_path(matrix, y - 1, loss="poisson")
+    with pytest.raises(ValueError, match="every count is 0"):
+        fit_path(matrix, np.zeros_like(y), loss="poisson")
