@@ -1,8 +1,8 @@
 """A rule ensemble as code a user deploys without us: a SQL expression and a dependency-free Python function.
 
 Both read the *original* columns of the table (the ensemble's :class:`solver.encoding.TableEncoding`): a text
-column by its levels, a number as the table holds it, and give the model's predictions exactly (the sum of
-the fired rules' contributions, added in id order, then the intercept, as :meth:`RuleEnsemble.predict` does):
+column by its levels, a number as the table holds it, and compute the model's scores exactly (the sum of the
+fired rules' contributions, added in id order, then the intercept, as :meth:`RuleEnsemble.predict` does):
 
 * the model compares ``float32(x) <= threshold``; a double ``x`` satisfies that exactly when it lies below the
   midpoint between the largest float32 ``c <= threshold`` and the next float32 (at the midpoint, when rounding
@@ -11,9 +11,25 @@ the fired rules' contributions, added in id order, then the intercept, as :meth:
   for a text column a missing or unknown level sets no indicator, as in the encoding (which refuses unknown
   levels where these exports cannot).
 
-``export_rules(ensemble, "sql")`` is an expression to put in a ``SELECT`` over a table with the original
-columns; ``export_rules(ensemble, "python")`` the source of a module defining ``predict(row)``, ``row`` a
-mapping from column name to value.
+What they give depends on the ensemble's ``link`` (``solver.rules``):
+
+* identity and logit: the score (a binary classifier's log-odds: the positive class where it is > 0, with
+  probability ``1 / (1 + exp(-score))``);
+* log (counts): the rate ``exp(score)``, as :meth:`RuleEnsemble.predict_mean` (Python gives ``inf`` where the
+  double overflows, as numpy does);
+* softmax (classes): the class probabilities, as :meth:`RuleEnsemble.predict_mean`: Python returns a dict
+  ``{class: probability}`` in class order (``exp(score - max) / sum``; the predicted class is
+  ``max(p, key=p.get)``, the first of equal ones); SQL gives one column per class, named by its label
+  (``solver.rule_text.label_text``), each ``1 / (1 + sum over the other classes j of exp(score_j - score_k))``:
+  stable without a ``max`` of several arguments, which SQL dialects spell differently, but every column holds
+  all K scores, so the text grows as K² times the rules.
+
+``export_rules(ensemble, "sql")`` is an expression (K comma-separated ``expression AS "class"`` columns for
+softmax) to put in a ``SELECT`` over a table with the original columns; ``export_rules(ensemble, "python")``
+the source of a module defining ``predict(row)``, ``row`` a mapping from column name to value. The log and
+softmax SQL calls ``exp``: SQLite has it from version 3.35 where built with its math functions (the tests run it
+on Python's sqlite3); an ``exp`` that raises on overflow (PostgreSQL) fails on rows whose rate, or gap between
+two class scores, exceeds ``exp(709)``.
 """
 
 from __future__ import annotations
@@ -22,7 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rule_text import RuleWording, bounds, column_groups, is_unbounded, level_sets
+from .rule_text import RuleWording, bounds, column_groups, is_unbounded, label_text, level_sets
 from .rule_types import Condition
 
 EXPORT_FORMATS = ("sql", "python")
@@ -135,16 +151,34 @@ def _condition(dialect: _Dialect, ensemble, conditions: Sequence[Condition]) -> 
 
 
 def to_sql(ensemble) -> str:
-    """A SQL expression of the original columns giving the ensemble's prediction (tested on SQLite)."""
+    """A SQL expression of the original columns giving the ensemble's output (module docstring; tested on
+    SQLite)."""
     dialect = _SQL()
     wording = RuleWording(ensemble.encoding)
-    terms = [
-        f"  + CASE WHEN {_condition(dialect, ensemble, rule.conditions)} "
-        f"THEN {rule.contribution!r} ELSE 0.0 END  -- r{rule.id}: "
-        f"{wording.conjunction(rule.conditions)}"
+    rules = [
+        (rule.id, _condition(dialect, ensemble, rule.conditions), wording.conjunction(rule.conditions))
         for rule in ensemble.rules
     ]
-    return "\n".join([f"{ensemble.intercept!r} + (0.0", *terms, ")"])
+
+    def score(intercept: float, amounts: Sequence[float]) -> str:
+        terms = [
+            f"  + CASE WHEN {condition} THEN {amount!r} ELSE 0.0 END  -- r{rule_id}: {text}"
+            for (rule_id, condition, text), amount in zip(rules, amounts)
+        ]
+        return "\n".join([f"{intercept!r} + (0.0", *terms, ")"])
+
+    if ensemble.link != "softmax":
+        total = score(ensemble.intercept, [rule.contribution for rule in ensemble.rules])
+        return f"exp({total})" if ensemble.link == "log" else total
+    scores = [
+        score(intercept, [rule.contribution[k] for rule in ensemble.rules])
+        for k, intercept in enumerate(ensemble.intercept)
+    ]
+    columns = []
+    for k, label in enumerate(ensemble.classes):
+        others = [f"  + exp(({other}) - ({scores[k]}))" for j, other in enumerate(scores) if j != k]
+        columns.append("\n".join(["1.0 / (1.0", *others, f") AS {dialect.column(label_text(label))}"]))
+    return ",\n".join(columns)
 
 
 _PYTHON_HELPERS = """
@@ -160,30 +194,78 @@ def _missing(value):
 def _level(value):
     return None if value is None or (isinstance(value, float) and value != value) else str(value)
 """
+_ROW = "``row``, a mapping from column name to value (None or NaN: missing)"
+_EXP_HELPER = """
+
+def _exp(score):
+    try:
+        return math.exp(score)
+    except OverflowError:
+        return math.inf
+"""
+_SOFTMAX_HELPERS = """
+
+def _add(total, amounts):
+    return [t + a for t, a in zip(total, amounts)]
+
+
+def _softmax(scores, classes):
+    top = max(scores)
+    weights = [math.exp(score - top) for score in scores]
+    norm = sum(weights)
+    return {label: weight / norm for label, weight in zip(classes, weights)}
+"""
+
+
+def _python_output(ensemble) -> tuple[str, str, str, str, str]:
+    """(helpers, docstring, the initial total, how a rule adds its contribution ``{}``, the return statement) of
+    the Python function for the ensemble's link; helpers use ``math``."""
+    intercept = ensemble.intercept
+    if ensemble.link == "softmax":
+        classes = tuple(ensemble.classes)
+        return (
+            _SOFTMAX_HELPERS,
+            f"{{class: probability}} for {_ROW}; the predicted class is max(p, key=p.get).",
+            f"[0.0] * {len(classes)}",
+            "total = _add(total, {!r})",
+            f"return _softmax([b + t for b, t in zip({intercept!r}, total)], {classes!r})",
+        )
+    if ensemble.link == "log":
+        return (
+            _EXP_HELPER,
+            f"The rate for {_ROW}: exp of the score.",
+            "0.0",
+            "total += {!r}",
+            f"return _exp({intercept!r} + total)",
+        )
+    return "", f"The prediction for {_ROW}.", "0.0", "total += {!r}", f"return {intercept!r} + total"
 
 
 def to_python(ensemble, name: str = "predict") -> str:
-    """The source of a dependency-free Python module defining ``name(row)`` -> the ensemble's prediction."""
+    """The source of a dependency-free Python module defining ``name(row)`` -> the ensemble's output (module
+    docstring)."""
+    if not name.isidentifier():
+        raise ValueError(f"name must be a Python identifier, got {name!r}")
+    helpers, doc, start, add, result = _python_output(ensemble)
     dialect = _Python()
     wording = RuleWording(ensemble.encoding)
     body = []
     for rule in ensemble.rules:
         body.append(f"    # r{rule.id}: {wording.conjunction(rule.conditions)}")
         body.append(f"    if {_condition(dialect, ensemble, rule.conditions)}:")
-        body.append(f"        total += {rule.contribution!r}")
-    if not name.isidentifier():
-        raise ValueError(f"name must be a Python identifier, got {name!r}")
+        body.append(f"        {add.format(rule.contribution)}")
     return "\n".join(
         [
             f'"""FIRE rule set: {ensemble.n_rules} rules (generated; needs nothing but Python)."""',
             f"# columns: {ensemble.encoding.column_names!r}",
-            _PYTHON_HELPERS,
+            *(["", "import math"] if helpers else []),
+            _PYTHON_HELPERS + helpers,
             "",
             f"def {name}(row):",
-            '    """The prediction for ``row``, a mapping from column name to value (None or NaN: missing)."""',
-            "    total = 0.0",
+            f'    """{doc}"""',
+            f"    total = {start}",
             *body,
-            f"    return {ensemble.intercept!r} + total",
+            f"    {result}",
             "",
         ]
     )

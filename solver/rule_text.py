@@ -18,10 +18,24 @@ What a condition says depends on the column it is about (the ensemble's :class:`
 
 Column names and levels print as they are, but for characters that are not printable (line breaks, controls),
 escaped as Python writes them (``\\n``): a rule is one line, and the exports' comments cannot be broken out of.
+
+What a rule adds reads in the terms of the ensemble's ``link`` (``solver.rules``), in a column before its
+conditions:
+
+* identity and logit: the contribution, ``+0.4213``, after the intercept;
+* log (counts): the factor the rule multiplies the rate by, ``×1.8`` (``exp(contribution)``), after the base rate
+  ``exp(intercept)``;
+* softmax (classes): what the rule adds to the scores of the (at most ``CLASSES_SHOWN``) classes it moves most,
+  largest |amount| first, and how many more it moves: ``A +0.82, C -0.31, B +0.05, 2 more``; the intercept line
+  lists every class, in class order. Rules sort by the norm of their per-class amounts.
+
+A class label prints as :func:`label_text` writes it: a string as it is, a number or boolean as JSON (``1``,
+``true``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
@@ -30,11 +44,12 @@ from typing import Literal, get_args
 import numpy as np
 
 from .encoding import TableEncoding
-from .rule_types import Condition, Rule
+from .rule_types import Amount, Condition, Rule, magnitude
 
 ShowMissing = Literal["auto", "always", "never"]
 SHOW_MISSING: tuple[ShowMissing, ...] = get_args(ShowMissing)
 SORTS = ("contribution", "id")
+CLASSES_SHOWN = 3
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -83,6 +98,11 @@ def display_thresholds(rules: Sequence[Rule], X: np.ndarray) -> list[Rule]:
         )
 
     return [replace(rule, conditions=[displayed(c) for c in rule.conditions]) for rule in rules]
+
+
+def label_text(label) -> str:
+    """A class label as text: a string as it is, a number or a boolean as JSON writes it."""
+    return label if isinstance(label, str) else json.dumps(label)
 
 
 def printable(text: str) -> str:
@@ -204,29 +224,57 @@ class RuleWording:
 
 def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto") -> str:
     """The text of ``RuleEnsemble.to_text``: a summary line, the intercept, then one line per rule that starts
-    with its id (``r3``), its contribution and its conditions."""
+    with its id (``r3``), what it adds (module docstring) and its conditions."""
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {list(SORTS)}, got {sort!r}")
     wording = RuleWording(ensemble.encoding, show_missing)
     rules = ensemble.rules
     if sort == "contribution":
-        rules = sorted(rules, key=lambda rule: (-abs(rule.contribution), rule.id))
+        rules = sorted(rules, key=lambda rule: (-magnitude(rule.contribution), rule.id))
     ids = [f"r{rule.id}" for rule in rules]
-    amounts = [f"{rule.contribution:+.4g}" for rule in rules]
-    intercept = f"{ensemble.intercept:+.4g}"
     id_width = max(map(len, ids), default=0)
-    width = max(len(amount) for amount in [intercept, *amounts])
     summary = f"# {ensemble.n_rules} rules"
     if ensemble.n_antecedents is not None:
         summary += f", {ensemble.n_antecedents} antecedents"
+    if ensemble.link == "log":
+        summary += "; the rate is the base rate times the factor (×) of each rule that fires"
+    elif ensemble.link == "softmax":
+        summary += "; each rule adds to every class's score (shown: the classes it moves most), probabilities: softmax"
     if ensemble.response is not None:
-        summary += f"; amounts in {ensemble.response}"
-    lines = [summary, f"{'':{id_width}}  {intercept:>{width}}  intercept"]
+        summary += f"; {'amounts' if ensemble.link in ('identity', 'logit') else 'scores'} in {ensemble.response}"
+    if ensemble.link == "softmax":
+        labels = [printable(label_text(label)) for label in ensemble.classes]
+        amounts = [_per_class(labels, rule.contribution) for rule in rules]
+        width = max(map(len, amounts), default=0)
+        intercept = ", ".join(f"{label} {value:+.4g}" for label, value in zip(labels, ensemble.intercept))
+        head = f"{'':{id_width}}  intercept: {intercept}"
+        align = "<"
+    else:
+        if ensemble.link == "log":
+            amounts = [f"×{np.exp(rule.contribution):.4g}" for rule in rules]
+            intercept, name = f"{np.exp(ensemble.intercept):.4g}", "base rate"
+        else:
+            amounts = [f"{rule.contribution:+.4g}" for rule in rules]
+            intercept, name = f"{ensemble.intercept:+.4g}", "intercept"
+        width = max(len(amount) for amount in [intercept, *amounts])
+        head = f"{'':{id_width}}  {intercept:>{width}}  {name}"
+        align = ">"
+    lines = [summary, head]
     for rule_id, amount, rule in zip(ids, amounts, rules):
         lines.append(
-            f"{rule_id:<{id_width}}  {amount:>{width}}  if {wording.conjunction(rule.conditions)}{_origin(rule)}"
+            f"{rule_id:<{id_width}}  {amount:{align}{width}}  if {wording.conjunction(rule.conditions)}{_origin(rule)}"
         )
     return "\n".join(lines)
+
+
+def _per_class(labels: Sequence[str], amounts: Amount) -> str:
+    """The amounts of the ``CLASSES_SHOWN`` classes a rule moves most, largest |amount| first (ties in class
+    order), and how many classes more: ``A +0.82, C -0.31, B +0.05, 2 more``."""
+    order = sorted(range(len(labels)), key=lambda k: -abs(amounts[k]))
+    shown = [f"{labels[k]} {amounts[k]:+.4g}" for k in order[:CLASSES_SHOWN]]
+    if len(order) > CLASSES_SHOWN:
+        shown.append(f"{len(order) - CLASSES_SHOWN} more")
+    return ", ".join(shown)
 
 
 def _origin(rule: Rule) -> str:

@@ -26,18 +26,22 @@ count where no training rows were given); ``tree``, ``leaf``, ``weight`` and ``v
 and, like ``support`` and ``members``, optional (version 1 documents may lack them; what a document leaves out,
 ``to_dict`` leaves out).
 
-**Per-class rules** (multiclass targets; not scored yet). A rule fires or not for every class at once: its
-conditions are shared. What it adds is then one amount per class: its ``contribution`` a tuple with one float per
-class, in the ensemble's class order, and so a member's ``weight`` (and its ``value`` where a leaf holds one value
-per class); the document would hold a list of numbers there. :data:`Amount` types these fields for both; until an
-ensemble can score per-class amounts, ``from_dict`` accepts numbers only and ``RuleEnsemble`` refuses tuples.
+**Per-class rules** (multiclass targets, ``RuleEnsemble.link == "softmax"``). A rule fires or not for every
+class at once: its conditions are shared. What it adds is then one amount per class: its ``contribution`` a tuple
+with one float per class, in the ensemble's class order, and so a member's ``weight`` (and its ``value`` where a
+leaf holds one value per class); the document holds a list of numbers there (at least two). Within a rule every
+such list has the contribution's length, and a list where the contribution is one number is refused.
+:data:`Amount` types these fields for both.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ._validation import SchemaError, check_keys, is_integer, require_finite
 
@@ -45,7 +49,7 @@ MAX_CONDITIONS_PER_RULE = 1_000
 OPERATORS = ("<=", ">")
 
 Amount = float | tuple[float, ...]
-"""What a rule or a leaf adds: one number, or (multiclass, not scored yet) one number per class."""
+"""What a rule or a leaf adds: one number, or (multiclass) one number per class."""
 
 _CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing", "display_threshold"}
 _REQUIRED_CONDITION_KEYS = ("feature", "feature_index", "operator", "threshold", "missing")
@@ -158,14 +162,14 @@ class Rule:
     @classmethod
     def merged(cls, conditions: Sequence[Condition], members: Sequence[Member]) -> Rule:
         """The rule of leaves that share ``conditions``: its contribution their ``weight * value`` summed in
-        order, its origin the first member's."""
+        order (per class where either is a tuple), its origin the first member's."""
         first = members[0]
-        contribution = first.weight * first.value
+        total = np.multiply(first.weight, first.value)
         for member in members[1:]:
-            contribution += member.weight * member.value
+            total = total + np.multiply(member.weight, member.value)
         return cls(
             conditions,
-            contribution,
+            float(total) if total.ndim == 0 else tuple(total.tolist()),
             tree=first.tree,
             leaf=first.leaf,
             weight=first.weight,
@@ -176,7 +180,7 @@ class Rule:
 
     def to_dict(self) -> dict:
         entry = _origin_to_dict(self)
-        entry["contribution"] = self.contribution
+        entry["contribution"] = as_json(self.contribution)
         if self.id is not None:
             entry["id"] = self.id
         entry["conditions"] = [condition.to_dict() for condition in self.conditions]
@@ -200,12 +204,16 @@ class Rule:
         conditions = [
             Condition.from_dict(c, f"{field}/conditions/{k}", feature_names) for k, c in enumerate(conditions)
         ]
-        contribution = _amount(entry["contribution"], f"{field}/contribution")
+        contribution = amount(entry["contribution"], f"{field}/contribution")
         members = entry.get("members")
         if "members" in entry:
             if not isinstance(members, list):
                 raise RuleSchemaError(f"{field}/members", "must be a list of member objects")
             members = [Member.from_dict(member, f"{field}/members/{m}") for m, member in enumerate(members)]
+        size = len(contribution) if isinstance(contribution, tuple) else None
+        _check_size(field, origin.get("weight"), origin.get("value"), size)
+        for m, member in enumerate(members or ()):
+            _check_size(f"{field}/members/{m}", member.weight, member.value, size)
         return cls(conditions, contribution, members=members, **origin)
 
 
@@ -216,12 +224,36 @@ def count(value, field: str) -> int:
     return int(value)
 
 
-def _amount(value, field: str) -> float:
-    if isinstance(value, (list, tuple)):
-        raise RuleSchemaError(
-            field, "is a list, but per-class amounts (multiclass rules) cannot be scored yet: it must be a number"
-        )
-    return require_finite(value, field, RuleSchemaError)
+def amount(value, field: str) -> Amount:
+    """A finite number at ``field``, or a list of at least two (one per class) as a tuple."""
+    if not isinstance(value, (list, tuple)):
+        return require_finite(value, field, RuleSchemaError)
+    if len(value) < 2:
+        raise RuleSchemaError(field, "must be a number or a list of at least two numbers (one per class)")
+    return tuple(require_finite(number, f"{field}/{k}", RuleSchemaError) for k, number in enumerate(value))
+
+
+def magnitude(value: Amount) -> float:
+    """How much an amount adds: ``|value|``, or the Euclidean norm of per-class amounts."""
+    return math.hypot(*value) if isinstance(value, tuple) else abs(value)
+
+
+def is_zero(value: Amount) -> bool:
+    """Whether an amount adds nothing: 0, or 0 for every class."""
+    return all(number == 0.0 for number in value) if isinstance(value, tuple) else value == 0.0
+
+
+def as_json(value: Amount | None):
+    """An amount as the document holds it: a number, or a list of per-class numbers."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _check_size(field: str, weight: Amount | None, value: Amount | None, size: int | None) -> None:
+    """Per-class weight and value at ``field`` have the rule's number of classes (``size``; None: one number)."""
+    for key, number in (("weight", weight), ("value", value)):
+        if isinstance(number, tuple) and len(number) != size:
+            has = "is one number" if size is None else f"has {size} classes"
+            raise RuleSchemaError(f"{field}/{key}", f"has {len(number)} per-class numbers but the contribution {has}")
 
 
 def _origin_from_dict(entry: Mapping, field: str) -> dict[str, Any]:
@@ -232,7 +264,7 @@ def _origin_from_dict(entry: Mapping, field: str) -> dict[str, Any]:
             origin[key] = count(entry[key], f"{field}/{key}")
     for key in ("weight", "value"):
         if key in entry:
-            origin[key] = _amount(entry[key], f"{field}/{key}")
+            origin[key] = amount(entry[key], f"{field}/{key}")
     origin["omitted"] = frozenset(key for key in _NULLABLE if key not in entry)
     return origin
 
@@ -241,8 +273,8 @@ def _origin_to_dict(origin: Member | Rule) -> dict:
     values = {
         "tree": origin.tree,
         "leaf": origin.leaf,
-        "weight": origin.weight,
-        "value": origin.value,
+        "weight": as_json(origin.weight),
+        "value": as_json(origin.value),
         "support": origin.support,
     }
     return {

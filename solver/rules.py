@@ -11,6 +11,19 @@ simplified conditions are identical, e.g. the same leaf of identical trees). Eac
 position in ``rules`` (tree order), the same in the JSON, the text (``r3``), the explanations and the exports
 (``solver.export``).
 
+That sum is the model's *score*; its ``link`` says what the score is, and what :meth:`RuleEnsemble.predict_mean`
+makes of it (the inverse link, giving the mean of the target):
+
+* ``"identity"`` (squared loss; the default): the score is the prediction;
+* ``"logit"`` (binary logistic loss): the log-odds of the positive class (``classes[1]`` where the two labels
+  are given); the mean is its probability ``1 / (1 + exp(-score))``;
+* ``"log"`` (Poisson loss): the log of the rate; the mean is the rate ``exp(score)``: the base rate
+  ``exp(intercept)`` times the factor ``exp(contribution)`` of every rule that fires;
+* ``"softmax"`` (multinomial loss): one score per class, the intercept and every contribution a tuple of K >= 2
+  floats in the order of ``classes`` (``solver.rule_types``); the mean is the class probabilities
+  ``p_k = exp(score_k) / sum_j exp(score_j)``, the predicted class the one with the largest score. A rule adds to
+  every class at once (a leaf's K weights times its value); only differences between classes matter.
+
 The ensemble keeps the :class:`solver.encoding.TableEncoding` of its features (``encoding``: which features
 are one-hot levels of which text column, which columns had missing values), so rules read in the data's own
 words (``Sex is M``) and export over the original columns.
@@ -19,15 +32,18 @@ JSON schema ``fire-rules`` version 2 (``to_dict``/``from_dict``; version 1, with
 ``importance`` and ids, is read too); each rule is a :class:`~solver.rule_types.Rule` entry, described with its
 conditions and members in ``solver.rule_types``::
 
-    {"format": "fire-rules", "version": 2, "feature_names": [...], "intercept": 2.07,
+    {"format": "fire-rules", "version": 2, "feature_names": [...], "intercept": 2.07 | [0.1, -0.3, 0.2],
      "n_antecedents": 13 | null, "columns": TableEncoding.to_dict() | null,
      "importance": {"Sex": 0.12, "Length": 0.3, ...} | null, "response": "log-odds of 'yes'" | null,
-     "rules": [Rule, ...]}
+     "link": "logit" | "log" | "softmax", "classes": ["A", "B", "C"], "rules": [Rule, ...]}
 
-``response`` (optional, null where absent) says what the intercept and contributions add up to when it is not
-the target itself: a classifier's ``"log-odds of 'yes'"`` (its probability is the sigmoid of the prediction).
-``importance`` is each column's share of the summed |contribution| over the training rows (a rule's share split
-evenly over its columns).
+``link`` is written where it is not ``"identity"`` and ``classes`` where given (absent: identity, or softmax where
+the intercept is a list; no classes), so a single-output document reads as before. ``classes`` are the labels
+(strings, numbers or booleans, distinct as values and as text): K of them for softmax, where the intercept and
+every contribution hold K numbers, or a binary classifier's two for logit; other links have none.
+``response`` (optional, null where absent) says what the score is when it is not the target itself: a
+classifier's ``"log-odds of 'yes'"``. ``importance`` is each column's share of the summed |contribution| (the
+norm of per-class ones) over the training rows (a rule's share split evenly over its columns).
 """
 
 from __future__ import annotations
@@ -35,17 +51,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numba import njit
+from scipy.special import expit, softmax
 
-from ._validation import check_feature_names, check_keys, is_integer, require_finite
+from ._validation import MAX_FEATURE_NAME_LENGTH, check_feature_names, check_keys, is_integer, require_finite
 from .encoding import TableEncoding
 from .forest import as_float32_rows
 from .leaf_matrix import count_antecedents
-from .rule_text import display_thresholds, rules_text
-from .rule_types import Member, Rule, RuleSchemaError, count
+from .rule_text import display_thresholds, label_text, rules_text
+from .rule_types import Amount, Member, Rule, RuleSchemaError, amount, as_json, count, is_zero, magnitude
 from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
@@ -63,7 +81,12 @@ _TOP_LEVEL_KEYS = {
     "importance",
     "rules",
     "response",
+    "link",
+    "classes",
 }
+Link = Literal["identity", "logit", "log", "softmax"]
+LINKS: tuple[Link, ...] = get_args(Link)
+INVERSE_LINKS = {"identity": np.asarray, "logit": expit, "log": np.exp, "softmax": partial(softmax, axis=1)}
 
 
 @njit(cache=True)
@@ -84,6 +107,7 @@ def _rule_fires(x, start, stop, cond_feature, cond_is_upper, cond_threshold, con
 
 @njit(cache=True)
 def _predict_rules(X, intercept, contributions, rule_ptr, cond_feature, cond_is_upper, cond_threshold, cond_missing):
+    """(n,) scores: ``intercept + (0.0 + the contributions[r] of the rules r that fire, in rule order)``."""
     n_rows = X.shape[0]
     out = np.empty(n_rows)
     for i in range(n_rows):
@@ -94,6 +118,25 @@ def _predict_rules(X, intercept, contributions, rule_ptr, cond_feature, cond_is_
             ):
                 total += contributions[r]
         out[i] = intercept + total
+    return out
+
+
+@njit(cache=True)
+def _predict_per_class(
+    X, intercept, contributions, rule_ptr, cond_feature, cond_is_upper, cond_threshold, cond_missing
+):
+    """(n, K) scores: ``_predict_rules`` for each class k, with ``intercept[k]`` and ``contributions[:, k]``."""
+    n_rows, n_classes = X.shape[0], intercept.shape[0]
+    out = np.zeros((n_rows, n_classes))
+    for i in range(n_rows):
+        for r in range(contributions.shape[0]):
+            if _rule_fires(
+                X[i], rule_ptr[r], rule_ptr[r + 1], cond_feature, cond_is_upper, cond_threshold, cond_missing
+            ):
+                for k in range(n_classes):
+                    out[i, k] += contributions[r, k]
+        for k in range(n_classes):
+            out[i, k] = intercept[k] + out[i, k]
     return out
 
 
@@ -110,35 +153,38 @@ def _fired_rules(X, rule_ptr, cond_feature, cond_is_upper, cond_threshold, cond_
 
 
 class RuleEnsemble:
-    """Weighted decision rules: ``predict(x) = intercept + sum of contributions of rules firing``.
+    """Weighted decision rules: ``score(x) = intercept + sum of the contributions of the rules that fire``, the
+    ``link`` saying what the score is (see the module docstring).
 
     Build with :meth:`from_weights` (leaves of a forest with nonzero weight) or :meth:`from_dict`.
     ``n_antecedents`` is the paper's interpretability count: distinct internal tree nodes on the
     paths of the selected leaves (``None`` when unknown). ``encoding``: the TableEncoding of the
     features (numeric columns named ``feature_names``, missing values unknown, where none is given);
     ``importance``: {column: share} or None (see the module docstring). Rule ids are set here: a rule's
-    id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`). One output only: a rule with
-    per-class contributions is refused (``solver.rule_types`` says how one is represented).
+    id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`). ``link`` (None: softmax where
+    ``intercept`` is a sequence, else identity) and ``classes`` are checked against the intercept and the
+    contributions (a RuleSchemaError naming the document's path, e.g. ``rules/3/contribution``).
     """
 
     def __init__(
         self,
         rules: Sequence[Rule],
-        intercept: float,
+        intercept: Amount | Sequence[float],
         feature_names: Sequence[str],
         n_antecedents: int | None = None,
         encoding: TableEncoding | None = None,
         importance: dict[str, float] | None = None,
         response: str | None = None,
+        *,
+        classes: Sequence | None = None,
+        link: Link | None = None,
     ):
         self.rules = tuple(
             rule if rule.id == position else replace(rule, id=position) for position, rule in enumerate(rules)
         )
-        per_class = next((rule.id for rule in self.rules if isinstance(rule.contribution, tuple)), None)
-        if per_class is not None:
-            raise ValueError(f"rule {per_class} has per-class contributions: a RuleEnsemble scores one output")
+        self.intercept = _as_amount(intercept)
+        self.classes, self.link = _check_outputs(self.rules, self.intercept, classes, link)
         self.response = response
-        self.intercept = float(intercept)
         self.feature_names = list(feature_names)
         self.n_antecedents = n_antecedents
         self.encoding = TableEncoding.numeric(self.feature_names) if encoding is None else encoding
@@ -155,7 +201,10 @@ class RuleEnsemble:
         self._cond_is_upper = np.array([c.operator == "<=" for c in conditions], dtype=np.bool_)
         self._cond_threshold = np.array([c.threshold for c in conditions], dtype=np.float64)
         self._cond_missing = np.array([c.missing for c in conditions], dtype=np.bool_)
-        self._contributions = np.array([rule.contribution for rule in self.rules], dtype=np.float64)
+        self._intercept = np.array(self.intercept) if self.link == "softmax" else self.intercept  # (K,) or float
+        self._contributions = np.array([rule.contribution for rule in self.rules], dtype=np.float64).reshape(
+            (self.n_rules, *np.shape(self.intercept))
+        )
 
     @property
     def n_rules(self) -> int:
@@ -170,35 +219,44 @@ class RuleEnsemble:
         cls,
         forest,
         weights,
-        intercept: float,
+        intercept: float | Sequence[float],
         *,
+        classes: Sequence | None = None,
+        link: Link | None = None,
         encoding: TableEncoding | None = None,
         X=None,
         response: str | None = None,
     ) -> RuleEnsemble:
         """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
-        scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M.
+        scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M: shape (R,),
+        or (R, K) with K ``intercept`` values for the K ``classes`` (the link softmax).
 
-        Leaf ``j`` contributes ``weights[j] * forest.leaf_values[j]`` when it fires, so the result
-        predicts exactly like ``intercept + M @ weights``. Leaves with identical simplified
+        Leaf ``j`` contributes ``weights[j] * forest.leaf_values[j]`` (a K-tuple per class) when it fires, so the
+        result scores exactly like ``intercept + M @ weights``. Leaves with identical simplified
         conditions are merged into one rule (contributions summed); rules whose contribution is
-        exactly 0 are dropped.
+        exactly 0 (for every class) are dropped.
 
         ``encoding``: the TableEncoding of the table the forest splits (its features, by position:
         its names replace the forest's); without one, the features are numeric columns that had
         missing values where ``X`` has NaN. ``X``: the training rows (encoded): thresholds are shown at
         the precision that separates their values, ``support`` counts the rows each rule fires on and
-        ``importance`` is computed from them. ``response``: see the module docstring.
+        ``importance`` is computed from them. ``classes``, ``link`` and ``response``: see the module docstring.
         """
         forest = as_tree_ensemble(forest)
         weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != (forest.n_leaves,):
-            raise ValueError(f"weights must have shape ({forest.n_leaves},) (one per leaf), got {weights.shape}")
+        if weights.ndim not in (1, 2) or weights.shape[0] != forest.n_leaves:
+            raise ValueError(
+                f"weights must have shape ({forest.n_leaves},) or ({forest.n_leaves}, K) (a row per leaf), "
+                f"got {weights.shape}"
+            )
         if not np.isfinite(weights).all():
             raise ValueError("weights must be finite")
-        if not math.isfinite(intercept):
+        intercept = _as_amount(intercept)
+        if np.shape(intercept) != weights.shape[1:]:
+            raise ValueError(f"intercept must have shape {weights.shape[1:]} (one per column of weights)")
+        if not np.isfinite(intercept).all():
             raise ValueError("intercept must be finite")
-        leaves = np.flatnonzero(weights)
+        leaves = np.flatnonzero(weights.reshape(forest.n_leaves, -1).any(axis=1))
         trees = forest.leaf_tree(leaves)
         # the simplified conditions, as sorted (feature_index, operator, threshold, missing) -> (conditions, members)
         merged: dict[tuple, tuple] = {}
@@ -207,7 +265,7 @@ class RuleEnsemble:
             member = Member(
                 int(tree),
                 int(leaf - forest.leaf_offsets[tree]),
-                float(weights[leaf]),
+                _as_amount(weights[leaf]),
                 float(forest.leaf_values[leaf]),
                 support if support >= 0 else None,
             )
@@ -216,7 +274,7 @@ class RuleEnsemble:
         rules = [
             rule
             for rule in (Rule.merged(conditions, members) for conditions, members in merged.values())
-            if rule.contribution != 0.0
+            if not is_zero(rule.contribution)
         ]
         kept_leaves = np.array(
             [forest.leaf_offsets[m.tree] + m.leaf for rule in rules for m in rule.members], dtype=np.int64
@@ -236,7 +294,9 @@ class RuleEnsemble:
             replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index]) for c in rule.conditions])
             for rule in rules
         ]
-        ensemble = cls(rules, intercept, feature_names, n_antecedents, encoding, response=response)
+        ensemble = cls(
+            rules, intercept, feature_names, n_antecedents, encoding, response=response, classes=classes, link=link
+        )
         if X is not None:
             ensemble._count_training_rows(X32)
         return ensemble
@@ -250,7 +310,7 @@ class RuleEnsemble:
         for rule, rows in zip(self.rules, support):
             columns = {position[self.encoding.feature_column(c.feature_index)[0].name] for c in rule.conditions}
             for k in columns:
-                shares[k] += abs(rule.contribution) * rows / len(columns)
+                shares[k] += magnitude(rule.contribution) * rows / len(columns)
         self.rules = tuple(replace(rule, support=int(rows)) for rule, rows in zip(self.rules, support))
         total = shares.sum()
         self.importance = {
@@ -261,11 +321,12 @@ class RuleEnsemble:
     # -- scoring ---------------------------------------------------------------------------
 
     def predict(self, X) -> np.ndarray:
-        """intercept + sum of the contributions of the rules each row satisfies."""
-        X32 = as_float32_rows(X, self.n_features)
-        return _predict_rules(
-            X32,
-            self.intercept,
+        """The scores: intercept + the contributions of the rules each row satisfies, added in id order; (n,), or
+        (n, K) with a column per class (softmax)."""
+        kernel = _predict_per_class if self.link == "softmax" else _predict_rules
+        return kernel(
+            as_float32_rows(X, self.n_features),
+            self._intercept,
             self._contributions,
             self._rule_ptr,
             self._cond_feature,
@@ -274,12 +335,19 @@ class RuleEnsemble:
             self._cond_missing,
         )
 
+    def predict_mean(self, X) -> np.ndarray:
+        """The target's mean under the model, the inverse link of the scores (module docstring): the prediction
+        (identity), the probability of the positive class (logit), the rate (log), or (n, K) class probabilities,
+        each row summing to 1 (softmax, computed as ``exp(score - max) / sum``)."""
+        return INVERSE_LINKS[self.link](self.predict(X))
+
     def explain(self, X) -> list[list[dict]]:
-        """Per row, the rules that fire as ``{"id", "contribution"}``, in id order: the contributions sum to
-        the prediction minus the intercept."""
+        """Per row, the rules that fire as ``{"id", "contribution"}`` (a list per class for softmax), in id order:
+        the contributions sum to the score minus the intercept."""
         fired = self._fired(as_float32_rows(X, self.n_features))
         return [
-            [{"id": int(r), "contribution": self.rules[r].contribution} for r in np.flatnonzero(row)] for row in fired
+            [{"id": int(r), "contribution": as_json(self.rules[r].contribution)} for r in np.flatnonzero(row)]
+            for row in fired
         ]
 
     def _fired(self, X32: np.ndarray) -> np.ndarray:
@@ -291,10 +359,11 @@ class RuleEnsemble:
 
     def to_text(self, sort: str = "contribution", show_missing: str = "auto") -> str:
         """A summary line, the intercept, then one line per rule starting with its id, e.g.
-        ``r3  +0.4213  if Sex is M and 0.45 < Length <= 0.6   [support 120]`` (``solver.rule_text``).
+        ``r3  +0.4213  if Sex is M and 0.45 < Length <= 0.6   [support 120]`` (``solver.rule_text``, which
+        says how the log and softmax links read).
 
-        ``sort="contribution"`` lists the largest |contribution| first, ``sort="id"`` keeps tree order.
-        ``show_missing``: "auto" (where the column can be missing), "always" or "never".
+        ``sort="contribution"`` lists the largest |contribution| (norm, per class) first, ``sort="id"`` keeps
+        tree order. ``show_missing``: "auto" (where the column can be missing), "always" or "never".
         """
         return rules_text(self, sort, show_missing)
 
@@ -302,17 +371,22 @@ class RuleEnsemble:
 
     def to_dict(self) -> dict:
         """The ``fire-rules`` JSON document."""
-        return {
+        document = {
             "format": RULES_FORMAT,
             "version": RULES_FORMAT_VERSION,
             "feature_names": list(self.feature_names),
-            "intercept": self.intercept,
+            "intercept": as_json(self.intercept),
             "n_antecedents": self.n_antecedents,
             "columns": self.encoding.to_dict(),
             "importance": None if self.importance is None else dict(self.importance),
             "response": self.response,
-            "rules": [rule.to_dict() for rule in self.rules],
         }
+        if self.link != "identity":
+            document["link"] = self.link
+        if self.classes is not None:
+            document["classes"] = list(self.classes)
+        document["rules"] = [rule.to_dict() for rule in self.rules]
+        return document
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> RuleEnsemble:
@@ -331,7 +405,7 @@ class RuleEnsemble:
         feature_names = _check_feature_names(document["feature_names"])
         encoding = _check_columns(document.get("columns"), feature_names)
         importance = _check_importance(document.get("importance"), encoding)
-        intercept = require_finite(document["intercept"], "intercept", RuleSchemaError)
+        intercept = amount(document["intercept"], "intercept")
         n_antecedents = document.get("n_antecedents")
         if n_antecedents is not None:
             n_antecedents = count(n_antecedents, "n_antecedents")
@@ -347,12 +421,83 @@ class RuleEnsemble:
         response = document.get("response")
         if response is not None and not isinstance(response, str):
             raise RuleSchemaError("response", "must be a string or null")
-        return cls(rules, intercept, feature_names, n_antecedents, encoding, importance, response)
+        return cls(
+            rules,
+            intercept,
+            feature_names,
+            n_antecedents,
+            encoding,
+            importance,
+            response,
+            classes=document.get("classes"),
+            link=document.get("link"),
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+
+
+def _as_amount(value) -> Amount:
+    """A number as a float, a sequence of them (one per class) as a tuple of floats."""
+    return tuple(np.asarray(value, dtype=np.float64).tolist()) if np.ndim(value) else float(value)
+
+
+def _check_outputs(rules: Sequence[Rule], intercept: Amount, classes, link) -> tuple[list | None, Link]:
+    """(classes, link) of an ensemble, checked with its intercept and rules (module docstring): per-class amounts
+    of one length K exactly where the link is softmax, and then K classes."""
+    per_class = isinstance(intercept, tuple)
+    if link is None:
+        link = "softmax" if per_class else "identity"
+    if not isinstance(link, str) or link not in LINKS:
+        raise RuleSchemaError("link", f"is {link!r} but must be one of {list(LINKS)}")
+    if per_class != (link == "softmax"):
+        shape = "a list of numbers, one per class," if per_class else "a number"
+        raise RuleSchemaError("intercept", f"is {shape} but the link is {link}: per-class scores are softmax's alone")
+    size = len(intercept) if per_class else None
+    if per_class and size < 2:
+        raise RuleSchemaError("intercept", "must hold a number per class, for at least two classes")
+    for rule in rules:
+        if (len(rule.contribution) if isinstance(rule.contribution, tuple) else None) != size:
+            shape = "a number, as the intercept" if size is None else f"a list of {size} numbers, one per class"
+            raise RuleSchemaError(f"rules/{rule.id}/contribution", f"must be {shape} (per-class amounts: softmax)")
+    return _check_classes(classes, link, size), link
+
+
+def _check_classes(classes, link: str, size: int | None) -> list | None:
+    """The labels of a softmax ensemble's ``size`` classes, or of a logit one's two (optional): strings, numbers
+    or booleans (numpy scalars read as Python's), distinct both as values and as text (``label_text``)."""
+    if classes is None:
+        if link == "softmax":
+            raise RuleSchemaError("classes", "are required for per-class scores: a list of the class labels")
+        return None
+    expected = {"softmax": size, "logit": 2}.get(link)
+    if expected is None:
+        raise RuleSchemaError("classes", f"must be absent for the {link} link: only classifiers have classes")
+    if not isinstance(classes, (list, tuple, np.ndarray)) or len(classes) != expected:
+        raise RuleSchemaError("classes", f"must be a list of {expected} labels, as the {link} link's scores say")
+    labels: list = []
+    texts: set[str] = set()
+    for k, label in enumerate(classes):
+        label = label.item() if isinstance(label, np.generic) else label
+        valid = (
+            (isinstance(label, str) and len(label) <= MAX_FEATURE_NAME_LENGTH)
+            or isinstance(label, bool)
+            or is_integer(label)
+            or (isinstance(label, float) and math.isfinite(label))
+        )
+        if not valid:
+            raise RuleSchemaError(
+                f"classes/{k}",
+                f"must be a string of at most {MAX_FEATURE_NAME_LENGTH} characters, a finite number or a boolean",
+            )
+        text = label_text(label)
+        if text in texts or label in labels:
+            raise RuleSchemaError(f"classes/{k}", f"{label!r} repeats an earlier class; class labels must be distinct")
+        texts.add(text)
+        labels.append(label)
+    return labels
 
 
 def _check_feature_names(names) -> list[str]:

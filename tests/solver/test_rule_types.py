@@ -196,16 +196,43 @@ def test_merged_rules_sum_their_members_in_order():
     assert rule.members == tuple(members)
 
 
-def test_per_class_amounts_are_refused_until_they_can_be_scored():
+def test_per_class_amounts_read_and_write_as_lists():
+    rule = {
+        "weight": [0.5, -0.5],
+        "value": 2.0,
+        "contribution": [1.0, -1.0],
+        "conditions": [],
+        "members": [{"weight": [0.5, -0.5], "value": 2.0}],
+    }
+    typed = Rule.from_dict(rule, "r", ["a"])
+    assert typed.contribution == (1.0, -1.0) and typed.weight == typed.members[0].weight == (0.5, -0.5)
+    assert json.dumps(typed.to_dict()) == json.dumps(rule)
+    members = [Member(0, 1, (0.1, 0.2, 0.0), 3.0, None), Member(1, 1, (0.2, -0.2, 0.0), 3.0, None)]
+    merged = Rule.merged((), members)
+    assert merged.contribution == (0.1 * 3.0 + 0.2 * 3.0, 0.2 * 3.0 + -0.2 * 3.0, 0.0)
+    assert merged.weight == (0.1, 0.2, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("contribution", [1.0, -1.0], "rules/0/contribution"),  # a single-output ensemble
+        ("contribution", [1.0], "rules/0/contribution"),
+        ("contribution", [1.0, None], "rules/0/contribution/1"),
+        ("members/0/weight", [1.0, -1.0], "rules/0/members/0/weight"),  # a number's contribution
+        ("weight", [1.0, -1.0], "rules/0/weight"),
+    ],
+)
+def test_per_class_amounts_must_fit_the_rule_and_the_ensemble(path, value, field):
     document = copy.deepcopy(VERSION_1)
-    document["rules"][0]["contribution"] = [1.0, -1.0]
-    with pytest.raises(RuleSchemaError, match="per-class") as error:
+    *parents, last = path.split("/")
+    target = document["rules"][0]
+    for key in parents:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    target[last] = value
+    with pytest.raises(RuleSchemaError) as error:
         RuleEnsemble.from_dict(document)
-    assert error.value.field == "rules/0/contribution"
-    document = copy.deepcopy(VERSION_1)
-    document["rules"][0]["members"][0]["weight"] = [1.0, -1.0]
-    with pytest.raises(RuleSchemaError, match="per-class") as error:
-        RuleEnsemble.from_dict(document)
-    assert error.value.field == "rules/0/members/0/weight"
-    with pytest.raises(ValueError, match="per-class"):
+    assert error.value.field == field
+    with pytest.raises(RuleSchemaError) as error:
         RuleEnsemble([Rule([], 1.0), Rule([], (1.0, -1.0))], 0.0, ["a"])
+    assert error.value.field == "rules/1/contribution"
