@@ -1,5 +1,5 @@
 """numba kernels over flat tree arrays: the canonical leaf walk, routing rows to leaves, leaf
-ancestors, and products with the implicit mapping matrix."""
+ancestors, products with the implicit mapping matrix, and sums of K-output leaves."""
 
 import numpy as np
 from numba import njit
@@ -124,4 +124,24 @@ def leaf_column_sums(leaves, offsets, n_leaves, row_weight):
     for i in range(n_rows):
         for t in range(n_trees):
             out[offsets[t] + leaves[i, t]] += row_weight[i]
+    return out
+
+
+@njit(cache=True)
+def leaf_output_sums(leaves, offsets, tree_outputs, leaf_values, vector_rows, leaf_vectors, n_outputs):
+    """(n, K) sums over trees of what each row's leaf adds to each output: a per-output tree
+    (tree_outputs[t] >= 0) adds leaf_values[j] to its output, a vector tree the row
+    leaf_vectors[vector_rows[j]] to all outputs."""
+    n_rows, n_trees = leaves.shape
+    out = np.zeros((n_rows, n_outputs))
+    for i in range(n_rows):
+        for t in range(n_trees):
+            j = offsets[t] + leaves[i, t]
+            k = tree_outputs[t]
+            if k >= 0:
+                out[i, k] += leaf_values[j]
+            else:
+                row = vector_rows[j]
+                for m in range(n_outputs):
+                    out[i, m] += leaf_vectors[row, m]
     return out

@@ -4,6 +4,17 @@ A :class:`TreeEnsemble` is a list of binary regression trees plus two scalars::
 
     prediction(x) = base_score + tree_weight * sum_t value_t[leaf_t(x)]
 
+An ensemble may have ``K = n_outputs > 1`` outputs (a K-class classifier's class probabilities or raw
+scores, one per class; multi-target regression); then ``base_score`` is a K-vector, the prediction is a
+K-vector, and each tree is one of two kinds:
+
+* a *vector tree* (random forest / extra trees / decision tree classifiers): every node value is a
+  K-vector, added to all outputs;
+* a *per-output tree* (gradient boosting, XGBoost and LightGBM multiclass: K trees per round): a
+  scalar-valued tree whose value is added to output ``output`` only.
+
+For ``K = 1`` every tree is scalar-valued and adds to the one output (no ``output`` needed).
+
 Every leaf is a decision rule (the conjunction of the splits on its path). Leaves are numbered
 per tree in explicit left-to-right depth-first order (never node-id order, which differs for trees
 grown best-first), and globally by concatenating the trees: the leaves of tree ``t`` are the
@@ -21,15 +32,22 @@ JSON schema ``fire-forest`` version 1 (what :meth:`TreeEnsemble.to_dict` writes 
       "kind": "random_forest",            optional string (default "custom"): random_forest,
                                           extra_trees, gradient_boosting, decision_tree or custom;
                                           only used by to_sklearn() to pick the estimator class
+      "n_outputs": 1,                     optional integer >= 1 (default 1): K, the outputs of
+                                          the prediction (e.g. classes), at most max_outputs
       "n_features": 8,                    required integer >= 1: columns of X
       "feature_names": ["MedInc", ...],   optional: n_features unique non-empty strings
                                           (default "x0", "x1", ...)
-      "base_score": 0.0,                  required finite number added to every prediction
+      "base_score": 0.0,                  required finite number added to every prediction;
+                                          for n_outputs K > 1 a list of K finite numbers
       "tree_weight": 0.01,                required finite number multiplying every leaf value
                                           (random forest: 1/T; boosting: 1, learning rate is
                                           already folded into the values)
       "trees": [                          required non-empty list, one object per tree
         {
+          "output": 2,                    optional integer in [0, n_outputs): the output a
+                                          scalar-valued (per-output) tree adds to; required for
+                                          such a tree when n_outputs > 1, and only 0 allowed
+                                          when n_outputs is 1; absent for a vector tree
           "children_left":  [1, -1, -1],  required, one entry per node; node 0 is the root;
           "children_right": [2, -1, -1],  a leaf has both children -1, a split node has two
                                           valid child ids; every node but the root has exactly
@@ -38,7 +56,9 @@ JSON schema ``fire-forest`` version 1 (what :meth:`TreeEnsemble.to_dict` writes 
                                           ignored at leaves (write -2)
           "threshold": [2.5, -2.0, -2.0], required finite numbers; x goes left iff
                                           float32(x[feature]) <= threshold
-          "value":     [0.0, 1.5, 3.0],   required finite numbers: node outputs (leaves matter)
+          "value":     [0.0, 1.5, 3.0],   required finite numbers: node outputs (leaves matter);
+                                          a vector tree (n_outputs K > 1, no "output") has a
+                                          list of K finite numbers per node instead
           "missing_go_left": [true, false, false],
                                           optional booleans (default all false): where NaN goes
           "n_samples": [100, 60, 40]      optional integers >= 0: training samples per node
@@ -48,10 +68,12 @@ JSON schema ``fire-forest`` version 1 (what :meth:`TreeEnsemble.to_dict` writes 
 
 Limits on untrusted input (keyword arguments of ``from_dict``/``TreeEnsemble``): at most
 ``max_nodes`` nodes in total (default 5,000,000), tree depth at most ``max_depth`` (default 64),
-``n_features`` at most ``max_features`` (default 1,000,000). Violations raise
+``n_features`` at most ``max_features`` (default 1,000,000), ``n_outputs`` at most ``max_outputs``
+(default 10,000). Violations raise
 :class:`ForestSchemaError` whose ``field`` is a path such as ``trees/3/children_left/17``.
 Python's ``json`` writes floats with ``repr``, so float64 thresholds and values round-trip
-exactly through ``json.dumps``/``json.loads``.
+exactly through ``json.dumps``/``json.loads``. A one-output ensemble's document has neither
+``n_outputs`` nor ``output`` keys: it is exactly what earlier versions wrote.
 """
 
 from __future__ import annotations
@@ -59,11 +81,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
-from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec
+from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec, leaf_output_sums
 from ._validation import SchemaError, check_feature_names, check_keys, is_integer, node_array, require_finite
 from .rule_types import Condition
 
@@ -72,16 +96,27 @@ FOREST_FORMAT_VERSION = 1
 DEFAULT_MAX_NODES = 5_000_000
 DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_FEATURES = 1_000_000
+DEFAULT_MAX_OUTPUTS = 10_000
 KINDS = ("random_forest", "extra_trees", "gradient_boosting", "decision_tree", "custom")
 
 LEAF = -1
 LEAF_FEATURE = -2
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
-_TOP_LEVEL_KEYS = {"format", "version", "kind", "n_features", "feature_names", "base_score", "tree_weight", "trees"}
+_TOP_LEVEL_KEYS = {
+    "format",
+    "version",
+    "kind",
+    "n_outputs",
+    "n_features",
+    "feature_names",
+    "base_score",
+    "tree_weight",
+    "trees",
+}
 _REQUIRED_TOP_LEVEL_KEYS = ("format", "version", "n_features", "base_score", "tree_weight", "trees")
 _REQUIRED_TREE_KEYS = ("children_left", "children_right", "feature", "threshold", "value")
-_OPTIONAL_TREE_KEYS = ("missing_go_left", "n_samples")
+_OPTIONAL_TREE_KEYS = ("missing_go_left", "n_samples", "output")
 
 
 class ForestSchemaError(SchemaError):
@@ -93,15 +128,25 @@ class Tree:
     """One binary regression tree as parallel per-node arrays (scikit-learn's layout).
 
     ``TreeEnsemble`` validates the arrays and stores canonical copies (int32, float64, bool).
+    In an ensemble with ``n_outputs`` K > 1 a tree is either a *vector tree* (``value`` of shape
+    (n_nodes, K), ``output`` None: it adds to every output) or a *per-output tree* (``value`` of
+    shape (n_nodes,), ``output`` = k: it adds to output k only). In a one-output ensemble ``value``
+    is (n_nodes,) and ``output`` is None (0 is accepted and stored as None).
     """
 
     children_left: np.ndarray  # int32 (n_nodes,), -1 at leaves
     children_right: np.ndarray  # int32 (n_nodes,), -1 at leaves
     feature: np.ndarray  # int32 (n_nodes,), -2 at leaves
     threshold: np.ndarray  # float64 (n_nodes,): go left iff float32(x[feature]) <= threshold
-    value: np.ndarray  # float64 (n_nodes,): node output before tree_weight
+    value: np.ndarray  # float64 (n_nodes,) or, for a vector tree, (n_nodes, K): node output before tree_weight
     missing_go_left: np.ndarray | None = None  # bool (n_nodes,): where NaN goes (None: right)
     n_samples: np.ndarray | None = None  # int64 (n_nodes,): training samples per node
+    output: int | None = None  # per-output tree of a K > 1 ensemble: the output it adds to
+
+    @property
+    def is_vector(self) -> bool:
+        """Whether every node holds a vector of values (one per output), not one number."""
+        return np.ndim(self.value) == 2
 
     @property
     def n_nodes(self) -> int:
@@ -212,11 +257,72 @@ class _TreeLayout:
     parent: np.ndarray  # int32 (n_nodes,), -1 at the root
 
 
-def _canonical_tree(index: int, tree: Tree, n_features: int, max_depth: int | None) -> tuple[Tree, _TreeLayout]:
+def _is_number(value) -> bool:
+    """A JSON number (not a boolean) that numpy holds as float64 (integers of at most 64 bits)."""
+    if is_integer(value):
+        return -(2**63) <= value < 2**63
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _vector_values(values, field: str, n_outputs: int) -> np.ndarray:
+    """A vector tree's per-node values, one list of ``n_outputs`` finite numbers per node, as float64 (n_nodes, K)."""
+    K = n_outputs
+    shape_hint = (
+        f"n_outputs is {K}: give each node a list of {K} numbers (a vector tree), or give the tree an "
+        "'output' index and one number per node (a per-output tree)"
+    )
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise ForestSchemaError(field, f"must be a list of {K}-number lists, got {type(values).__name__}")
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        array = np.asarray([], dtype=object)  # ragged: found below
+    if not (array.ndim == 2 and array.shape[1] == K and (array.dtype.kind in "iuf" or array.size == 0)):
+        if isinstance(values, np.ndarray):
+            raise ForestSchemaError(
+                field, f"has shape {values.shape} and dtype {values.dtype} but must be numbers of shape (n_nodes, {K})"
+            )
+        for i, row in enumerate(values):
+            if not isinstance(row, (list, tuple, np.ndarray)):
+                raise ForestSchemaError(f"{field}/{i}", f"is {row!r:.40} but {shape_hint}")
+            if len(row) != K:
+                raise ForestSchemaError(f"{field}/{i}", f"has {len(row)} numbers but {shape_hint}")
+            for k, number in enumerate(row):
+                if not _is_number(number):
+                    raise ForestSchemaError(f"{field}/{i}/{k}", f"is {number!r:.40} but this list must hold numbers")
+        raise ForestSchemaError(field, f"must be a non-empty list of {K}-number lists")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    nonfinite = np.argwhere(~np.isfinite(array))
+    if nonfinite.size:
+        i, k = (int(v) for v in nonfinite[0])
+        raise ForestSchemaError(f"{field}/{i}/{k}", f"is {array[i, k]} but must be a finite number")
+    return array
+
+
+def _tree_output(tree: Tree, prefix: str, n_outputs: int) -> int | None:
+    """The checked ``output`` of a tree (None for a vector tree and in a one-output ensemble)."""
+    output = tree.output
+    field = f"{prefix}/output"
+    if n_outputs == 1:
+        if output is not None:
+            _require_integer(output, field, 0, 0)
+        return None
+    if output is None:
+        return None  # a vector tree: its values are checked as K-vectors
+    return _require_integer(output, field, 0, n_outputs - 1)
+
+
+def _canonical_tree(
+    index: int, tree: Tree, n_features: int, max_depth: int | None, n_outputs: int = 1
+) -> tuple[Tree, _TreeLayout]:
     """Validate one tree; return a canonical copy (int32/float64/bool arrays) and its layout."""
     prefix = f"trees/{index}"
+    output = _tree_output(tree, prefix, n_outputs)
+    vector = n_outputs > 1 and output is None
 
     def checked_array(name: str, kind: str) -> np.ndarray:
+        if name == "value" and vector:
+            return _vector_values(tree.value, f"{prefix}/value", n_outputs)
         return node_array(getattr(tree, name), f"{prefix}/{name}", kind, ForestSchemaError)
 
     left = checked_array("children_left", "int")
@@ -284,8 +390,29 @@ def _canonical_tree(index: int, tree: Tree, n_features: int, max_depth: int | No
         value=arrays["value"],
         missing_go_left=arrays["missing_go_left"],
         n_samples=arrays.get("n_samples"),
+        output=output,
     )
     return canonical, _TreeLayout(leaf_nodes, depth[leaf_nodes], parent)
+
+
+def _check_base_score(base_score, n_outputs: int) -> float | np.ndarray:
+    """A finite number for one output; a float64 (K,) array of K finite numbers for K > 1 outputs."""
+    if n_outputs == 1:
+        return require_finite(base_score, "base_score", ForestSchemaError)
+    if not isinstance(base_score, (list, tuple, np.ndarray)) or getattr(base_score, "ndim", 1) != 1:
+        raise ForestSchemaError(
+            "base_score", f"must be a list of {n_outputs} numbers (one per output) since n_outputs is {n_outputs}"
+        )
+    if len(base_score) != n_outputs:
+        raise ForestSchemaError(
+            "base_score", f"has {len(base_score)} numbers but n_outputs is {n_outputs}: give one per output"
+        )
+    scores = np.array(
+        [require_finite(score, f"base_score/{k}", ForestSchemaError) for k, score in enumerate(base_score)],
+        dtype=np.float64,
+    )
+    scores.flags.writeable = False
+    return scores
 
 
 def _check_feature_names(feature_names, n_features: int) -> list[str]:
@@ -310,10 +437,18 @@ def _check_feature_names(feature_names, n_features: int) -> list[str]:
 class TreeEnsemble:
     """A validated regression tree ensemble with its leaves (rules) in a fixed global order.
 
-    ``prediction = base_score + tree_weight * sum_t value_t[leaf_t(x)]``.
+    ``prediction = base_score + tree_weight * sum_t value_t[leaf_t(x)]``; with ``n_outputs`` K > 1
+    outputs a K-vector: ``base_score + tree_weight * sum_t leaf_outputs[leaf_t(x)]`` (see the module
+    docstring for vector and per-output trees).
 
+    ``n_outputs`` (K, default 1); ``base_score`` (a float for K = 1, float64 (K,) for K > 1).
     Derived attributes (computed once): ``leaf_offsets`` (int64 (T+1,)), ``leaf_values``
-    (float64 (R,)), ``leaf_nodes`` (per tree, node ids of its leaves in left-to-right DFS order),
+    (float64 (R,): the scalar that scales column j of the mapping matrix M, the leaf's value, 1.0 for
+    a vector tree's leaf, whose column is the leaf's indicator), ``leaf_outputs`` (float64 (R, K),
+    computed on first use: what leaf j adds to each output before ``tree_weight``; for a per-output
+    tree its value in the tree's output column and 0 elsewhere; for K = 1 ``leaf_values[:, None]``),
+    ``tree_outputs`` (int64 (T,): the output each per-output tree adds to, -1 for a vector tree, 0
+    for every tree when K = 1), ``leaf_nodes`` (per tree, node ids of its leaves in left-to-right DFS order),
     ``leaf_support`` (int64 (R,), training samples per leaf, -1 where unknown),
     ``leaf_ancestors`` (``(ptr, ids)``: ``ids[ptr[j]:ptr[j+1]]`` are the global ids, root first,
     of the internal nodes on leaf ``j``'s path; the global id of node ``k`` of tree ``t`` is
@@ -332,13 +467,16 @@ class TreeEnsemble:
         tree_weight: float = 1.0,
         kind: str = "custom",
         *,
+        n_outputs: int = 1,
         max_nodes: int | None = DEFAULT_MAX_NODES,
         max_depth: int | None = DEFAULT_MAX_DEPTH,
         max_features: int | None = DEFAULT_MAX_FEATURES,
+        max_outputs: int | None = DEFAULT_MAX_OUTPUTS,
     ):
+        self.n_outputs = _require_integer(n_outputs, "n_outputs", 1, max_outputs)
         self.n_features = _require_integer(n_features, "n_features", 1, max_features)
         self.feature_names = _check_feature_names(feature_names, self.n_features)
-        self.base_score = require_finite(base_score, "base_score", ForestSchemaError)
+        self.base_score = _check_base_score(base_score, self.n_outputs)
         self.tree_weight = require_finite(tree_weight, "tree_weight", ForestSchemaError)
         if not isinstance(kind, str) or not kind or len(kind) > 64:
             raise ForestSchemaError("kind", f"must be a short string such as {', '.join(KINDS)}")
@@ -354,7 +492,7 @@ class TreeEnsemble:
                 "trees",
                 f"have {total_nodes} nodes in total, more than the limit of {max_nodes}; use fewer or smaller trees",
             )
-        checked = [_canonical_tree(t, tree, self.n_features, max_depth) for t, tree in enumerate(trees)]
+        checked = [_canonical_tree(t, tree, self.n_features, max_depth, self.n_outputs) for t, tree in enumerate(trees)]
         self.trees: tuple[Tree, ...] = tuple(tree for tree, _ in checked)
         self._parents = [layout.parent for _, layout in checked]
         self.leaf_nodes: list[np.ndarray] = [layout.leaf_nodes for _, layout in checked]
@@ -381,7 +519,21 @@ class TreeEnsemble:
         self._leaf_index = np.full(self.n_nodes, -1, dtype=np.int32)
         for t, nodes in enumerate(self.leaf_nodes):
             self._leaf_index[self._node_offsets[t] + nodes] = np.arange(len(nodes), dtype=np.int32)
-        self.leaf_values = np.concatenate([tree.value[nodes] for tree, nodes in zip(trees, self.leaf_nodes)])
+        self.leaf_values = np.concatenate(
+            [
+                np.ones(len(nodes)) if tree.is_vector else tree.value[nodes]
+                for tree, nodes in zip(trees, self.leaf_nodes)
+            ]
+        )
+        self.tree_outputs = np.array([-1 if tree.is_vector else (tree.output or 0) for tree in trees], dtype=np.int64)
+        # vector leaves' values, (R_vector, K), and each leaf's row there (-1: a per-output tree's leaf)
+        vector_counts = np.where(self.tree_outputs < 0, leaf_counts, 0)
+        self._vector_rows = np.full(self.n_leaves, -1, dtype=np.int64)
+        self._vector_rows[np.repeat(self.tree_outputs < 0, leaf_counts)] = np.arange(int(vector_counts.sum()))
+        self._leaf_vectors = np.concatenate(
+            [tree.value[nodes] for tree, nodes in zip(trees, self.leaf_nodes) if tree.is_vector]
+            or [np.empty((0, self.n_outputs))]
+        )
         self.leaf_support = np.concatenate(
             [
                 np.full(len(nodes), -1, np.int64) if tree.n_samples is None else tree.n_samples[nodes]
@@ -421,10 +573,34 @@ class TreeEnsemble:
         )
         return out
 
+    @cached_property
+    def leaf_outputs(self) -> np.ndarray:
+        """float64 (R, K): what each leaf adds to each output, before ``tree_weight`` (dense; built on first use)."""
+        outputs = np.zeros((self.n_leaves, self.n_outputs))
+        per_output = self._vector_rows < 0
+        leaf_tree = np.repeat(np.arange(self.n_trees), np.diff(self.leaf_offsets))
+        rows = np.flatnonzero(per_output)
+        outputs[rows, self.tree_outputs[leaf_tree[rows]]] = self.leaf_values[rows]
+        outputs[~per_output] = self._leaf_vectors[self._vector_rows[~per_output]]
+        outputs.flags.writeable = False
+        return outputs
+
     def predict(self, X) -> np.ndarray:
-        """The ensemble's own prediction ``base_score + tree_weight * sum_t value_t[leaf_t]``."""
-        leaf_sums = leaf_matvec(self.apply(X), self.leaf_offsets, self.leaf_values, np.ones(self.n_leaves))
-        return self.base_score + self.tree_weight * leaf_sums
+        """The ensemble's own prediction ``base_score + tree_weight * sum_t value_t[leaf_t]``: shape (n,),
+        or (n, K) for ``n_outputs`` K > 1."""
+        if self.n_outputs == 1:
+            leaf_sums = leaf_matvec(self.apply(X), self.leaf_offsets, self.leaf_values, np.ones(self.n_leaves))
+            return self.base_score + self.tree_weight * leaf_sums
+        output_sums = leaf_output_sums(
+            self.apply(X),
+            self.leaf_offsets,
+            self.tree_outputs,
+            self.leaf_values,
+            self._vector_rows,
+            self._leaf_vectors,
+            self.n_outputs,
+        )
+        return self.base_score + self.tree_weight * output_sums
 
     # -- rules -----------------------------------------------------------------------------
 
@@ -498,8 +674,8 @@ class TreeEnsemble:
 
     @classmethod
     def from_sklearn(cls, estimator) -> TreeEnsemble:
-        """Import a fitted RandomForestRegressor, ExtraTreesRegressor, GradientBoostingRegressor,
-        DecisionTreeRegressor or ExtraTreeRegressor (single output); see ``sklearn_adapters``."""
+        """Import a fitted scikit-learn tree regressor (single output) or tree classifier (two classes: one
+        output; K >= 3 classes: K outputs); see ``sklearn_adapters``."""
         from .sklearn_adapters import from_sklearn  # it imports this module
 
         return from_sklearn(estimator)
@@ -515,9 +691,11 @@ class TreeEnsemble:
 
     def to_dict(self) -> dict:
         """The ``fire-forest`` JSON document (plain lists, ints, floats, bools)."""
+        multi = self.n_outputs > 1
         trees = []
         for tree in self.trees:
-            entry = {
+            entry = {"output": tree.output} if multi and not tree.is_vector else {}
+            entry |= {
                 "children_left": tree.children_left.tolist(),
                 "children_right": tree.children_right.tolist(),
                 "feature": tree.feature.tolist(),
@@ -528,16 +706,20 @@ class TreeEnsemble:
             if tree.n_samples is not None:
                 entry["n_samples"] = tree.n_samples.tolist()
             trees.append(entry)
-        return {
+        document = {
             "format": FOREST_FORMAT,
             "version": FOREST_FORMAT_VERSION,
             "kind": self.kind,
+            "n_outputs": self.n_outputs,
             "n_features": self.n_features,
             "feature_names": list(self.feature_names),
-            "base_score": self.base_score,
+            "base_score": self.base_score.tolist() if multi else self.base_score,
             "tree_weight": self.tree_weight,
             "trees": trees,
         }
+        if not multi:  # one output: the document earlier versions wrote
+            del document["n_outputs"]
+        return document
 
     @classmethod
     def from_dict(
@@ -547,6 +729,7 @@ class TreeEnsemble:
         max_nodes: int = DEFAULT_MAX_NODES,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_features: int = DEFAULT_MAX_FEATURES,
+        max_outputs: int = DEFAULT_MAX_OUTPUTS,
     ) -> TreeEnsemble:
         """Validate an untrusted ``fire-forest`` document and build the ensemble.
 
@@ -580,7 +763,9 @@ class TreeEnsemble:
             base_score=document["base_score"],
             tree_weight=document["tree_weight"],
             kind=document.get("kind", "custom"),
+            n_outputs=document.get("n_outputs", 1),
             max_nodes=max_nodes,
             max_depth=max_depth,
             max_features=max_features,
+            max_outputs=max_outputs,
         )

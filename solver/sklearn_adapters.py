@@ -1,10 +1,14 @@
 """scikit-learn tree models as :class:`TreeEnsemble` and back.
 
 ``as_tree_ensemble`` takes a forest as users hold it (a TreeEnsemble or a fitted scikit-learn tree
-regressor or binary classifier); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes
+regressor or classifier); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes
 every row to the same leaf and predicts the same values (regressors bit for bit).
 
-Binary classifiers predict in the units their trees hold:
+Regressors fitted with ``criterion="poisson"`` (random forests, extra trees, decision trees) predict the
+mean count as any regressor does: nothing is special about them. ``GradientBoostingRegressor`` has no
+Poisson loss (``HistGradientBoostingRegressor`` has, and is not supported).
+
+Binary classifiers predict in the units their trees hold (one output):
 
 * ``RandomForestClassifier``, ``ExtraTreesClassifier``, ``DecisionTreeClassifier``, ``ExtraTreeClassifier``:
   the probability of ``classes_[1]``. A leaf's value is its share of ``classes_[1]`` minus the share at its
@@ -13,11 +17,24 @@ Binary classifiers predict in the units their trees hold:
   other class would hold 0 and could never become a rule).
 * ``GradientBoostingClassifier``: the log-odds of ``classes_[1]`` (``decision_function``); leaf values are
   log-odds, the learning rate folded in, ``base_score`` the initial log-odds.
+
+Classifiers of K >= 3 classes become ensembles of ``n_outputs = K`` outputs, output k for ``classes_[k]``
+(the caller keeps the labels):
+
+* the forests and decision trees: *vector trees* whose node values are the K class shares minus those at
+  the tree's root, ``base_score`` the mean root shares, so ``predict`` is ``predict_proba`` (to rounding);
+  ``leaf_values`` are 1 (each leaf's column of M is its indicator) and ``leaf_outputs`` the centered shares;
+* ``GradientBoostingClassifier``: its ``estimators_[i, k]`` become *per-output trees* adding to output k
+  (round by round: trees ``K * i .. K * i + K - 1``), the learning rate folded in, ``base_score`` the
+  initial raw prediction of each class, so ``predict`` is ``decision_function``.
+
+``to_sklearn`` converts one-output ensembles only (see there).
 """
 
 import dataclasses
 
 import numpy as np
+from scipy.stats import gmean
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
@@ -61,7 +78,7 @@ _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
 
 def as_tree_ensemble(forest) -> TreeEnsemble:
     """``forest`` itself if it is a TreeEnsemble, else the TreeEnsemble of a fitted scikit-learn
-    tree regressor or binary tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`;
+    tree regressor or tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`;
     converted on every call: convert once with ``TreeEnsemble.from_sklearn`` to reuse it).
 
     Raises TypeError for any other object and sklearn's NotFittedError for an unfitted estimator.
@@ -84,9 +101,9 @@ def _require_forest(estimator, error: type[Exception], expected: str) -> None:
 def from_sklearn(
     estimator, *, max_nodes: int | None = None, max_depth: int | None = None, max_features: int | None = None
 ) -> TreeEnsemble:
-    """The TreeEnsemble of a fitted single-output scikit-learn tree regressor or binary tree classifier
+    """The TreeEnsemble of a fitted single-output scikit-learn tree regressor or tree classifier
     (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the module
-    docstring).
+    docstring: one output for two classes, K outputs for K >= 3 classes).
 
     No size limits unless given (TreeEnsemble's keyword limits): give them for an estimator
     unpacked from an untrusted file. Raises ValueError for anything else.
@@ -99,20 +116,30 @@ def from_sklearn(
             f"{name} has {estimator.n_outputs_} outputs; FIRE supports single-"
             "output models only: fit one model per target"
         )
-    if is_classifier(estimator) and len(estimator.classes_) != 2:
-        raise ValueError(f"{name} has {len(estimator.classes_)} classes; FIRE classifies two classes only")
+    n_classes = len(estimator.classes_) if is_classifier(estimator) else 0
+    if is_classifier(estimator) and n_classes < 2:
+        raise ValueError(f"{name} has {n_classes} class; a classifier needs two classes or more")
+    n_outputs = n_classes if n_classes > 2 else 1
     base_score, scale = 0.0, 1.0
     if isinstance(estimator, BaseDecisionTree):
         kind, members, tree_weight = "decision_tree", [estimator], 1.0
     elif isinstance(estimator, (GradientBoostingRegressor, GradientBoostingClassifier)):
-        kind, members, tree_weight = "gradient_boosting", list(estimator.estimators_[:, 0]), 1.0
+        kind, members, tree_weight = "gradient_boosting", [], 1.0
         scale = float(estimator.learning_rate)
         base_score = _constant_init_prediction(estimator)
     else:
         kind = "extra_trees" if isinstance(estimator, (ExtraTreesRegressor, ExtraTreesClassifier)) else "random_forest"
         members = list(estimator.estimators_)
         tree_weight = 1.0 / len(members)
-    trees = [_tree_from_sklearn(member.tree_, scale) for member in members]
+    if kind == "gradient_boosting":
+        # estimators_ is (rounds, 1) or, for K classes, (rounds, K): one tree per output and round, round by round
+        trees = [
+            _tree_from_sklearn(member.tree_, scale, output=k if n_outputs > 1 else None)
+            for stage in estimator.estimators_
+            for k, member in enumerate(stage)
+        ]
+    else:
+        trees = [_tree_from_sklearn(member.tree_, scale, vector=n_outputs > 1) for member in members]
     if isinstance(estimator, SKLEARN_CLASSIFIERS) and kind != "gradient_boosting":
         trees, base_score = _centered_at_roots(trees, tree_weight)
     names = getattr(estimator, "feature_names_in_", None)
@@ -123,27 +150,30 @@ def from_sklearn(
         base_score=base_score,
         tree_weight=tree_weight,
         kind=kind,
+        n_outputs=n_outputs,
         max_nodes=max_nodes,
         max_depth=max_depth,
         max_features=max_features,
+        max_outputs=None,
     )
 
 
-def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
+def _tree_from_sklearn(sklearn_tree, scale: float, *, vector: bool = False, output: int | None = None) -> Tree:
     """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate). A binary
-    classification tree's value is its share of the second class.
+    classification tree's value is its share of the second class; with ``vector``, a classification tree's
+    values are the shares of all its classes (a vector tree). ``output``: the output of a per-output tree.
 
     sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
     equivalent for every finite float32 input (infinite inputs are rejected).
     """
     n_outputs, n_values = sklearn_tree.value.shape[1:]
-    if n_outputs != 1 or n_values > 2:
+    if n_outputs != 1 or (n_values > 2 and not vector):
         raise ValueError(
             f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
-            "single-output trees (one value or two class shares per node) are supported"
+            "single-output trees (one value or the class shares per node) are supported"
         )
     threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
-    value = sklearn_tree.value[:, 0, n_values - 1]
+    value = sklearn_tree.value[:, 0, :] if vector else sklearn_tree.value[:, 0, n_values - 1]
     return Tree(
         children_left=sklearn_tree.children_left,
         children_right=sklearn_tree.children_right,
@@ -152,33 +182,44 @@ def _tree_from_sklearn(sklearn_tree, scale: float) -> Tree:
         value=value * scale if scale != 1.0 else value.copy(),
         missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
         n_samples=sklearn_tree.n_node_samples,
+        output=output,
     )
 
 
-def _centered_at_roots(trees: list[Tree], tree_weight: float) -> tuple[list[Tree], float]:
+def _centered_at_roots(trees: list[Tree], tree_weight: float) -> tuple[list[Tree], float | np.ndarray]:
     """(the trees with every value minus its tree's root value, the base score that keeps the prediction):
-    ``tree_weight * sum_t root_t``."""
+    ``tree_weight * sum_t root_t`` (a vector for vector trees)."""
+    if trees[0].is_vector:
+        vector_roots = np.array([tree.value[0] for tree in trees])
+        centered = [dataclasses.replace(tree, value=tree.value - root) for tree, root in zip(trees, vector_roots)]
+        return centered, tree_weight * np.sum(vector_roots, axis=0)
     roots = [float(tree.value[0]) for tree in trees]
     centered = [dataclasses.replace(tree, value=tree.value - root) for tree, root in zip(trees, roots)]
     return centered, tree_weight * float(np.sum(roots))
 
 
-def _constant_init_prediction(boosting) -> float:
+def _constant_init_prediction(boosting) -> float | np.ndarray:
     """The constant initial raw prediction of a fitted gradient boosting model (its base_score): the
-    regressor's constant, the binary classifier's log-odds of its prior (as scikit-learn computes it)."""
+    regressor's constant, the binary classifier's log-odds of its prior, the multiclass classifier's
+    symmetric multinomial logit of its priors ``log(p_k / gmean(p))``, one per class (as scikit-learn
+    computes them)."""
     init = boosting.init_
+    n_classes = len(boosting.classes_) if is_classifier(boosting) else 0
     if isinstance(init, str) and init == "zero":
-        return 0.0
+        return np.zeros(n_classes) if n_classes > 2 else 0.0
     constant = DummyClassifier if is_classifier(boosting) else DummyRegressor
-    if not isinstance(init, constant):
+    if not isinstance(init, constant) or getattr(init, "strategy", None) == "stratified":
         raise ValueError(
             f"{type(boosting).__name__} init={init!r} is not a constant prediction; "
             "FIRE needs a constant base score: refit with init=None (default), "
-            f"'zero' or a {constant.__name__}"
+            f"'zero' or a {constant.__name__}" + (" (not strategy='stratified')" if n_classes else "")
         )
     probe = np.zeros((1, boosting.n_features_in_))
     if is_classifier(boosting):
         eps = np.finfo(np.float32).eps  # scikit-learn's clip before the logit
+        if n_classes > 2:
+            shares = np.clip(init.predict_proba(probe), eps, 1 - eps, dtype=np.float64)
+            return np.log(shares / gmean(shares, axis=1)[:, None])[0]
         share = np.clip(init.predict_proba(probe)[0, 1], eps, 1 - eps, dtype=np.float64)
         return float(np.log(share / (1.0 - share)))
     return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
@@ -193,7 +234,15 @@ def to_sklearn(forest: TreeEnsemble):
     learning_rate = tree_weight and a constant init (imported boosting models therefore get
     learning_rate 1, their values already hold the original rate). Impurities are not stored
     in the schema, so ``feature_importances_`` of the result is meaningless.
+
+    Raises ValueError for an ensemble of ``n_outputs`` > 1 (a multiclass import): no scikit-learn
+    estimator predicts its centered vector leaves or per-output trees plus a per-output base score.
     """
+    if forest.n_outputs != 1:
+        raise ValueError(
+            f"to_sklearn converts one-output ensembles only; this one has {forest.n_outputs} outputs "
+            "(e.g. a multiclass classifier): use TreeEnsemble.predict, or keep the original estimator"
+        )
     p, n_trees = forest.n_features, forest.n_trees
     averaged = forest.base_score == 0.0 and forest.tree_weight == 1.0 / n_trees
     if forest.kind in ("random_forest", "extra_trees") and averaged:

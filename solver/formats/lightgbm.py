@@ -1,7 +1,12 @@
-"""LightGBM models as the dict of ``Booster.dump_model()`` serialized as JSON: numerical splits, one
-output, an identity-link objective (:data:`IDENTITY_OBJECTIVES`) or ``binary`` (a binary classifier: the
-ensemble predicts the log-odds of label 1, ``sigmoid * raw score``, the objective's ``sigmoid`` folded into
-``tree_weight``).
+"""LightGBM models as the dict of ``Booster.dump_model()`` serialized as JSON: numerical splits, an
+identity-link objective (:data:`IDENTITY_OBJECTIVES`), ``binary`` (a binary classifier: the ensemble
+predicts the log-odds of label 1, ``sigmoid * raw score``, the objective's ``sigmoid`` folded into
+``tree_weight``), a log-link regression (:data:`LOG_LINK_OBJECTIVES`: ``poisson``, ``gamma``,
+``tweedie``; the ensemble predicts the raw score, the log of the mean, ``predict(raw_score=True)``), or a
+multiclass classifier (:data:`MULTICLASS_OBJECTIVES`, ``num_class`` K, ``num_tree_per_iteration`` K):
+an ensemble of ``n_outputs = K`` outputs whose tree ``i`` adds to output ``i % K``; ``multiclass``
+predicts the raw scores (softmax logits, ``predict(raw_score=True)``), ``multiclassova`` each class's
+one-vs-all log-odds, ``sigmoid * raw score``, as ``binary`` does.
 
 Exactness: LightGBM compares the double value with a double threshold; we compare ``float32(x)``.
 The routing is identical whenever the inputs are float32-representable (e.g. the model was trained
@@ -16,6 +21,7 @@ shrinkage (and the initial score, in the first tree), so ``base_score`` is 0; ``
 become the trees' ``n_samples``.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +54,9 @@ IDENTITY_OBJECTIVES = frozenset(
         "mean_absolute_percentage_error",
     }
 )
+LOG_LINK_OBJECTIVES = frozenset({"poisson", "gamma", "tweedie"})
+MULTICLASS_OBJECTIVES = frozenset({"multiclass", "softmax", "multiclassova", "multiclass_ova", "ova", "ovr"})
+_SIGMOID_OBJECTIVES = frozenset({"binary", "multiclassova", "multiclass_ova", "ova", "ovr"})
 _ZERO_THRESHOLD = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (1e-35f as double)
 # the key of a dumped node each of TreeEnsemble's per-node arrays comes from
 _SOURCE_KEYS = {
@@ -60,14 +69,14 @@ _SOURCE_KEYS = {
 
 def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     """The TreeEnsemble of a parsed ``dump_model()``; ``limits`` are TreeEnsemble's size limits."""
-    for key, what in (("num_class", "classes"), ("num_tree_per_iteration", "trees per iteration")):
-        count = integer(document.get(key, 1), f"/{key}")
-        if count != 1:
-            raise ForestFormatError(
-                f"/{key}", f"the model has {count} {what}; only single-output regression is supported."
-            )
-    log_odds_per_raw_score = _raw_score_scale(document.get("objective"))
+    objective, log_odds_per_raw_score = _objective(document.get("objective"))
+    n_outputs = _output_count(document, objective)
     info = get(document, "tree_info", "", list)
+    if len(info) % n_outputs or len(info) < n_outputs:  # bounds n_outputs by the upload's size
+        raise ForestFormatError(
+            "/tree_info",
+            f"has {len(info)} trees, not a positive multiple of num_tree_per_iteration ({n_outputs}).",
+        )
     trees, node_paths = [], []
     for t, entry in enumerate(info):
         path = pointer("/tree_info", t)
@@ -76,7 +85,7 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
                 f"{path}/num_cat", "the tree has categorical splits: only numerical splits are supported."
             )
         tree, paths = _tree(get(entry, "tree_structure", path), f"{path}/tree_structure")
-        trees.append(tree)
+        trees.append(dataclasses.replace(tree, output=t % n_outputs) if n_outputs > 1 else tree)
         node_paths.append(paths)
 
     def tree_field(parts: list[str]) -> str:
@@ -88,31 +97,55 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
         return f"{node}/{_SOURCE_KEYS[parts[1]]}" if parts[1] in _SOURCE_KEYS else node
 
     average = get(document, "average_output", "", bool, required=False, default=False)
+    rounds = len(trees) // n_outputs
     return checked_ensemble(
         trees,
-        {"n_features": "/max_feature_idx", "feature_names": "/feature_names"},
+        {"n_features": "/max_feature_idx", "feature_names": "/feature_names", "n_outputs": "/num_tree_per_iteration"},
         tree_field,
         limits,
         n_features=integer(get(document, "max_feature_idx", ""), "/max_feature_idx") + 1,
         feature_names=given_names(document.get("feature_names")),
-        base_score=0.0,
+        base_score=0.0 if n_outputs == 1 else [0.0] * n_outputs,
         kind="lightgbm",
-        tree_weight=log_odds_per_raw_score * (1.0 / len(trees) if average and trees else 1.0),
+        tree_weight=log_odds_per_raw_score * (1.0 / rounds if average and rounds else 1.0),
+        n_outputs=n_outputs,
     )
 
 
-def _raw_score_scale(objective: Any) -> float:
-    """What the ensemble predicts per unit of LightGBM's raw score: 1, or ``sigmoid`` for ``binary`` (its
-    probability is ``1 / (1 + exp(-sigmoid * raw score))``)."""
+def _output_count(document: dict, objective: str) -> int:
+    """K, the model's outputs: ``num_tree_per_iteration`` (= ``num_class``) for a multiclass objective, else 1."""
+    num_class = integer(document.get("num_class", 1), "/num_class")
+    per_iteration = integer(document.get("num_tree_per_iteration", 1), "/num_tree_per_iteration")
+    if objective not in MULTICLASS_OBJECTIVES:
+        for key, count, what in (
+            ("num_class", num_class, "classes"),
+            ("num_tree_per_iteration", per_iteration, "trees per iteration"),
+        ):
+            if count != 1:
+                raise ForestFormatError(
+                    f"/{key}", f"the model has {count} {what} but its objective '{objective}' is not multiclass."
+                )
+        return 1
+    if per_iteration < 1 or per_iteration != num_class:
+        raise ForestFormatError(
+            "/num_tree_per_iteration",
+            f"is {per_iteration} but a {objective} model has one tree per class and round (num_class {num_class}).",
+        )
+    return per_iteration
+
+
+def _objective(objective: Any) -> tuple[str, float]:
+    """(the objective's name, what the ensemble predicts per unit of LightGBM's raw score: 1, or ``sigmoid``
+    for ``binary`` and ``multiclassova``, whose probabilities are ``1 / (1 + exp(-sigmoid * raw score))``)."""
     if not isinstance(objective, str) or not objective.strip():
         raise ForestFormatError(
             "/objective",
             "the dump has no objective (custom objective?): only the "
-            f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}... and binary are "
-            "supported.",
+            f"regression objectives {sorted(IDENTITY_OBJECTIVES)[:6]}..., poisson, gamma, tweedie, binary, "
+            "multiclass and multiclassova are supported.",
         )
     name, *options = objective.split()
-    if name == "binary":
+    if name in _SIGMOID_OBJECTIVES:
         sigmoids = [option.partition(":")[2] for option in options if option.startswith("sigmoid:")]
         try:
             sigmoid = float(sigmoids[0]) if sigmoids else 1.0
@@ -120,23 +153,22 @@ def _raw_score_scale(objective: Any) -> float:
             sigmoid = float("nan")
         if not 0.0 < sigmoid < float("inf"):
             raise ForestFormatError("/objective", f"objective '{objective:.60}': sigmoid must be a positive number.")
-        return sigmoid
+        return name, sigmoid
+    if name in MULTICLASS_OBJECTIVES | LOG_LINK_OBJECTIVES:
+        return name, 1.0
     if name not in IDENTITY_OBJECTIVES:
         kind = (
             "classification"
-            if name
-            in ("multiclass", "multiclassova", "cross_entropy", "xentropy", "cross_entropy_lambda", "xentlambda")
+            if name in ("cross_entropy", "xentropy", "cross_entropy_lambda", "xentlambda")
             else "ranking"
             if name in ("lambdarank", "rank_xendcg", "xendcg")
-            else "log-link regression"
-            if name in ("poisson", "gamma", "tweedie")
             else "unsupported"
         )
         raise ForestFormatError(
             "/objective",
             f"objective '{objective:.60}' is {kind}: only regression objectives whose "
-            "prediction is the raw score (regression, regression_l1, huber, fair, quantile, mape) and binary "
-            "are supported.",
+            "prediction is the raw score (regression, regression_l1, huber, fair, quantile, mape), the "
+            "log-link regressions (poisson, gamma, tweedie), binary, multiclass and multiclassova are supported.",
         )
     if "sqrt" in options:
         raise ForestFormatError(
@@ -144,7 +176,7 @@ def _raw_score_scale(objective: Any) -> float:
             "objective with reg_sqrt=True: predictions are squared raw "
             "scores, which is not a sum of trees. Retrain with reg_sqrt=False.",
         )
-    return 1.0
+    return name, 1.0
 
 
 def _tree(root: Any, path: str) -> tuple[Tree, list[str]]:

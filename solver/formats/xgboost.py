@@ -1,7 +1,16 @@
 """XGBoost models as written by ``Booster.save_model`` (``.json``/``.ubj``) or
-``Booster.save_raw("json" | "ubj")``: gbtree or dart booster, numerical splits, one output, an
-objective whose prediction is the raw margin (:data:`IDENTITY_OBJECTIVES`) or a binary classifier's
-log-odds (:data:`LOGISTIC_OBJECTIVES`: the ensemble predicts the margin, the log-odds of label 1).
+``Booster.save_raw("json" | "ubj")``: gbtree or dart booster, numerical splits, an objective whose
+prediction is the raw margin (:data:`IDENTITY_OBJECTIVES`), a binary classifier's log-odds
+(:data:`LOGISTIC_OBJECTIVES`: the ensemble predicts the margin, the log-odds of label 1), a log-link
+regression's log of the mean (:data:`LOG_LINK_OBJECTIVES`: ``count:poisson``, ``reg:gamma``,
+``reg:tweedie``; the ensemble predicts the margin, ``exp`` of it is XGBoost's prediction), or a
+multiclass classifier's K margins (:data:`MULTICLASS_OBJECTIVES`, ``num_class`` K: an ensemble of
+``n_outputs = K`` outputs whose prediction is ``predict(output_margin=True)``, the softmax logits).
+
+Several outputs: tree ``i`` adds to output ``tree_info[i]`` (a per-output tree). Multiclass models
+(K trees per round) and multi-target regressions (``num_target`` K > 1 with the default
+``multi_strategy="one_output_per_tree"``) are read that way; vector-leaf trees
+(``multi_strategy="multi_output_tree"``) are refused.
 
 Exactness: XGBoost goes left iff ``float32(x) < float32(split_condition)``. For float32 values
 ``x < t`` is ``x <= nextafter(t, -inf)``, so the threshold stored is
@@ -13,10 +22,15 @@ All trees are used, as ``Booster.predict`` does by default (``XGBRegressor.predi
 ``best_iteration`` after early stopping: save ``booster[: best_iteration + 1]`` to get that model).
 ``base_score`` (``"[5E-1]"`` in 3.x, ``"5E-1"`` before) is the margin for the identity-link
 objectives and ``binary:logitraw``, a probability for ``binary:logistic`` (the margin is its logit, in
-float32 as XGBoost computes it). dart: each tree's leaves are scaled by its ``weight_drop``.
-``num_parallel_tree > 1`` (boosted random forests) is a plain sum of all trees.
+float32 as XGBoost computes it) and the mean for the log-link objectives (the margin is its log, in
+float32). With K outputs it is a list of K values (3.1 and later; one value, as before, is used for
+every output), transformed one by one; the multiclass objectives' values are margins (XGBoost 3.x
+stores the centered log class priors there and adds them as they are). dart: each tree's leaves are
+scaled by its ``weight_drop``. ``num_parallel_tree > 1`` (boosted random forests) is a plain sum of all
+trees.
 """
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import node_array
-from ..forest import LEAF, LEAF_FEATURE, Tree, TreeEnsemble
+from ..forest import DEFAULT_MAX_OUTPUTS, LEAF, LEAF_FEATURE, Tree, TreeEnsemble
 from . import ubjson
 from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
 from .fields import get, given_names, integer, type_name
@@ -40,6 +54,8 @@ IDENTITY_OBJECTIVES = frozenset(
     }
 )
 LOGISTIC_OBJECTIVES = frozenset({"binary:logistic", "binary:logitraw"})
+LOG_LINK_OBJECTIVES = frozenset({"count:poisson", "reg:gamma", "reg:tweedie"})
+MULTICLASS_OBJECTIVES = frozenset({"multi:softprob", "multi:softmax"})
 # where TreeEnsemble's per-node arrays come from in an XGBoost tree
 _SOURCE_ARRAYS = {
     "children_left": "left_children",
@@ -68,59 +84,83 @@ def load(document: dict, limits: Mapping[str, int]) -> TreeEnsemble:
     """The TreeEnsemble of a parsed XGBoost model; ``limits`` are TreeEnsemble's size limits."""
     learner = get(document, "learner", "", dict)
     objective = _checked_objective(learner)
-    trees_path, trees, weight_drop = _trees(learner)
-    model_param = _single_output_param(learner)
+    model_param = get(learner, "learner_model_param", "/learner", dict)
+    n_outputs = _output_count(model_param, objective, limits.get("max_outputs", DEFAULT_MAX_OUTPUTS))
+    trees_path, trees, weight_drop, groups = _trees(learner, n_outputs)
     feature_types = learner.get("feature_types")
     categorical = [j for j, kind in enumerate(feature_types) if kind == "c"] if isinstance(feature_types, list) else []
     converted = [
-        _tree(tree, pointer(trees_path, t), categorical, drop_weight)
-        for t, (tree, drop_weight) in enumerate(zip(trees, weight_drop))
+        _tree(tree, pointer(trees_path, t), categorical, drop_weight, int(group) if n_outputs > 1 else None)
+        for t, (tree, drop_weight, group) in enumerate(zip(trees, weight_drop, groups))
     ]
     kept_nodes = [kept for _, kept in converted]
+    tree_info_path = trees_path.removesuffix("/trees") + "/tree_info"
 
     def tree_field(parts: list[str]) -> str:
+        if len(parts) > 1 and parts[1] == "output":
+            return pointer(tree_info_path, parts[0])
         field = trees_path
         if parts:
             field = pointer(field, parts[0])
         if len(parts) > 1:
-            field += "/" + _SOURCE_ARRAYS[parts[1]]
+            field += "/" + _SOURCE_ARRAYS.get(parts[1], parts[1])
         if len(parts) > 2:  # a node id of the tree without XGBoost's deleted nodes
             field += f"/{kept_nodes[int(parts[0])][int(parts[2])]}"
         return field
 
+    base_margins = _base_margins(get(model_param, "base_score", _PARAM_PATH), objective, n_outputs)
     return checked_ensemble(
         [tree for tree, _ in converted],
-        {"n_features": f"{_PARAM_PATH}/num_feature", "feature_names": "/learner/feature_names"},
+        {
+            "n_features": f"{_PARAM_PATH}/num_feature",
+            "feature_names": "/learner/feature_names",
+            "n_outputs": f"{_PARAM_PATH}/{'num_class' if objective in MULTICLASS_OBJECTIVES else 'num_target'}",
+            "base_score": f"{_PARAM_PATH}/base_score",
+        },
         tree_field,
         limits,
         n_features=integer(get(model_param, "num_feature", _PARAM_PATH), f"{_PARAM_PATH}/num_feature"),
         feature_names=given_names(learner.get("feature_names")),
-        base_score=_base_margin(get(model_param, "base_score", _PARAM_PATH), objective),
+        base_score=base_margins[0] if n_outputs == 1 else base_margins,
         tree_weight=1.0,
         kind="xgboost",
+        n_outputs=n_outputs,
     )
 
 
-def _single_output_param(learner: dict) -> dict:
-    """learner_model_param, checked to describe one output."""
-    model_param = get(learner, "learner_model_param", "/learner", dict)
+def _output_count(model_param: dict, objective: str, max_outputs: int) -> int:
+    """K, the model's outputs: ``num_class`` for a multiclass objective, else ``num_target`` (1 unless a
+    multi-target regression); at most ``max_outputs``."""
     num_class = integer(model_param.get("num_class", "0"), f"{_PARAM_PATH}/num_class")
+    num_target = integer(model_param.get("num_target", "1"), f"{_PARAM_PATH}/num_target")
+    for key, count in (("num_class", num_class), ("num_target", num_target)):
+        if count > max_outputs:
+            raise ForestFormatError(
+                f"{_PARAM_PATH}/{key}", f"is {count}, more than the limit of {max_outputs} outputs."
+            )
+    if objective in MULTICLASS_OBJECTIVES:
+        if num_class < 1:
+            raise ForestFormatError(
+                f"{_PARAM_PATH}/num_class", f"is {num_class} but a {objective} model has num_class >= 1."
+            )
+        if num_target != 1:
+            raise ForestFormatError(
+                f"{_PARAM_PATH}/num_target", f"the {objective} model has {num_target} targets; only one is supported."
+            )
+        return num_class
     if num_class > 1:
         raise ForestFormatError(
             f"{_PARAM_PATH}/num_class",
-            f"the model has {num_class} classes; only single-output regression is supported.",
+            f"the model has {num_class} classes but its objective '{objective}' is not multiclass.",
         )
-    num_target = integer(model_param.get("num_target", "1"), f"{_PARAM_PATH}/num_target")
-    if num_target != 1:
-        raise ForestFormatError(
-            f"{_PARAM_PATH}/num_target",
-            f"the model has {num_target} targets; only single-output regression is supported.",
-        )
-    return model_param
+    if num_target < 1:
+        raise ForestFormatError(f"{_PARAM_PATH}/num_target", f"is {num_target} but must be at least 1.")
+    return num_target
 
 
-def _trees(learner: dict) -> tuple[str, list, np.ndarray]:
-    """(JSON pointer of the trees, the trees, each tree's leaf scale: dart's weight_drop or 1)."""
+def _trees(learner: dict, n_outputs: int) -> tuple[str, list, np.ndarray, np.ndarray]:
+    """(JSON pointer of the trees, the trees, each tree's leaf scale: dart's weight_drop or 1, each tree's
+    output group in [0, n_outputs))."""
     booster_path = "/learner/gradient_booster"
     booster = get(learner, "gradient_booster", "/learner", dict)
     name = get(booster, "name", booster_path, str)
@@ -138,22 +178,26 @@ def _trees(learner: dict) -> tuple[str, list, np.ndarray]:
     model_path = f"{gbtree_path}/model"
     model = get(gbtree, "model", gbtree_path, dict)
     trees = get(model, "trees", model_path, list)
-    if "tree_info" in model:
+    groups = np.zeros(len(trees), dtype=np.int64)
+    if "tree_info" in model or n_outputs > 1:
         groups = _parallel_array(model, "tree_info", model_path, "int", len(trees), "trees")
-        if (groups != 0).any():
+        outside = (groups < 0) | (groups >= n_outputs)
+        if outside.any():
+            i = int(np.flatnonzero(outside)[0])
             raise ForestFormatError(
-                pointer(f"{model_path}/tree_info", int(np.flatnonzero(groups)[0])),
-                "trees for more than one output group: only single-output regression is supported.",
+                pointer(f"{model_path}/tree_info", i),
+                f"tree {i} is for output group {groups[i]} but the model has {n_outputs} output(s): "
+                f"groups lie in [0, {n_outputs}).",
             )
     weight_drop = np.ones(len(trees))
     if name == "dart":
         weight_drop = _parallel_array(booster, "weight_drop", booster_path, "float", len(trees), "trees")
-    return f"{model_path}/trees", trees, weight_drop
+    return f"{model_path}/trees", trees, weight_drop, groups
 
 
 def _checked_objective(learner: dict) -> str:
     objective = get(get(learner, "objective", "/learner", dict), "name", "/learner/objective", str)
-    if objective in IDENTITY_OBJECTIVES | LOGISTIC_OBJECTIVES:
+    if objective in IDENTITY_OBJECTIVES | LOGISTIC_OBJECTIVES | LOG_LINK_OBJECTIVES | MULTICLASS_OBJECTIVES:
         return objective
     kind = (
         "classification"
@@ -162,33 +206,38 @@ def _checked_objective(learner: dict) -> str:
         if objective.startswith("rank:")
         else "survival"
         if objective.startswith("survival:")
-        else "log-link regression"
-        if objective in ("reg:gamma", "reg:tweedie", "count:poisson")
         else "unsupported"
     )
     raise ForestFormatError(
         "/learner/objective/name",
         f"objective '{objective:.60}' is {kind}: only regression objectives whose prediction is the raw "
-        f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}) and binary classifiers "
-        f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) are supported.",
+        f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}), the log-link regressions "
+        f"({', '.join(sorted(LOG_LINK_OBJECTIVES))}), binary classifiers "
+        f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) and multiclass classifiers "
+        f"({', '.join(sorted(MULTICLASS_OBJECTIVES))}) are supported.",
     )
 
 
-def _base_margin(value: Any, objective: str) -> float:
-    """The margin every prediction starts from: ``base_score``, or its logit for binary:logistic."""
+def _base_margins(value: Any, objective: str, n_outputs: int) -> list[float]:
+    """The margin each output starts from (``n_outputs`` values): ``base_score``, its logit for
+    binary:logistic, its log for the log-link objectives."""
     path = f"{_PARAM_PATH}/base_score"
-    base_score = _base_score(value, path)
-    if objective != "binary:logistic":
-        return base_score
-    if not 0.0 < base_score < 1.0:
-        raise ForestFormatError(
-            path, f"base_score {base_score} of a {objective} model must be a probability in (0, 1)."
-        )
-    probability = np.float32(base_score)
-    return float(-np.log(np.float32(1.0) / probability - np.float32(1.0)))
+    scores = _base_scores(value, path, n_outputs)
+    if objective == "binary:logistic":
+        if not all(0.0 < score < 1.0 for score in scores):
+            raise ForestFormatError(
+                path, f"base_score {value!r:.60} of a {objective} model must be a probability in (0, 1)."
+            )
+        return [float(-np.log(np.float32(1.0) / np.float32(score) - np.float32(1.0))) for score in scores]
+    if objective in LOG_LINK_OBJECTIVES:
+        if not all(score > 0.0 for score in scores):
+            raise ForestFormatError(path, f"base_score {value!r:.60} of a {objective} model must be a positive mean.")
+        return [float(np.log(np.float32(score))) for score in scores]
+    return scores
 
 
-def _base_score(value: Any, path: str) -> float:
+def _base_scores(value: Any, path: str, n_outputs: int) -> list[float]:
+    """``n_outputs`` float32 values of base_score: as many as given, or one value for every output."""
     if isinstance(value, (list, np.ndarray)):
         values = list(np.asarray(value).reshape(-1))
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -200,17 +249,23 @@ def _base_score(value: Any, path: str) -> float:
         values = [part for part in text.split(",") if part.strip()]
     else:
         raise ForestFormatError(path, f"expected a number or a string, got {type_name(value)}.")
-    if len(values) != 1:
-        raise ForestFormatError(
-            path, f"expected one base score, got {len(values)} (multi-output models are not supported)."
-        )
-    try:
-        number = float(values[0])
-    except (TypeError, ValueError):
-        raise ForestFormatError(path, f"base_score {value!r:.40} is not a number.") from None
-    if not math.isfinite(number):
-        raise ForestFormatError(path, "base_score must be finite.")
-    return float(np.float32(number))
+    if len(values) != n_outputs and len(values) != 1:
+        expected = "one base score" if n_outputs == 1 else f"one base score or {n_outputs} (one per output)"
+        raise ForestFormatError(path, f"expected {expected}, got {len(values)}.")
+    numbers = []
+    for entry in values:
+        try:
+            number = float(entry)
+        except (TypeError, ValueError):
+            raise ForestFormatError(path, f"base_score {value!r:.40} is not a number.") from None
+        if not math.isfinite(number):
+            raise ForestFormatError(path, "base_score must be finite.")
+        with np.errstate(over="ignore"):
+            number32 = np.float32(number)
+        if not np.isfinite(number32):
+            raise ForestFormatError(path, "base_score must be finite as float32.")
+        numbers.append(float(number32))
+    return numbers * n_outputs if len(numbers) == 1 else numbers
 
 
 def _parallel_array(entry: dict, key: str, path: str, kind: str, n: int, of: str) -> np.ndarray:
@@ -221,15 +276,20 @@ def _parallel_array(entry: dict, key: str, path: str, kind: str, n: int, of: str
     return array
 
 
-def _tree(tree: Any, path: str, categorical: list[int], drop_weight: float) -> tuple[Tree, np.ndarray]:
-    """One XGBoost tree as our Tree, and the XGBoost node id of each of its nodes.
+def _tree(
+    tree: Any, path: str, categorical: list[int], drop_weight: float, output: int | None = None
+) -> tuple[Tree, np.ndarray]:
+    """One XGBoost tree as our Tree (adding to ``output`` when the model has several), and the XGBoost
+    node id of each of its nodes.
 
     Parsing only: TreeEnsemble checks the structure (children, depth, feature range).
     """
     tree_param = get(tree, "tree_param", path, dict, required=False, default={})
     if integer(tree_param.get("size_leaf_vector", 1), f"{path}/tree_param/size_leaf_vector") > 1:
         raise ForestFormatError(
-            f"{path}/tree_param/size_leaf_vector", "vector-leaf (multi-target) trees are not supported."
+            f"{path}/tree_param/size_leaf_vector",
+            "vector-leaf trees (multi_strategy='multi_output_tree') are not supported; retrain with "
+            "multi_strategy='one_output_per_tree' (the default).",
         )
     left = node_array(get(tree, "left_children", path), f"{path}/left_children", "int", entry_error)
     n = left.shape[0]
@@ -263,7 +323,7 @@ def _tree(tree: Any, path: str, categorical: list[int], drop_weight: float) -> t
     # x < -FLT_MAX holds for no finite float32: a finite stand-in for -inf routes identically
     threshold[np.isneginf(threshold)] = -_LARGEST_FLOAT64
     value = np.where(split, 0.0, condition32.astype(np.float64) * float(np.float32(drop_weight)))
-    return _without_deleted_nodes(
+    tree, kept = _without_deleted_nodes(
         left,
         right,
         feature=np.where(split, split_index, LEAF_FEATURE),
@@ -271,6 +331,7 @@ def _tree(tree: Any, path: str, categorical: list[int], drop_weight: float) -> t
         value=value,
         missing_go_left=default_left == 1,
     )
+    return dataclasses.replace(tree, output=output), kept
 
 
 def _without_deleted_nodes(left: np.ndarray, right: np.ndarray, **arrays: np.ndarray) -> tuple[Tree, np.ndarray]:
