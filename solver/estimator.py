@@ -1,10 +1,10 @@
 """scikit-learn style estimators: a forest in, a small weighted rule set out.
 
-``FireRegressor`` (squared loss) and ``FireClassifier`` (logistic loss, any two labels) share everything but
-their target: the parameters, which are the fields of :class:`solver.spec.ForestSpec` and
-:class:`solver.spec.PathSpec` with their defaults (``forest_kind`` for the forest's ``kind``; ``loss`` is the
-estimator's, ``random_state`` seeds both), the fit through :func:`solver.fitting.fit_rules`, the encoding of
-tables with text columns, the rules and the JSON document.
+``FireRegressor`` (squared loss, or ``loss="poisson"`` for counts and rates) and ``FireClassifier`` (logistic loss
+for two labels, multinomial for more) share everything but their target: the parameters, which are the fields of
+:class:`solver.spec.ForestSpec` and :class:`solver.spec.PathSpec` with their defaults (``forest_kind`` for the
+forest's ``kind``; the loss is the estimator's, ``random_state`` seeds both), the fit through
+:func:`solver.fitting.fit_rules`, the encoding of tables with text columns, the rules and the JSON document.
 """
 
 import inspect
@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 import pandas as pd
+from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
@@ -28,7 +29,7 @@ from sklearn.utils.validation import (
 
 from .datafits import probability
 from .encoding import TableEncoding, has_text_columns
-from .fitting import binary_labels, fit_rules
+from .fitting import class_labels, fit_rules
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 
@@ -100,13 +101,16 @@ class _FireEstimator(BaseEstimator):
     forest_ : TreeEnsemble; estimator_ : the fitted scikit-learn forest (None when ``forest`` is given as a
     TreeEnsemble); encoding_ : TableEncoding of the training table (None for numeric input);
     path_ : list of dicts, one per step (``solver.path.PathStep``); coef_path_ : scipy.sparse CSR (steps x
-    leaves); selected_step_ : int; coef_ : leaf weights of the selected step; intercept_ : float;
+    leaves, or leaves x classes row-major); selected_step_ : int; coef_ : leaf weights of the selected step ((R,),
+    or (R, K) for K classes); intercept_ : float, or (K,) for K classes;
     n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : its rules (a tuple of
     ``solver.rule_types.Rule``);
     n_features_in_, feature_names_in_ (the original columns).
     """
 
-    _loss: str  # the PathSpec loss of the subclass
+    def _path_loss(self) -> str:
+        """The PathSpec loss this estimator fits (once its target is known)."""
+        raise NotImplementedError
 
     def __init_subclass__(cls, parameters: dict, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -121,7 +125,7 @@ class _FireEstimator(BaseEstimator):
         """The estimator's path settings as the :class:`PathSpec` the library and the service run."""
         return PathSpec.from_dict(
             {name: getattr(self, name) for name in PathSpec.defaults() if name not in ("loss", "random_state")}
-            | {"loss": self._loss, "random_state": seed}
+            | {"loss": self._path_loss(), "random_state": seed}
         )
 
     def forest_spec(self, seed: int) -> ForestSpec:
@@ -185,7 +189,7 @@ class _FireEstimator(BaseEstimator):
         self.n_iter_ = sum(step.n_iter for step in fit.path.steps)
         self.selected_step_ = fit.selected
         self.coef_ = fit.path.coef(fit.selected)
-        self.intercept_ = float(fit.rules.intercept)
+        self.intercept_ = _intercept(fit.rules.intercept)
         self.rule_ensemble_ = fit.rules
         return self
 
@@ -273,30 +277,53 @@ class _FireEstimator(BaseEstimator):
         model.path_ = list(document["path"])
         model.selected_step_ = int(document["selected_step"])
         model.rule_ensemble_ = RuleEnsemble.from_dict(document["rule_ensemble"])
-        model.intercept_ = float(model.rule_ensemble_.intercept)
+        model.intercept_ = _intercept(model.rule_ensemble_.intercept)
         return model
 
 
-class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters()):
-    """FIRE as a scikit-learn regressor: the squared loss; ``predict`` is the rules' sum. See
-    :class:`_FireEstimator` for the parameters and attributes."""
+def _intercept(intercept):
+    """A rule ensemble's intercept as the estimator shows it: a float, or an array (K,) for K classes."""
+    return float(intercept) if np.ndim(intercept) == 0 else np.asarray(intercept, dtype=np.float64)
 
-    _loss = "squared"
+
+REGRESSION_LOSSES = ("squared", "poisson")
+
+
+class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss="squared")):
+    """FIRE as a scikit-learn regressor. ``loss="squared"``: ``predict`` is the rules' sum. ``loss="poisson"``
+    (counts or rates, y >= 0, log link): the rules add log rates, ``predict`` is the rate ``exp(sum)`` and each
+    rule multiplies it by ``exp(contribution)``; exposure goes in as scikit-learn's ``PoissonRegressor`` takes
+    it: ``y = count / exposure`` and ``sample_weight = exposure``, the predicted rate being per unit of exposure.
+    See :class:`_FireEstimator` for the parameters and attributes."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = self.loss == "poisson"  # as scikit-learn's PoissonRegressor
+        return tags
+
+    def _path_loss(self) -> str:
+        if self.loss not in REGRESSION_LOSSES:
+            raise SpecError("loss", f"must be one of {list(REGRESSION_LOSSES)}, got {self.loss!r}")
+        return self.loss
 
     def _target(self, y, fitting):
         return _check_y(y, y_numeric=True, estimator=self).astype(np.float64)
 
     def predict(self, X):
+        """The rules' sum (squared loss), or the rate ``exp(sum)`` (Poisson)."""
         check_is_fitted(self, "rule_ensemble_")
-        return self.rule_ensemble_.predict(self._table(X, reset=False))
+        return self.rule_ensemble_.predict_mean(self._table(X, reset=False))
 
 
 class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None)):
-    """FIRE as a scikit-learn binary classifier: the logistic loss; the rules add log-odds of ``classes_[1]``.
+    """FIRE as a scikit-learn classifier. Two labels: the logistic loss; the rules add log-odds of ``classes_[1]``.
+    K > 2 labels: the multinomial loss; each rule adds one amount per class to the class scores (in or out for
+    all classes at once) and the probabilities are their softmax.
 
-    Any two labels (strings, booleans, numbers; ``classes_`` in sorted order, scikit-learn's convention).
-    ``decision_function`` is the rules' sum (intercept + M w, the log-odds), ``predict_proba`` its sigmoid,
-    ``predict`` the label of the larger probability (``classes_[0]`` on ties). The path records log loss, AUC
+    Any labels (strings, booleans, numbers; ``classes_`` in sorted order, scikit-learn's convention).
+    ``decision_function`` is the rules' sum: (n,) log-odds of ``classes_[1]`` for two classes, (n, K) class
+    scores for more; ``predict_proba`` (n, K) its sigmoid or softmax (rows sum to 1), ``predict`` the label of
+    the largest probability (the first on ties). The path records log loss, AUC (macro one-vs-rest for K > 2)
     and accuracy per step; ``selection="auc"`` chooses the step by validation AUC instead of log loss.
     ``class_weight``: None, "balanced" or {label: weight}, multiplying ``sample_weight`` in the forest and the
     path alike. ``forest`` may be a fitted scikit-learn classifier (RandomForestClassifier, ExtraTreesClassifier,
@@ -304,18 +331,14 @@ class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(cla
     regression forest. See :class:`_FireEstimator` for the other parameters and attributes.
     """
 
-    _loss = "logistic"
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
+    def _path_loss(self) -> str:
+        return "logistic" if len(self.classes_) == 2 else "multinomial"
 
     def _target(self, y, fitting):
         y = _check_y(y, estimator=self)
         if fitting:
             check_classification_targets(y)
-            self.classes_, codes = binary_labels(y)
+            self.classes_, codes = class_labels(y)
             return codes
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
@@ -323,7 +346,7 @@ class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(cla
                 f"y_val has labels the training labels {self.classes_.tolist()} do not: "
                 f"{np.unique(y[unknown])[:5].tolist()}"
             )
-        return (y == self.classes_[1]).astype(np.float64)
+        return np.searchsorted(self.classes_, y).astype(np.float64)
 
     def _sample_weight(self, y, sample_weight):
         if self.class_weight is None:
@@ -333,15 +356,22 @@ class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(cla
         return weights if sample_weight is None else weights * sample_weight
 
     def decision_function(self, X):
-        """The log-odds of ``classes_[1]``: intercept + the contributions of the rules that fire."""
+        """Intercept + the contributions of the rules that fire: the log-odds of ``classes_[1]`` (n,) for two
+        classes, the class scores (n, K) for more."""
         check_is_fitted(self, "rule_ensemble_")
         return self.rule_ensemble_.predict(self._table(X, reset=False))
 
     def predict_proba(self, X):
-        """Probabilities of ``classes_[0]`` and ``classes_[1]``: ``1 - p`` and ``p = 1 / (1 + exp(-score))``."""
-        p = probability(self.decision_function(X))
+        """(n, K) class probabilities in ``classes_`` order: ``1 - p`` and ``p = 1 / (1 + exp(-score))`` for two
+        classes, the softmax of the class scores for more."""
+        score = self.decision_function(X)
+        if score.ndim == 2:
+            return softmax(score, axis=1)
+        p = probability(score)
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X):
-        positive = self.decision_function(X) > 0.0  # first: it raises NotFittedError before classes_ is read
-        return self.classes_[positive.astype(np.int64)]
+        score = self.decision_function(X)  # first: it raises NotFittedError before classes_ is read
+        if score.ndim == 2:
+            return self.classes_[np.argmax(score, axis=1)]
+        return self.classes_[(score > 0.0).astype(np.int64)]

@@ -8,7 +8,10 @@
 The path's loss decides the task: ``PathSpec(loss="logistic")`` fits a binary classifier on 0/1 ``y``
 (:func:`binary_labels` turns any two labels into them), trains the classifier variant of a ``ForestSpec`` and
 gives rules that add log-odds of ``classes[1]`` (``RuleEnsemble.response``); ``solver.datafits.probability``
-turns a rule ensemble's prediction into the probability of ``classes[1]``.
+turns a rule ensemble's prediction into the probability of ``classes[1]``. ``loss="multinomial"`` fits K classes
+on class codes 0..K-1 (:func:`class_labels`), trains the classifier variant too, and gives rules with one log-odds
+amount per class (link softmax); ``loss="poisson"`` fits counts or rates with a regression forest and gives rules
+whose amounts are log rates (link log: a rule multiplies the rate by exp(amount)).
 
 Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
 responsibility: it should not have been trained on the validation rows either.
@@ -46,6 +49,24 @@ def holdout_split(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, 
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
+def class_labels(values, max_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, y): the distinct labels of ``values`` in sorted order (strings, booleans, numbers, as given) and
+    ``y`` the float code of each value's class, its position in ``classes`` (0/1 for two labels, as
+    :func:`binary_labels`). Fewer than two labels, more than ``max_classes`` or missing ones are a ValueError."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional, got shape {values.shape}")
+    if pd.isna(values).any():
+        raise ValueError("labels must not be missing")
+    classes, codes = np.unique(values, return_inverse=True)
+    shown = [str(c) for c in classes[:5]]
+    if len(classes) < 2:
+        raise ValueError(f"classification needs at least two classes, got 1 class: {shown}")
+    if max_classes is not None and len(classes) > max_classes:
+        raise ValueError(f"{len(classes)} classes, more than the {max_classes} allowed: {shown}, ...")
+    return classes, codes.astype(np.float64)
+
+
 def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
     """(classes, y): the two distinct labels of ``values`` in sorted order (strings, booleans, numbers, as
     given) and ``y`` = 1.0 where a value is ``classes[1]``, 0.0 elsewhere: scikit-learn's convention, so
@@ -67,16 +88,27 @@ def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
 
 def rule_response(loss: str, classes=None) -> str | None:
     """What rules fitted with ``loss`` add where it is not the target itself: ``"log-odds of 'yes'"`` for the
-    logistic loss (``classes[1]``, or 1 without classes), None for the squared loss (``RuleEnsemble.response``)."""
+    logistic loss (``classes[1]``, or 1 without classes), ``"log-odds per class"`` (multinomial), ``"log rate"``
+    (Poisson), None for the squared loss (``RuleEnsemble.response``)."""
+    if loss == "multinomial":
+        return "log-odds per class"
+    if loss == "poisson":
+        return "log rate"
     if loss != "logistic":
         return None
     return f"log-odds of '{1 if classes is None else classes[1]}'"
 
 
+# the RuleEnsemble link of each loss's scores where it is not the default (the logistic loss keeps the
+# single-output documents it has always written)
+RULE_LINKS = {"multinomial": "softmax", "poisson": "log"}
+
+
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
-    """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared
-    loss, classifiers of 0/1 ``y`` for the logistic loss (whose TreeEnsemble predicts the probability, or the
-    log-odds for gradient boosting: see ``solver.sklearn_adapters``)."""
+    """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared and
+    Poisson losses, classifiers of the class codes ``y`` for the logistic and multinomial losses (whose
+    TreeEnsemble predicts the probabilities, or the log-odds for gradient boosting: see
+    ``solver.sklearn_adapters``)."""
     from sklearn import ensemble as forests
 
     X = np.asarray(X, dtype=np.float64)
@@ -87,7 +119,7 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
         max_features=spec.max_features,
         random_state=spec.random_state,
     )
-    task = "Classifier" if loss == "logistic" else "Regressor"
+    task = "Classifier" if loss in ("logistic", "multinomial") else "Regressor"
     if spec.kind == "gradient_boosting":
         estimator = getattr(forests, f"GradientBoosting{task}")(learning_rate=spec.learning_rate, **common)
     elif spec.kind == "extra_trees":
@@ -137,7 +169,8 @@ def fit_rules(
     ``leaves``/``val_leaves``: the forest's leaf
     indices (n, T) on all rows of ``X``/``X_val`` where the caller has them (a cache); computed otherwise.
     ``classes``: the labels ``y``'s 0 and 1 stand for (logistic loss; :func:`binary_labels`), named by the
-    rules' response, ``"log-odds of 'yes'"``. ``callback(step)``: as in :func:`solver.fit_path`.
+    rules' response, ``"log-odds of 'yes'"``, or its codes 0..K-1 (multinomial loss; :func:`class_labels`),
+    the classes of the rules' amounts. ``callback(step)``: as in :func:`solver.fit_path`.
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -185,15 +218,25 @@ def fit_rules(
         callback=callback,
     )
     selected = path.select()
+    per_class = spec.loss == "multinomial"
+    if per_class and classes is None:
+        classes = np.arange(path.n_classes)
     rules = RuleEnsemble.from_weights(
         ensemble,
         path.coef(selected),
-        float(path.intercepts[selected]),
+        path.intercepts[selected] if per_class else float(path.intercepts[selected]),
+        classes=[_plain(c) for c in classes] if per_class else None,
+        link=RULE_LINKS.get(spec.loss),
         encoding=encoding,
         X=X[train_rows],
         response=rule_response(spec.loss, classes),
     )
     return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
+
+
+def _plain(label):
+    """A numpy label as the Python value a JSON document holds."""
+    return label.item() if isinstance(label, np.generic) else label
 
 
 def _matrix(forest: TreeEnsemble, leaves: np.ndarray) -> LeafMatrix:

@@ -27,6 +27,7 @@ EXPECTED_FAILED_CHECKS = {
 @parametrize_with_checks(
     [
         FireRegressor(n_estimators=15, n_lambdas=15, random_state=0),
+        FireRegressor(loss="poisson", n_estimators=15, n_lambdas=15, random_state=0),
         FireClassifier(n_estimators=15, n_lambdas=15, random_state=0),
     ],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
