@@ -16,7 +16,8 @@ from rq.timeouts import JobTimeoutException
 
 from app.core.config import get_settings
 from app.core.container import Core, build_core
-from app.core.forests import ForestRecipe
+from app.core.datasets import DatasetInfo
+from app.core.forests import ForestRecipe, ValidationSplit
 from app.core.job_documents import (
     SUCCEEDED,
     TERMINAL,
@@ -163,6 +164,8 @@ class JobRun(Generic[SpecT]):
                 val_loss=self.steps[best].val_loss,
                 train_loss=self.steps[best].train_loss,
                 val_auc=self.steps[best].val_auc,
+                val_accuracy=self.steps[best].val_accuracy,
+                val_mae=self.steps[best].val_mae,
             )
         )
         self.records.report_progress(
@@ -178,7 +181,10 @@ class JobRun(Generic[SpecT]):
                 val_loss=step.val_loss,
                 train_auc=step.train_auc,
                 val_auc=step.val_auc,
+                train_accuracy=step.train_accuracy,
                 val_accuracy=step.val_accuracy,
+                train_mae=step.train_mae,
+                val_mae=step.val_mae,
                 best=best_so_far,
             ),
         )
@@ -256,6 +262,8 @@ def run_path(job_id: str, attempt: int) -> None:
         if validation_id is not None and X_val is not None:
             val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
             cache_hit = cache_hit and val_hit
+        if spec.path.loss == "multinomial":
+            _check_training_classes(dataset, y, ValidationSplit.for_path(spec.path, validation_id))
         run.phase("path", step=0, n_steps=spec.path.n_steps)
         with run.timed("path"):
             fit = fit_rules(
@@ -297,9 +305,23 @@ def run_path(job_id: str, attempt: int) -> None:
                 cache_hit=cache_hit,
                 selected=fit.selected,
                 steps=fit.path.steps,
+                classes=dataset.rule_classes(spec.path.loss),
             )
             run.core.results.put(result)
         run.succeed(result.summary(), cache_hit=cache_hit)
+
+
+def _check_training_classes(dataset: DatasetInfo, y: np.ndarray, split: ValidationSplit) -> None:
+    """A multinomial path fits one score per class of the dataset: every class needs a training row (a rare one
+    may fall wholly into the holdout). Raised as the job's error, naming the classes and the fixes."""
+    assert dataset.classes is not None  # a multiclass dataset's
+    counts = np.bincount(y[split.training_rows(len(y))].astype(np.int64), minlength=len(dataset.classes))
+    absent = [label for label, count in zip(dataset.classes, counts) if count == 0]
+    if absent:
+        raise ValueError(
+            f"classes {absent} of {dataset.target!r} have no row among the training rows (the validation holdout "
+            "took them all): hold out another fraction or seed, validate on another dataset, or merge rare classes"
+        )
 
 
 def collect_grid(job_id: str, attempt: int) -> None:

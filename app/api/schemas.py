@@ -156,7 +156,9 @@ class PathJobRequest(StrictBody):
         PATH_DEFAULTS["loss"],
         description=(
             PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
-            "squared for regression (the default shown). logistic needs a classification dataset"
+            "multinomial for multiclass, poisson for count, squared for regression (the default shown). A task "
+            "allows its own loss and squared (classification, count) or poisson (regression, a target never "
+            "negative); another is a 422 naming loss"
         ),
     )
     penalty: Penalty = path_setting("penalty")
@@ -393,22 +395,34 @@ def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tup
 
 
 class PredictResponse(BaseModel):
-    """A regression model's predictions are numbers; a classifier's (loss logistic) are labels, with the
-    probability of classes[1] per row."""
+    """A regression model's predictions are numbers, a count model's (Poisson loss) rates; a classifier's are
+    labels, with probabilities: a binary classifier's (logistic loss) the probability of classes[1] per row (as
+    before K classes were supported), a K-class classifier's (multinomial loss) one row of K per row."""
 
     predictions: list[float | str | bool | int] = Field(
-        description=("per row: the prediction, or a classifier's label (classes[1] where its probability is above 0.5)")
+        description=(
+            "per row: the prediction; a count model's rate exp(log rate); a classifier's label (a binary one's "
+            "classes[1] where its probability is above 0.5; a K-class one's most probable class, the first of equal "
+            "ones)"
+        )
     )
-    probabilities: list[float] | None = Field(
-        None, description="a classifier's: the probability of classes[1] per row, 1 / (1 + exp(-log-odds))"
-    )
-    classes: list[str | bool | int | float] | None = Field(None, description="a classifier's two labels")
-    explanations: list[list[int]] | None = Field(None, description="explain=true: ids of the rules that fired, per row")
-    contributions: list[list[float]] | None = Field(
+    probabilities: list[float] | list[list[float]] | None = Field(
         None,
         description=(
-            "explain=true: what each of those rules adds, per row (log-odds for a classifier); they sum to the "
-            "prediction (log-odds) minus the model's intercept"
+            "a classifier's: a binary one's probability of classes[1] per row, 1 / (1 + exp(-log-odds)) (that of "
+            "classes[0] is 1 minus it); a K-class one's probability of every class per row, in the order of "
+            "classes, each row summing to 1 (the softmax of the class scores)"
+        ),
+    )
+    classes: list[str | bool | int | float] | None = Field(None, description="a classifier's labels, sorted")
+    explanations: list[list[int]] | None = Field(None, description="explain=true: ids of the rules that fired, per row")
+    contributions: list[list[float] | list[list[float]]] | None = Field(
+        None,
+        description=(
+            "explain=true: what each of those rules adds, per row: to the score (log-odds for a binary classifier, "
+            "log rate for counts: the rate is multiplied by exp(contribution)), or for a K-class classifier a list "
+            "of K amounts, one per class in the order of classes; they sum to the score minus the model's "
+            "intercept (per class)"
         ),
     )
 

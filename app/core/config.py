@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     max_categories: int = Field(
         DEFAULT_MAX_CATEGORIES, description="A text column with more distinct values is refused."
     )
+    max_classes: int = Field(
+        50,
+        ge=3,
+        description="A multiclass target (text labels, or task=multiclass) with more distinct values is refused (422).",
+    )
     max_trees: int = Field(5_000, description="Trees of a trained or uploaded forest (422).")
     max_tree_depth: int = Field(32, description="Depth of a trained or uploaded tree (422).")
     max_leaves: int = Field(1_000_000, description="Leaves (candidate rules) of a forest (422).")

@@ -24,12 +24,22 @@ from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
 from app.core.keys import Keys
 from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding, TableError
-from solver.fitting import binary_labels, rule_response
+from solver.fitting import class_labels, rule_response
+from solver.spec import Loss
 
-Task = Literal["classification", "regression"]
+Task = Literal["classification", "regression", "multiclass", "count"]
 TASKS: tuple[Task, ...] = get_args(Task)
 # the path loss a dataset's task calls for (a path job that names no loss gets it)
-TASK_LOSSES = {"classification": "logistic", "regression": "squared"}
+TASK_LOSSES: dict[str, Loss] = {
+    "classification": "logistic",
+    "regression": "squared",
+    "multiclass": "multinomial",
+    "count": "poisson",
+}
+# the tasks whose target is stored as class codes 0..K-1 of ``classes``, and the losses whose rules score them
+LABELLED_TASKS = ("classification", "multiclass")
+CLASSIFIER_LOSSES = ("logistic", "multinomial")
+MIN_MULTICLASS = 3
 
 FORMATS = ("csv", "parquet", "json")
 _CONTENT_TYPE_FORMATS = {
@@ -59,7 +69,7 @@ def table_invalid(error: TableError) -> Invalid:
 
 class TargetSummary(Document):
     """Of the target as stored: for classification, y is 0/1 (1 = ``classes[1]``), so the mean is the share of
-    ``classes[1]``."""
+    ``classes[1]``; for multiclass, y is the class code 0..K-1 (``DatasetInfo.class_counts`` counts them)."""
 
     mean: float
     std: float
@@ -80,15 +90,20 @@ class DatasetInfo(Document):
     task: Task = Field(
         "regression",
         description=(
-            "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]) or regression"
+            "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]), multiclass (3 to "
+            "FIRE_MAX_CLASSES distinct values, stored as class codes 0..K-1 in the order of classes), regression, or "
+            "count (numbers >= 0: counts or rates, fitted with the Poisson loss)"
         ),
     )
     classes: list[str | bool | int | float] | None = Field(
         None,
         description=(
-            "classification: the target's two labels as given, in sorted order; path jobs fit the log-odds of "
-            "classes[1]"
+            "classification and multiclass: the target's labels as given, in sorted order; path jobs fit the "
+            "log-odds of classes[1] (two labels) or one score per class (multiclass)"
         ),
+    )
+    class_counts: list[int] | None = Field(
+        None, description="classification and multiclass: the rows of each class, in the order of classes"
     )
     n_rows: int
     n_features: int
@@ -114,13 +129,18 @@ class DatasetInfo(Document):
         return any(column["kind"] == "numeric" and self.missing_values.get(column["name"]) for column in self.columns)
 
     @property
-    def loss(self) -> str:
+    def loss(self) -> Loss:
         """The path loss of this dataset's task."""
         return TASK_LOSSES[self.task]
 
     def response(self, loss: str) -> str | None:
         """What rules fitted with ``loss`` add, named as ``solver.fitting.fit_rules`` names it."""
         return rule_response(loss, self.classes)
+
+    def rule_classes(self, loss: str) -> list | None:
+        """The classes of rules fitted with ``loss``: the labels for a classifier's loss, else None (a squared loss
+        on a classification dataset's 0/1 target has none)."""
+        return self.classes if loss in CLASSIFIER_LOSSES else None
 
 
 class DatasetStore:
@@ -159,22 +179,23 @@ class DatasetStore:
         task: str | None = None,
     ) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target (and task) again is a no-op.
-        ``task``: classification, regression, or None to detect it (:func:`target_task`)."""
+        ``task``: one of TASKS, or None to detect it (:func:`target_task`)."""
         check_task(task)
         dataset_id = self.dataset_id(data, target, tenant, task)
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
-        encoding, features, y, classes = validate_table(frame, target, self.settings, task)  # pops the target
+        encoding, features, y, found_task, classes = validate_table(frame, target, self.settings, task)  # pops target
         missing = {str(name): int(count) for name, count in frame.isna().sum().items() if count}
         del frame  # the encoded arrays are all that is kept
         info = DatasetInfo(
             id=dataset_id,
             tenant=tenant,
             target=target,
-            task="regression" if classes is None else "classification",
+            task=found_task,
             classes=classes,
+            class_counts=None if classes is None else np.bincount(y.astype(np.int64), minlength=len(classes)).tolist(),
             n_rows=features.shape[0],
             n_features=features.shape[1],
             columns=encoding.to_dict(),
@@ -402,40 +423,71 @@ def _label(value) -> str | bool | int | float:
     return value if isinstance(value, (str, bool, int, float)) else str(value)
 
 
-def target_task(column: pd.Series, target: str, task: str | None) -> str:
+def target_task(column: pd.Series, target: str, task: str | None, max_classes: int) -> str:
     """The task of a target column: as declared, or detected: exactly two distinct values (text, booleans or
-    numbers) is classification, any other target with numbers regression (its non-numeric rows are then faults
-    of their own). Invalid where the target cannot be either: labels none of which is a number other than
-    exactly two (multiclass), or a declared classification without two."""
+    numbers) is classification, text labels (none of them a number) are multiclass, any other target with
+    numbers regression (its non-numeric rows are then faults of their own). A count is never detected: it is
+    declared (``task=count``), as are integer class codes (``task=multiclass``). Invalid where the target cannot
+    be the task: a classification without two labels, a multiclass target with fewer than 3 or more than
+    ``max_classes`` (FIRE_MAX_CLASSES) labels."""
     try:
         n_labels = int(column.nunique(dropna=True))
     except TypeError:  # objects or lists in JSON records: no labels, and no numbers either (named as such)
         return "regression" if task is None else task
     numbers = pd.to_numeric(column, errors="coerce").notna()
     if task is None:  # more than two values, some of them numbers: a numeric target whose other rows are named
-        task = "classification" if n_labels == 2 or not numbers.any() else "regression"
+        task = "classification" if n_labels == 2 else "regression" if numbers.any() else "multiclass"
+    shown = [str(label) for label in column.dropna().unique()[:5]]
+    values = f"{n_labels} distinct values {shown}"
     if task == "classification" and n_labels != 2:
-        shown = [str(label) for label in column.dropna().unique()[:5]]
-        multiclass = " (multiclass is not supported yet)" if n_labels > 2 else ""
         raise Invalid(
-            f"The target '{target}' has {n_labels} distinct values: classification needs exactly two{multiclass}.",
+            f"The target '{target}' has {n_labels} distinct values: classification needs exactly two.",
             [
                 FieldFault(
                     f"columns.{target}",
-                    f"{n_labels} distinct values {shown}",
-                    "multiclass is not supported yet; use task=regression for a numeric target, or "
-                    "a target with two labels",
+                    values,
+                    f"use task=multiclass for 3 to {max_classes} labels (FIRE_MAX_CLASSES), task=regression for a "
+                    "numeric target, or a target with two labels",
+                )
+            ],
+        )
+    if task == "multiclass" and n_labels > max_classes:
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct values, more than the {max_classes} classes "
+            f"FIRE_MAX_CLASSES allows.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    f"{values[:-1]}, ...]" if n_labels > len(shown) else values,
+                    f"group the labels into at most {max_classes} classes, raise FIRE_MAX_CLASSES, or use "
+                    "task=regression (or count) for a numeric target",
+                )
+            ],
+        )
+    if task == "multiclass" and n_labels < MIN_MULTICLASS:
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct value{'' if n_labels == 1 else 's'}: multiclass needs "
+            f"{MIN_MULTICLASS} to {max_classes}.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    values,
+                    "two labels: use task=classification (or leave task out)"
+                    if n_labels == 2
+                    else "send a target with at least two distinct labels",
                 )
             ],
         )
     return task
 
 
-def _classes(column: pd.Series, target: str, faults: list[FieldFault]) -> tuple[list, np.ndarray]:
-    """(classes as JSON values, y as 0/1 with 1 = classes[1]): the library's binary_labels."""
+def _classes(column: pd.Series, target: str, task: str, faults: list[FieldFault]) -> tuple[list, np.ndarray]:
+    """(classes as JSON values, y the class codes 0..K-1 in their order; 0/1 for two labels, 1 = classes[1]):
+    the library's class_labels. A multiclass target's text labels become export column names and keys: none may
+    start like a spreadsheet formula."""
     values = column.to_numpy()
     try:
-        classes, y = binary_labels(values)
+        classes, y = class_labels(values)
     except TypeError:  # labels of mixed types (text and numbers, objects) have no order
         faults.append(
             FieldFault(
@@ -445,13 +497,76 @@ def _classes(column: pd.Series, target: str, faults: list[FieldFault]) -> tuple[
             )
         )
         return [], np.zeros(len(values))
-    return [_label(label) for label in classes], y
+    labels = [_label(label) for label in classes]
+    if len({str(label) for label in labels}) < len(labels):
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                "labels that read the same as text (such as 1 and '1')",
+                "write every label the same way",
+            )
+        )
+    if task == "multiclass":
+        faults += [
+            formula_fault(f"columns.{target}", label)
+            for label in labels
+            if isinstance(label, str) and label.startswith(FORMULA_PREFIXES)
+        ][:20]
+    return labels, y
 
 
-def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: str | None = None):
-    """(encoding, features float64 (n, p), y float64 (n,), classes), or Invalid naming every fault. Takes the
-    target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
-    (:func:`target_task`); ``classes`` is the two labels of a classification target (y is then 0/1), else None."""
+def _numeric_target(
+    column: pd.Series, target: str, task: str, missing: np.ndarray, faults: list[FieldFault]
+) -> np.ndarray:
+    """y of a regression or count target, its faults named: non-numeric rows, values out of range, and for a
+    count, negative values or none above 0 (the Poisson loss needs counts or rates >= 0, some of them positive)."""
+    y = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    non_numeric = np.isnan(y) & ~missing
+    if non_numeric.any():
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                f"non-numeric target in {_rows(non_numeric)}",
+                f"a {task} target must be a number (labels: task=classification or task=multiclass)",
+            )
+        )
+    if _out_of_range(y).any():
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(_out_of_range(y))}",
+                "drop these rows",
+            )
+        )
+    if task == "count":
+        negative = y < 0
+        if negative.any():
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    f"negative counts in {_rows(negative)}",
+                    "a count target (task=count, the Poisson loss) is a count or rate >= 0: fix these rows, or "
+                    "use task=regression for a target that can be negative",
+                )
+            )
+        elif not (y > 0).any() and not missing.any() and not non_numeric.any():
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    "every count is 0",
+                    "a count target needs some rows above 0 (the Poisson loss has nothing to fit)",
+                )
+            )
+    return y
+
+
+def validate_table(
+    frame: pd.DataFrame, target: str, settings: Settings, task: str | None = None
+) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None]:
+    """(encoding, features float64 (n, p), y float64 (n,), task, classes), or Invalid naming every fault. Takes
+    the target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
+    (:func:`target_task`); ``classes`` is the labels of a classification or multiclass target (y then holds
+    their codes 0..K-1: 0/1 for two labels), else None."""
     if target not in frame.columns:
         raise Invalid(
             f"No column named '{target}'.",
@@ -463,8 +578,8 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: s
             [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")],
         )
     target_column = frame.pop(target)
-    task = target_task(target_column, target, task)
-    faults = []
+    task = target_task(target_column, target, task, settings.max_classes)
+    faults: list[FieldFault] = []
     missing_target = target_column.isna().to_numpy()
     if missing_target.any():
         faults.append(
@@ -473,29 +588,14 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: s
             )
         )
     classes = None
-    if task == "classification":
+    if task in LABELLED_TASKS:
         classes, y = (
-            _classes(target_column, target, faults) if not missing_target.any() else ([], np.zeros(len(target_column)))
+            _classes(target_column, target, task, faults)
+            if not missing_target.any()
+            else ([], np.zeros(len(target_column)))
         )
     else:
-        y = pd.to_numeric(target_column, errors="coerce").to_numpy(dtype=np.float64)
-        non_numeric = np.isnan(y) & ~missing_target
-        if non_numeric.any():
-            faults.append(
-                FieldFault(
-                    f"columns.{target}",
-                    f"non-numeric target in {_rows(non_numeric)}",
-                    "a regression target must be a number (two labels: task=classification)",
-                )
-            )
-        if _out_of_range(y).any():
-            faults.append(
-                FieldFault(
-                    f"columns.{target}",
-                    f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(_out_of_range(y))}",
-                    "drop these rows",
-                )
-            )
+        y = _numeric_target(target_column, target, task, missing_target, faults)
     try:
         encoding = TableEncoding.infer(frame, settings.categorical, settings.max_categories)
         faults += [
@@ -519,4 +619,4 @@ def validate_table(frame: pd.DataFrame, target: str, settings: Settings, task: s
             )
     if faults:
         raise Invalid("The table does not validate.", faults)
-    return encoding, features, y, classes
+    return encoding, features, y, task, classes

@@ -61,8 +61,8 @@ class ForestRecipe(Document):
     loss: Loss = Field(
         DEFAULT_LOSS,
         description=(
-            "the path loss the forest is for: regression trees for 'squared', classifiers for 'logistic' "
-            "(solver.fitting.train_forest)"
+            "the path loss the forest is for: regression trees for 'squared' and 'poisson', classifiers for "
+            "'logistic' and 'multinomial' (solver.fitting.train_forest)"
         ),
     )
 
@@ -91,19 +91,22 @@ class ForestInfo(Document):
     n_trees: int
     n_leaves: int
     n_features: int
+    n_outputs: int = Field(1, description="outputs of the forest: K for a K-class classifier's trees, else 1")
     feature_names: list[str]
     source: Annotated[UploadedForest | TrainedForest, Field(discriminator="type")]
     created_at: float
 
 
 class FireTree(Document):
-    """One tree of a fire-forest document (docs/forest-schema.md): node arrays indexed by node id."""
+    """One tree of a fire-forest document (docs/forest-schema.md): node arrays indexed by node id. In a forest of
+    K outputs, a vector tree's value is K numbers per node; a per-output tree's ``output`` is the one it adds to."""
 
+    output: int | None = Field(None, description="a per-output tree's output (K-output forests only)")
     children_left: list[int]
     children_right: list[int]
     feature: list[int]
     threshold: list[float]
-    value: list[float]
+    value: list[float] | list[list[float]]
     missing_go_left: list[bool]
     n_samples: list[int] | None = None
 
@@ -114,9 +117,10 @@ class FireForest(Document):
     format: Literal["fire-forest"]
     version: Literal[1]
     kind: str
+    n_outputs: int | None = Field(None, description="K > 1 outputs (a K-class forest); absent for one")
     n_features: int
     feature_names: list[str]
-    base_score: float
+    base_score: float | list[float]
     tree_weight: float
     trees: list[FireTree]
 
@@ -140,6 +144,7 @@ def describe_forest(
         n_trees=ensemble.n_trees,
         n_leaves=ensemble.n_leaves,
         n_features=ensemble.n_features,
+        n_outputs=ensemble.n_outputs,
         feature_names=list(ensemble.feature_names),
         source=source,
         created_at=time.time(),

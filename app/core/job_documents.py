@@ -66,7 +66,11 @@ class BestStep(Document):
     n_rules: int
     val_loss: float | None
     train_loss: float
-    val_auc: float | None = Field(None, description="classification (logistic loss): validation AUC")
+    val_auc: float | None = Field(
+        None, description="classifiers (logistic, multinomial loss): validation AUC (macro one-vs-rest for K classes)"
+    )
+    val_accuracy: float | None = Field(None, description="classifiers: validation accuracy")
+    val_mae: float | None = Field(None, description="counts (Poisson loss): validation mean absolute error of the rate")
 
 
 class Progress(Document):
@@ -80,10 +84,23 @@ class Progress(Document):
     train_loss: float | None = None
     val_loss: float | None = None
     train_auc: float | None = Field(
-        None, description="classification (logistic loss) only, as val_auc and val_accuracy"
+        None,
+        description=(
+            "classifiers (logistic and multinomial loss) only, as val_auc, train_accuracy and val_accuracy: AUC (macro "
+            "one-vs-rest for K classes) and accuracy; the losses are then mean log loss"
+        ),
     )
     val_auc: float | None = None
+    train_accuracy: float | None = None
     val_accuracy: float | None = None
+    train_mae: float | None = Field(
+        None,
+        description=(
+            "counts (Poisson loss) only, as val_mae: mean absolute error of the rate; the losses are then mean "
+            "Poisson deviance"
+        ),
+    )
+    val_mae: float | None = None
     best: BestStep | None = None
     unfinished: int | None = Field(None, description="grid cells still running")
     retry_of_attempt: int | None = None
@@ -116,8 +133,9 @@ class PathSummary(Document):
     n_rules: int
     val_loss: float | None
     train_loss: float
-    val_auc: float | None = Field(None, description="classification (logistic loss): the selected step's")
+    val_auc: float | None = Field(None, description="classifiers (logistic, multinomial loss): the selected step's")
     val_accuracy: float | None = None
+    val_mae: float | None = Field(None, description="counts (Poisson loss): the selected step's")
     stop_reason: str
 
 
@@ -184,6 +202,13 @@ class PathResultBase(Document):
     cache_hit: bool
     selected: int
     steps: list[PathStep]
+    classes: list[str | bool | int | float] | None = Field(
+        None,
+        description=(
+            "a classifier's labels (logistic loss: two, its rules add log-odds of classes[1]; multinomial: K, its "
+            "rules add one amount per class in this order); None for regression and counts"
+        ),
+    )
 
     def summary(self) -> PathSummary:
         chosen = self.steps[self.selected]
@@ -195,6 +220,7 @@ class PathResultBase(Document):
             train_loss=chosen.train_loss,
             val_auc=chosen.val_auc,
             val_accuracy=chosen.val_accuracy,
+            val_mae=chosen.val_mae,
             stop_reason=self.stop_reason,
         )
 

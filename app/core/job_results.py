@@ -1,6 +1,8 @@
 """What a succeeded job produced: its stored result, a path's steps, and the rules of one step rebuilt from the
 stored weights, the forest and the training rows (as the library builds them)."""
 
+from typing import cast
+
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
 from app.core.forests import ForestStore, ValidationSplit
@@ -17,6 +19,8 @@ from app.core.job_documents import (
 from app.core.job_lifecycle import JobLifecycle
 from app.core.results import ResultStore
 from solver import RuleEnsemble
+from solver.fitting import RULE_LINKS
+from solver.rules import Link
 
 
 class JobResults:
@@ -72,17 +76,21 @@ class JobResults:
         if self.datasets.find(result.dataset_id) is None:
             raise _deleted("dataset", result.dataset_id, job_id, field)
         # as the library builds them (solver.fitting.fit_rules): in the table's columns, with the support and
-        # threshold precision of the training rows
+        # threshold precision of the training rows, a multinomial path's per class (its link softmax), a Poisson
+        # path's as log rates (link log)
         X, _ = self.datasets.load_arrays(result.dataset_id)
         dataset = self.datasets.read(result.dataset_id)
         split = ValidationSplit.for_path(result.parameters.path, result.parameters.validation_dataset_id)
+        loss = result.parameters.path.loss
         return result, RuleEnsemble.from_weights(
             self.forests.load(result.forest_id),
             weights,
             intercept,
+            classes=dataset.classes if loss == "multinomial" else None,
+            link=cast("Link | None", RULE_LINKS.get(loss)),
             encoding=dataset.encoding,
             X=X[split.training_rows(len(X))],
-            response=dataset.response(result.parameters.path.loss),
+            response=dataset.response(loss),
         )
 
 

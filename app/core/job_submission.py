@@ -6,7 +6,7 @@ from pydantic import Field
 
 from app.core.blobs import Document
 from app.core.config import Settings
-from app.core.datasets import DatasetInfo, DatasetStore
+from app.core.datasets import TASK_LOSSES, DatasetInfo, DatasetStore
 from app.core.errors import FieldFault, Invalid, TooMany
 from app.core.forests import ForestRecipe, ForestStore, ValidationSplit, check_forest_features, check_forest_rows
 from app.core.idempotency import IdempotencyKeys
@@ -16,6 +16,15 @@ from app.core.records import JobRecords
 from solver.spec import ForestSpec, Loss, PathSpec, SpecError
 
 BUSY_RETRY_AFTER_SECONDS = 5
+# the losses a path job may ask for on a dataset besides its task's own (TASK_LOSSES)
+TASK_OTHER_LOSSES: dict[str, tuple[Loss, ...]] = {
+    "classification": ("squared",),  # a linear probability model of the 0/1 target
+    "regression": ("poisson",),  # where the target is never negative
+    "multiclass": (),
+    "count": ("squared",),
+}
+# the task whose dataset a loss is made for (named in the fix of a refused loss)
+LOSS_TASKS = {loss: task for task, loss in TASK_LOSSES.items()}
 
 
 class PathJobRequest(Document):
@@ -33,8 +42,8 @@ class PathJobRequest(Document):
     loss: Loss | None = Field(
         None,
         description=(
-            "the path's loss as asked for; None: the dataset's task's (logistic for classification, squared for "
-            "regression)"
+            "the path's loss as asked for; None: the dataset's task's (logistic for classification, multinomial for "
+            "multiclass, poisson for count, squared for regression)"
         ),
     )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
@@ -191,7 +200,14 @@ class JobSubmission:
 
     def _resolve_path(self, request: PathJobRequest, tenant: str) -> PathJobSpec:
         dataset = self.datasets.get(request.dataset_id, tenant=tenant)
-        path = request.path.replace(loss=self._path_loss(dataset, request.loss))
+        loss = self._path_loss(dataset, request.loss)
+        try:
+            path = request.path.replace(loss=loss)
+        except SpecError as error:  # a setting that the dataset's loss does not allow (polish, selection)
+            raise Invalid(
+                f"These path settings do not fit the {loss} loss of this {dataset.task} dataset.",
+                [FieldFault(error.field, error.detail, f"change {error.field}, or ask for another loss")],
+            ) from error
         validation_id = request.validation_dataset_id
         if validation_id is not None:
             self._check_validation_dataset(
@@ -228,20 +244,34 @@ class JobSubmission:
         )
 
     @staticmethod
-    def _path_loss(dataset: DatasetInfo, asked: str | None) -> str:
-        """The loss asked for, or the dataset's task's. A logistic loss needs a classification dataset (a squared
-        loss on a classification dataset's 0/1 target is allowed when asked for)."""
+    def _path_loss(dataset: DatasetInfo, asked: Loss | None) -> Loss:
+        """The loss asked for, or the dataset's task's (TASK_LOSSES). Each task allows its own loss and the ones in
+        TASK_OTHER_LOSSES: a squared loss on a classification dataset's 0/1 target or on counts, the Poisson loss
+        on a regression target that is never negative."""
         if asked is None:
             return dataset.loss
-        if asked == "logistic" and dataset.task != "classification":
+        allowed = (dataset.loss, *TASK_OTHER_LOSSES[dataset.task])
+        if asked not in allowed:
             raise Invalid(
-                "A logistic loss needs a classification dataset.",
+                f"A {asked} loss does not fit a {dataset.task} dataset.",
                 [
                     FieldFault(
                         "loss",
-                        f"dataset {dataset.id} is a {dataset.task} dataset",
-                        "use loss squared (or leave loss out), or upload the table with "
-                        "task=classification if its target has two labels",
+                        f"dataset {dataset.id} is a {dataset.task} dataset (target {dataset.target!r})",
+                        f"use loss {' or '.join(allowed)} (or leave loss out: {dataset.loss}), or upload the table "
+                        f"with the task that loss needs (task={LOSS_TASKS[asked]})",
+                    )
+                ],
+            )
+        if asked == "poisson" and dataset.target_summary.min < 0:
+            raise Invalid(
+                "The Poisson loss needs a target that is never negative.",
+                [
+                    FieldFault(
+                        "loss",
+                        f"the target {dataset.target!r} of dataset {dataset.id} goes down to "
+                        f"{dataset.target_summary.min:g}",
+                        "use loss squared for a target that can be negative",
                     )
                 ],
             )

@@ -25,6 +25,8 @@ from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
 from solver.export import EXPORT_FORMATS, export_rules
+from solver.rule_types import as_json
+from solver.rules import INVERSE_LINKS
 from solver.spec import DEFAULT_LOSS, Loss
 
 
@@ -37,11 +39,23 @@ class ModelMetrics(Document):
     lambda_s: float
     lambda_f: float
     train_auc: float | None = Field(
-        None, description="classification (logistic loss) only, as the other AUC and accuracy metrics"
+        None,
+        description=(
+            "classifiers (logistic and multinomial loss) only, as the other AUC and accuracy metrics: AUC (macro "
+            "one-vs-rest for K classes) and accuracy; the losses are then mean log loss"
+        ),
     )
     val_auc: float | None = None
     train_accuracy: float | None = None
     val_accuracy: float | None = None
+    train_mae: float | None = Field(
+        None,
+        description=(
+            "counts (Poisson loss) only, as val_mae: mean absolute error of the rate; the losses are then mean "
+            "Poisson deviance"
+        ),
+    )
+    val_mae: float | None = None
 
 
 class ModelProvenance(Document):
@@ -71,14 +85,20 @@ class ModelInfo(ModelSummary):
     loss: Loss = Field(
         DEFAULT_LOSS,
         description=(
-            "logistic: a classifier whose rules add log-odds of classes[1]; scoring returns labels and probabilities"
+            "logistic: a classifier whose rules add log-odds of classes[1]; multinomial: a classifier whose rules "
+            "add one amount to each class's score (softmax); scoring returns labels and probabilities. poisson: "
+            "counts, whose rules add log rates; scoring returns rates. squared: the rules add to the prediction"
         ),
     )
     classes: list[str | bool | int | float] | None = Field(
-        None, description=("a classifier's two labels as the dataset gave them; probabilities are of classes[1]")
+        None,
+        description=(
+            "a classifier's labels as the dataset gave them, sorted: two (logistic; probabilities are of "
+            "classes[1]) or K (multinomial; intercept, contributions and probabilities are per class, in this order)"
+        ),
     )
     columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
-    intercept: float
+    intercept: float | list[float] = Field(description="a number, or one per class (multinomial, in classes order)")
     ensemble: dict[str, Any] = Field(
         description=(
             "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
@@ -100,15 +120,20 @@ class ScoringModel:
     ensemble: RuleEnsemble
     encoding: TableEncoding
     checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
-    classes: list | None = None  # a classifier's labels (its rules add log-odds of classes[1])
+    classes: list | None = None  # a classifier's labels (binary: its rules add log-odds of classes[1])
 
 
 @dataclass
 class Scores:
-    predictions: list  # numbers (regression), or labels (a classifier: classes[1] where its log-odds are > 0)
+    # numbers (regression), rates (counts), or labels (a binary classifier: classes[1] where its log-odds are > 0;
+    # K classes: the class of the largest score, the first on ties)
+    predictions: list
     explanations: list[list[int]] | None  # indices of the rules that fired, per row, where asked for
-    contributions: list[list[float]] | None = None  # what each of those rules adds (log-odds for a classifier)
-    probabilities: list[float] | None = None  # a classifier's: of classes[1] (solver.probability of the log-odds)
+    # what each of those rules adds: to the score (log-odds for a binary classifier, log rate for counts), or a
+    # list of K amounts, one per class
+    contributions: list[list] | None = None
+    # a binary classifier's: of classes[1] (solver.probability of the log-odds); K classes: a row of K per row
+    probabilities: list[float] | list[list[float]] | None = None
     classes: list | None = None
 
 
@@ -186,10 +211,10 @@ class ModelStore:
             created_at=time.time(),
             target=dataset.target,
             loss=result.parameters.path.loss,
-            classes=dataset.classes if result.parameters.path.loss == "logistic" else None,
+            classes=dataset.rule_classes(result.parameters.path.loss),
             columns=dataset.columns,
             n_rules=len(ensemble.rules),
-            intercept=ensemble.intercept,
+            intercept=as_json(ensemble.intercept),
             ensemble=jsonable(ensemble.to_dict()),
             text=ensemble.to_text(),
             metrics=ModelMetrics(**{metric: getattr(chosen, metric) for metric in ModelMetrics.model_fields}),
@@ -219,22 +244,43 @@ class ModelStore:
 
     def export(self, model_id: str, format: str, *, tenant: str) -> ModelExport:
         """The model's rules as code a user deploys without us (solver.export): a SQL expression over the
-        training table's original columns, or a dependency-free Python module defining ``predict(row)``. A
-        classifier's code gives the log-odds of classes[1]; its first comment lines say so and how to turn it
-        into a probability."""
+        training table's original columns, or a dependency-free Python module defining ``predict(row)``. What the
+        code computes depends on the model (its first comment lines say so, and ``output``): a binary classifier's
+        gives the log-odds of classes[1] and says how to turn it into a probability; a K-class one the probability
+        of each class (SQL: a column per class named by its label; Python: a dict {class: probability}); a count
+        model's the rate exp(log rate); a regression model's the prediction."""
         model = self.get(model_id, tenant=tenant)
-        code = export_rules(RuleEnsemble.from_dict(model.ensemble), format)
-        if model.loss == "logistic" and model.classes:
+        ensemble = RuleEnsemble.from_dict(model.ensemble)
+        code = export_rules(ensemble, format)
+        title = f"FIRE model {model.name!r} v{model.version} ({model.id})"
+        if ensemble.link == "softmax":
+            output = f"probabilities of the classes of {model.target!r}"
+            shape = (
+                "one column per class, named by its label"
+                if format == "sql"
+                else "predict(row) returns {class: probability}"
+            )
+            notes = [
+                f"{title}: gives the {output} (classes {model.classes!r})",
+                f"{shape}, in the order of the classes; the predicted class is the most probable one "
+                "(the first of equal ones)",
+            ]
+        elif ensemble.link == "log":
+            output = f"rate of {model.target!r}"
+            notes = [
+                f"{title}: gives the {output} (per unit of exposure): exp(log rate), the base rate "
+                f"times the factor exp(contribution) of each rule that fires"
+            ]
+        elif model.loss == "logistic" and model.classes:
             output = f"log-odds of {model.classes[1]!r}"
             notes = [
-                f"FIRE model {model.name!r} v{model.version} ({model.id}): gives the {output} "
-                f"(target {model.target!r}, classes {model.classes!r})",
+                f"{title}: gives the {output} (target {model.target!r}, classes {model.classes!r})",
                 f"probability of {model.classes[1]!r} = 1/(1+exp(-score)); "
                 f"predict {model.classes[1]!r} where score > 0, else {model.classes[0]!r}",
             ]
         else:
             output = f"prediction of {model.target!r}"
-            notes = [f"FIRE model {model.name!r} v{model.version} ({model.id}): predicts {model.target!r}"]
+            notes = [f"{title}: predicts {model.target!r}"]
         comment = EXPORT_COMMENTS[format]
         header = "".join(f"{comment} {line}\n" for line in notes)
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
@@ -338,12 +384,18 @@ class ModelStore:
             )
         explanations = contributions = None
         if explain:
-            fired_rules = scoring.ensemble.explain(X)
+            fired_rules = scoring.ensemble.explain(X)  # a contribution is a list of K amounts for K classes
             explanations = [[rule["id"] for rule in fired] for fired in fired_rules]
             contributions = [[rule["contribution"] for rule in fired] for fired in fired_rules]
-        scores = scoring.ensemble.predict(X)
-        if scoring.classes is None:
-            return Scores(scores.tolist(), explanations, contributions)
+        ensemble = scoring.ensemble
+        scores = ensemble.predict(X)  # (n,), or (n, K) per class
+        if ensemble.link == "softmax":  # K classes: the label of the largest score, as FireClassifier.predict
+            classes = list(ensemble.classes or ())  # the model's classes: those of its rules
+            labels = [classes[k] for k in np.argmax(scores, axis=1).tolist()]
+            probabilities = INVERSE_LINKS["softmax"](scores)  # RuleEnsemble.predict_mean of these scores
+            return Scores(labels, explanations, contributions, probabilities.tolist(), classes)
+        if scoring.classes is None:  # the prediction, or the rate exp(score) of counts (predict_mean)
+            return Scores(INVERSE_LINKS[ensemble.link](scores).tolist(), explanations, contributions)
         labels = [scoring.classes[positive] for positive in (scores > 0.0).tolist()]
         return Scores(labels, explanations, contributions, probability(scores).tolist(), scoring.classes)
 

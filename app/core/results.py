@@ -30,7 +30,9 @@ class ResultStore:
         self.blobs.delete(self.keys.job_weights(job_id))
 
     def put_weights(self, job_id: str, coef_path: sp.spmatrix, intercepts: np.ndarray) -> None:
-        """Every step's weights (coef_path: steps x leaves) and intercepts of a path job."""
+        """Every step's weights and intercepts of a path job (``solver.path.PathResult``): coef_path steps x leaves
+        and intercepts (steps,), or for K classes steps x (leaves * K), a leaf's K weights side by side, and
+        intercepts (steps, K)."""
         weights = sp.csr_matrix(coef_path)
         self.blobs.put_arrays(
             self.keys.job_weights(job_id),
@@ -42,12 +44,16 @@ class ResultStore:
             n_leaves=np.asarray(weights.shape[1]),
         )
 
-    def step_weights(self, job_id: str, step: int) -> tuple[np.ndarray, float] | None:
-        """(leaf weights (n_leaves,), intercept) of one step of a path job, or None once expired."""
+    def step_weights(self, job_id: str, step: int) -> tuple[np.ndarray, float | list[float]] | None:
+        """(leaf weights (n_leaves,), intercept) of one step of a path job, or for K classes (weights (n_leaves, K),
+        intercepts (K,)); None once expired."""
         arrays = self.blobs.get_arrays(self.keys.job_weights(job_id))
         if arrays is None:
             return None
         start, stop = arrays["indptr"][step], arrays["indptr"][step + 1]
-        weights = np.zeros(int(arrays["n_leaves"]))
+        weights = np.zeros(int(arrays["n_leaves"]))  # the columns: leaves, or leaves x classes
         weights[arrays["indices"][start:stop]] = arrays["data"][start:stop]
-        return weights, float(arrays["intercepts"][step])
+        intercepts = arrays["intercepts"]
+        if intercepts.ndim == 2:
+            return weights.reshape(-1, intercepts.shape[1]), intercepts[step].tolist()
+        return weights, float(intercepts[step])

@@ -101,14 +101,20 @@ def test_a_string_labelled_table_is_classified_and_agrees_with_the_library(stack
         assert sum(contributions) == pytest.approx(score - model["intercept"], abs=1e-9)
 
 
-def test_a_three_class_text_target_is_refused_naming_it(stack):
+def test_a_three_class_text_target_is_multiclass(stack):
     frame = pd.read_csv(DATA / "credit_data.csv.gz").iloc[:200]
     frame["Status"] = np.array(["bad", "good", "fair"])[np.arange(len(frame)) % 3]
     response = upload(stack.client, frame.to_csv(index=False).encode(), "Status")
-    assert response.status_code == 422, response.text
-    problem = response.json()
-    assert "Status" in problem["detail"] and "multiclass" in problem["detail"]
-    assert any(error["field"] == "body.columns.Status" or "Status" in error["field"] for error in problem["errors"])
+    assert response.status_code == 201, response.text
+    dataset = response.json()
+    assert dataset["task"] == "multiclass" and dataset["classes"] == ["bad", "fair", "good"]
+    assert dataset["class_counts"] == [67, 66, 67]
+    # declared a binary classification, it is refused naming the target and the task that fits
+    refused = upload(stack.client, frame.to_csv(index=False).encode(), "Status", task="classification")
+    assert refused.status_code == 422, refused.text
+    problem = refused.json()
+    assert "Status" in problem["detail"] and "task=multiclass" in problem["errors"][0]["fix"]
+    assert [error["field"] for error in problem["errors"]] == ["body.columns.Status"]
 
 
 def test_a_declared_classification_needs_two_labels_and_a_declared_regression_keeps_a_binary_number(stack):

@@ -59,9 +59,11 @@ async def upload_dataset(
         Task | None,
         Query(
             description=(
-                "classification or regression; by default detected: a target with exactly two "
-                "distinct values (text, booleans or numbers) is classification, any other numeric "
-                "target regression"
+                "classification, multiclass, regression or count; by default detected: a target with "
+                "exactly two distinct values (text, booleans or numbers) is classification, text labels "
+                "(3 to FIRE_MAX_CLASSES of them) multiclass, any other numeric target regression. "
+                "count (numbers >= 0, fitted with the Poisson loss) and integer class codes "
+                "(multiclass) are declared"
             )
         ),
     ] = None,

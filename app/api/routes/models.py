@@ -58,8 +58,10 @@ def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
         "``format=sql``: one SQL expression (a sum of ``CASE`` terms) over the training table's "
         "original columns, to put in a ``SELECT``; ``format=python``: a dependency-free Python "
         "module defining ``predict(row)``, ``row`` a mapping from column name to value (None: "
-        "missing). Both give the model's predictions exactly; a classifier's give the log-odds "
-        "of classes[1] (probability = 1/(1+exp(-score))), as their first comment lines and the "
+        "missing). Both give the model's predictions exactly; a binary classifier's give the log-odds "
+        "of classes[1] (probability = 1/(1+exp(-score))); a K-class classifier's the probability of "
+        "each class (SQL: one column per class, named by its label; Python: a dict {class: "
+        "probability}); a count model's the rate exp(log rate); as their first comment lines and the "
         "X-Fire-Output header say."
     ),
     responses={
@@ -68,8 +70,9 @@ def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
             "headers": {
                 "Content-Disposition": {"schema": {"type": "string"}},
                 "X-Fire-Output": {
-                    "description": "what the code computes: prediction of 'target', "
-                    "or log-odds of 'classes[1]' for a classifier",
+                    "description": "what the code computes: prediction of 'target', log-odds of "
+                    "'classes[1]' for a binary classifier, probabilities of the classes of 'target', "
+                    "or rate of 'target' for counts",
                     "schema": {"type": "string"},
                 },
             },
@@ -144,7 +147,13 @@ async def predict(
     cpu: CpuDep,
     tenant: TenantDep,
     explain: Annotated[
-        bool, Query(description="add the ids of the rules that fired and what each adds (log-odds for a classifier)")
+        bool,
+        Query(
+            description=(
+                "add the ids of the rules that fired and what each adds (log-odds for a binary classifier, "
+                "one amount per class for K classes, log rate for counts)"
+            )
+        ),
     ] = False,
 ):
     # the body is read raw (its size bounded by FIRE_MAX_SCORING_BYTES): a small one for a model in this
