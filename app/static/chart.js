@@ -20,14 +20,21 @@ export function metricPairs(steps) {
   return [...pairs.values()];
 }
 
+const LOSS_NAMES = { logistic: "log loss", multinomial: "log loss", poisson: "deviance" };
+const METRIC_NAMES = { auc: "AUC", mae: "MAE" };
+
+/** A metric's name in words; the loss as the path's `loss` measures it: log loss (classifiers; AUC macro
+ * one-vs-rest for K classes), Poisson deviance (counts, beside the MAE of the rate). */
+export const metricLabel = (name, loss) => (name === "loss" ? LOSS_NAMES[loss] ?? "loss" : METRIC_NAMES[name] ?? fieldLabel(name));
+
 /** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
-function stepFacts(step) {
+function stepFacts(step, loss) {
   const facts = [`λs ${formatNumber(step.lambda_s)}` + (step.lambda_f ? ` · λf ${formatNumber(step.lambda_f)}` : ""),
                  `${formatCount(step.n_rules)} rules` + (step.n_trees !== undefined ? ` · ${formatCount(step.n_trees)} trees` : "")
                  + (Number.isFinite(step.n_antecedents) ? ` · ${formatCount(step.n_antecedents)} antecedents` : "")];
   for (const pair of metricPairs([step])) {
     for (const [side, key] of [["train", pair.train], ["validation", pair.val]]) {
-      if (key && Number.isFinite(step[key])) facts.push(`${side} ${fieldLabel(pair.name)} ${formatNumber(step[key], 5)}`);
+      if (key && Number.isFinite(step[key])) facts.push(`${side} ${metricLabel(pair.name, loss)} ${formatNumber(step[key], 5)}`);
     }
   }
   return facts;
@@ -112,7 +119,7 @@ let chartCount = 0;
  * the arrow keys (the plot is a slider over the steps) call `onShow(index)`.
  * Returns {element, show(index), setSteps(steps)}.
  */
-export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path" }) {
+export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path", loss = null }) {
   const id = `chart-${chartCount += 1}`;
   const state = { steps, shown, metric: 0, xField: "n_rules" };
   const plot = h("div", { class: "chart" });
@@ -127,7 +134,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   function drawControls() {
     const choices = [];
     if (metrics().length > 1) {
-      choices.push(selectControl(`${id}-metric`, "Metric", metrics().map((pair, i) => [String(i), fieldLabel(pair.name)]),
+      choices.push(selectControl(`${id}-metric`, "Metric", metrics().map((pair, i) => [String(i), metricLabel(pair.name, loss)]),
                                  String(state.metric), value => { state.metric = Number(value); draw(); }));
     }
     if (state.steps.some(step => Number.isFinite(step.n_antecedents))) {
@@ -154,7 +161,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     const step = state.steps[index];
     if (!step) { tooltip.hidden = true; return; }
     tooltip.replaceChildren(h("strong", null, `Step ${step.index}`, index === selected ? " (selected)" : ""),
-                            ...stepFacts(step).map(fact => h("div", null, fact)));
+                            ...stepFacts(step, loss).map(fact => h("div", null, fact)));
     tooltip.hidden = false;
     const left = scales.x(xValue(step)) + 12;
     tooltip.style.left = `${Math.max(0, Math.min(left, width - tooltip.offsetWidth - 4))}px`;
@@ -171,7 +178,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     const xs = points.map(xValue);
     const showBudget = budget !== null && state.xField === "n_rules";
     const scales = plotFrame(width, height, extent(showBudget ? [...xs, budget] : xs, { zero: true }), extent(ys),
-                             state.xField === "n_rules" ? "rules" : "antecedents", fieldLabel(pair.name ?? "loss"));
+                             state.xField === "n_rules" ? "rules" : "antecedents", metricLabel(pair.name ?? "loss", loss));
     const { x, y } = scales;
     const marker = (index, className, text) => {
       const step = state.steps[index];
@@ -184,9 +191,9 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
       width, height, viewBox: `0 0 ${width} ${height}`, "aria-labelledby": `${id}-title`,
       ...(onShow ? { tabindex: 0, role: "slider", "aria-valuemin": 0, "aria-valuemax": state.steps.length - 1,
                      "aria-valuenow": state.shown ?? selected ?? 0,
-                     "aria-valuetext": stepValueText(state.steps[state.shown ?? selected ?? 0]) } : { role: "img" }),
+                     "aria-valuetext": stepValueText(state.steps[state.shown ?? selected ?? 0], loss) } : { role: "img" }),
     },
-      svg("title", { id: `${id}-title` }, `${label}: ${fieldLabel(pair.name ?? "loss")} against ${state.xField === "n_rules" ? "rules" : "antecedents"}`
+      svg("title", { id: `${id}-title` }, `${label}: ${metricLabel(pair.name ?? "loss", loss)} against ${state.xField === "n_rules" ? "rules" : "antecedents"}`
           + (onShow ? "; arrow keys choose a step" : "")),
       scales.group,
       showBudget ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
@@ -200,7 +207,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     if (onShow) listen(chart, scales, width);
     plot.replaceChildren(chart, tooltip);
     legendSlot.replaceChildren(legend([
-      ...series.map(([, name]) => [`${name} ${fieldLabel(pair.name)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
+      ...series.map(([, name]) => [`${name} ${metricLabel(pair.name, loss)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
       ...(selected !== null ? [["selected step", "var(--selected)"]] : []),
       ...(showBudget ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
   }
@@ -237,8 +244,8 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   };
 }
 
-function stepValueText(step) {
-  return step ? `step ${step.index}: ${stepFacts(step).join(", ")}` : "";
+function stepValueText(step, loss) {
+  return step ? `step ${step.index}: ${stepFacts(step, loss).join(", ")}` : "";
 }
 
 /**
@@ -246,7 +253,7 @@ function stepValueText(step) {
  * its rules, the best cell drawn heavier and each cell's selected step dotted.
  * `cells`: [{label, steps, selected, best}].
  */
-export function gridChart({ cells, budget = null }) {
+export function gridChart({ cells, budget = null, loss = null }) {
   const plot = h("div", { class: "chart" });
   const pair = metricPairs(cells.find(cell => cell.steps.length)?.steps ?? [])[0] ?? { name: "loss" };
   const key = cells.every(cell => cell.steps.every(step => Number.isFinite(step[pair.val]))) ? pair.val : pair.train;
@@ -256,7 +263,7 @@ export function gridChart({ cells, budget = null }) {
     const all = cells.flatMap(cell => cell.steps);
     const scales = plotFrame(width, height, extent([...all.map(step => step.n_rules), ...(budget !== null ? [budget] : [])], { zero: true }),
                              extent(all.map(step => step[key])), "rules",
-                             `${key === pair.val ? "validation" : "train"} ${fieldLabel(pair.name)}`);
+                             `${key === pair.val ? "validation" : "train"} ${metricLabel(pair.name, loss)}`);
     const { x, y } = scales;
     plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
                                       "aria-label": `Every cell's path: ${fieldLabel(key)} against rules` },

@@ -108,17 +108,21 @@ export function definitions(pairs) {
 /** One row of a `dataTable`: a cell per column, each labelled for the narrow layout. */
 export function tableRow(columns, row, props) {
   return h("tr", props, columns.map(column =>
-    h("td", { "data-label": column.label, class: column.numeric ? "num" : column.wide ? "wide" : null }, column.cell(row))));
+    h("td", { "data-label": column.label, class: cellClass(column) }, column.cell(row))));
 }
+
+/** A column's cell class: "num" or "wide", and the column's own `className` (e.g. shown on one layout only). */
+const cellClass = column => [column.numeric ? "num" : column.wide ? "wide" : null, column.className].filter(Boolean).join(" ") || null;
 
 /**
  * A table whose rows become labelled cards on a narrow screen. `columns`: [{label, cell: row => content,
- * numeric, wide}] (a wide cell takes the card's width there), `rowProps(row)`: attributes of each row.
+ * numeric, wide, className}] (a wide cell takes the card's width there; `className` "wide-only" or
+ * "narrow-only" shows a column on one layout only), `rowProps(row)`: attributes of each row.
  */
 export function dataTable({ caption, columns, rows, rowProps, empty = "Nothing yet." }) {
   if (!rows.length) return h("p", { class: "muted" }, empty);
-  const head = h("tr", null, columns.map(column => h("th", { scope: "col", class: column.numeric ? "num" : null },
-                                                      column.label)));
+  const head = h("tr", null, columns.map(column => h("th", { scope: "col", class: [column.numeric ? "num" : null, column.className]
+    .filter(Boolean).join(" ") || null }, column.label)));
   return h("table", { class: "data" }, caption ? h("caption", null, caption) : null,
            h("thead", null, head), h("tbody", null, rows.map(row => tableRow(columns, row, rowProps?.(row)))));
 }

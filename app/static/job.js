@@ -2,7 +2,7 @@
 // succeeded, its path (chart and steps), its grid, and the step chosen on the chart with rules and trees.
 
 import { get, jobEvents } from "./api.js";
-import { gridChart, pathChart } from "./chart.js";
+import { gridChart, metricLabel, pathChart } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
 import { cancelJob, isActive, lossText, progressMeter } from "./jobs.js";
@@ -28,15 +28,29 @@ function overview(job) {
   ]);
 }
 
+/** The loss a job's path fits (its spec's), which names its metrics. */
+const lossOf = job => job.spec.path?.loss ?? null;
+
+/** A classifier's AUC and accuracy, a count model's MAE, of the selected step: ", AUC 0.81, accuracy 0.52". */
+function summaryMetrics(summary) {
+  return [["AUC", summary.val_auc], ["accuracy", summary.val_accuracy], ["MAE", summary.val_mae]]
+    .filter(([, value]) => value !== null && value !== undefined).map(([name, value]) => `, ${name} ${formatNumber(value, 4)}`).join("");
+}
+
 function progressFacts(job) {
   const { progress } = job;
+  const loss = lossOf(job);
+  const now = (name, digits = 5) => (progress[name] !== undefined ? formatNumber(progress[name], digits) : null);
   return definitions([
     ["phase", progress.phase, "phase"],
     ["lambda step", progress.step !== undefined ? `${progress.step} of ≤${progress.n_steps}` : null, "step"],
     ["rules now", progress.n_rules !== undefined ? formatCount(progress.n_rules) : null, "n_rules"],
     ["λs now", progress.lambda_s !== undefined ? formatNumber(progress.lambda_s) : null],
-    ["train loss now", progress.train_loss !== undefined ? formatNumber(progress.train_loss, 5) : null],
-    ["validation loss now", progress.val_loss !== undefined ? formatNumber(progress.val_loss, 5) : null, "val_loss"],
+    [`train ${metricLabel("loss", loss)} now`, now("train_loss")],
+    [`validation ${metricLabel("loss", loss)} now`, now("val_loss"), "val_loss"],
+    ["validation AUC now", now("val_auc", 4), "val_auc"],
+    ["validation accuracy now", now("val_accuracy", 4), "val_accuracy"],
+    ["validation MAE now", now("val_mae"), "val_mae"],
     ["best so far", progress.best ? `${formatNumber(progress.best.val_loss ?? progress.best.train_loss, 5)} at step `
       + `${progress.best.step} (${progress.best.n_rules} rules)` : null, "best"],
     ["cells running", progress.unfinished !== undefined ? formatCount(progress.unfinished) : null],
@@ -97,7 +111,7 @@ function gridSection(result, signal) {
   const chartSlot = h("div");
   fill(chartSlot, async () => {
     const results = await cellResults(result.grid, signal);
-    return gridChart({ budget: result.parameters.path.max_rules,
+    return gridChart({ budget: result.parameters.path.max_rules, loss: result.parameters.path.loss,
                        cells: result.grid.filter(cell => results.has(cell.job_id)).map(cell => ({
                          label: cellLabel(cell), steps: results.get(cell.job_id).steps,
                          selected: results.get(cell.job_id).selected, best: cell.job_id === result.best_cell_id })) });
@@ -109,12 +123,15 @@ function gridSection(result, signal) {
       { label: "Status", cell: cell => statusBadge(cell.status) },
       { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
       { label: "Rules", numeric: true, cell: cell => cell.summary ? formatCount(cell.summary.n_rules) : "—" },
-      { label: "Validation loss", numeric: true, cell: cell => formatNumber(cell.summary?.val_loss ?? cell.summary?.train_loss, 5) },
+      { label: `Validation ${metricLabel("loss", result.parameters.path.loss)}`, numeric: true,
+        cell: cell => formatNumber(cell.summary?.val_loss ?? cell.summary?.train_loss, 5) },
       { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
     chartSlot);
 }
 
 function stepsTable(result, jobId) {
+  const loss = metricLabel("loss", result.parameters.path.loss);
+  const has = name => result.steps.some(step => step[name] != null);
   return dataTable({
     rows: result.steps,
     rowProps: step => ({ "data-step": step.index, class: step.index === result.selected ? "chosen" : null }),
@@ -123,12 +140,17 @@ function stepsTable(result, jobId) {
       { label: "λs", numeric: true, cell: step => formatNumber(step.lambda_s) },
       { label: "Rules", numeric: true, cell: step => formatCount(step.n_rules) },
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
-      { label: "Train loss", numeric: true, cell: step => formatNumber(step.train_loss, 5) },
-      { label: "Validation loss", numeric: true, cell: step => formatNumber(step.val_loss, 5) },
-      // a classification path (logistic loss) also records AUC and accuracy per step
-      ...(result.steps.some(step => step.val_auc != null) ? [
+      { label: `Train ${loss}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
+      { label: `Validation ${loss}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      // a classifier's path (logistic, multinomial loss) also records AUC (macro one-vs-rest for K classes) and
+      // accuracy per step, a count path (Poisson loss) the mean absolute error of the rate
+      ...(has("val_auc") ? [
         { label: "Validation AUC", numeric: true, cell: step => formatNumber(step.val_auc, 4) },
         { label: "Validation accuracy", numeric: true, cell: step => formatNumber(step.val_accuracy, 4) },
+      ] : []),
+      ...(has("val_mae") || has("train_mae") ? [
+        { label: `${has("val_mae") ? "Validation" : "Train"} MAE`, numeric: true,
+          cell: step => formatNumber(step.val_mae ?? step.train_mae, 5) },
       ] : []),
       { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
     ],
@@ -140,13 +162,15 @@ function pathSection(job, result, dataset, { signal, navigate }) {
   const stepUrl = k => `/dashboard/jobs/${job.id}/steps/${k}`;
   const panel = stepPanel({ jobId: job.id, result, dataset, signal, navigate });
   const chart = pathChart({ steps: result.steps, selected: result.selected, budget: result.parameters.path.max_rules,
-                            label: "Path", onShow: k => navigate(stepUrl(k), { replace: true }) });
+                            label: "Path", loss: result.parameters.path.loss, onShow: k => navigate(stepUrl(k), { replace: true }) });
   const table = stepsTable(result, job.id);
   const sourceNote = result.kind === "grid"
     ? h("p", { class: "muted" }, "The chosen cell's path: ", link(`/dashboard/jobs/${result.best_cell_id}`, idText(result.best_cell_id))) : null;
   const elements = [
     card("Path",
       definitions([["steps", formatCount(result.steps.length)], ["selected step", String(result.selected), "selected"],
+                   ["loss", result.parameters.path.loss, "loss"],
+                   ["classes", result.classes ? result.classes.join(", ") : null, "classes"],
                    ["rule budget", result.parameters.path.max_rules ?? "none"], ["stopped by", fieldLabel(result.stop_reason)],
                    ["λ max", formatNumber(result.lambda_max)], ["training rows", formatCount(result.n_train)],
                    ["validation rows", formatCount(result.n_val)]]),
@@ -204,15 +228,18 @@ export function showJob(main, { jobId, step }, context) {
   function render(job) {
     status.replaceChildren(overview(job));
     progress.replaceChildren(progressMeter(job), isActive(job) ? h("div", { id: "progress-facts" }, progressFacts(job))
-      : job.summary && "val_loss" in job.summary ? h("p", null, "Selected step: validation loss ", lossText(job)) : null);
+      : job.summary && "val_loss" in job.summary ? h("p", { id: "selected-summary" }, `Selected step: validation ${metricLabel("loss", lossOf(job))} `,
+                                                     lossText(job), summaryMetrics(job.summary)) : null);
     details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
     cancel.hidden = !isActive(job);
     const p = job.progress;
     if (job.kind === "path" && p.step && p.n_rules !== undefined) {
-      livePoints[p.step - 1] = { index: p.step - 1, n_rules: p.n_rules, lambda_s: p.lambda_s, train_loss: p.train_loss, val_loss: p.val_loss };
+      // every metric the progress carries (the losses; AUC and accuracy of classifiers; MAE of counts)
+      const metrics = Object.fromEntries(Object.entries(p).filter(([key]) => /^(train|val)_/.test(key)));
+      livePoints[p.step - 1] = { index: p.step - 1, n_rules: p.n_rules, lambda_s: p.lambda_s, ...metrics };
       const points = livePoints.filter(Boolean);
       if (!liveChart && isActive(job)) {
-        liveChart = pathChart({ steps: points, budget: job.spec.path.max_rules, label: "Path so far" });
+        liveChart = pathChart({ steps: points, budget: job.spec.path.max_rules, label: "Path so far", loss: lossOf(job) });
         liveChartSlot.replaceChildren(h("h3", null, "Path so far"), liveChart.element);
       } else {
         liveChart?.setSteps(points);

@@ -2,10 +2,10 @@
 // from the training table's original columns.
 
 import { get, post } from "./api.js";
-import { card, dataTable, definitions, fill, formatCount, formatNumber, formatSigned, formatTime, h, idText, link,
-         loadedView, pageHeading } from "./dom.js";
+import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
+         pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { columnImportance, ruleId, rulesTable } from "./rules.js";
+import { classLabels, columnImportance, interceptText, ruleId, rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
 
 const versionColumns = [
@@ -50,25 +50,55 @@ function rowForm(model, onScore) {
   return form;
 }
 
-function probabilities(value) {
-  if (value === undefined || value === null) return null;
-  const entries = Array.isArray(value) ? value.map((p, i) => [`class ${i}`, p]) : typeof value === "object" ? Object.entries(value) : [["probability", value]];
-  return definitions(entries.map(([label, p]) => [label, formatNumber(p, 4)]));
+/** A K-class answer's probabilities of one row, each class with a bar, the predicted one first and bold. */
+function classProbabilities(classes, row, predicted) {
+  const order = classes.map((label, k) => k).sort((a, b) => row[b] - row[a]);
+  return h("ul", { class: "class-probabilities", id: "probabilities", "aria-label": "Probability of each class" }, order.map(k => h("li",
+    { class: String(classes[k]) === String(predicted) ? "predicted" : null, "data-class": String(classes[k]) },
+    h("span", null, String(classes[k])),
+    h("span", { class: "bar-track", "aria-hidden": "true" }, h("span", { class: "bar", style: `width:${(100 * row[k]).toFixed(1)}%` })),
+    h("span", { class: "mono" }, formatNumber(row[k], 4)))));
+}
+
+/** How the rules that fired make the first row's score: its sum, a count model's rate, a K-class model's per class. */
+function breakdown(model, fired) {
+  const ensemble = model.ensemble;
+  const rules = fired.length === 1 ? "rule" : "rules";
+  const contributions = new Map(ensemble.rules.map((rule, position) => [ruleId(rule, position), rule.contribution]));
+  if (classLabels(ensemble)) {
+    return `Each class's score is its intercept plus the amounts of the ${fired.length} ${rules} that fired (their amount per `
+      + "class below); the probabilities are their softmax";
+  }
+  const total = fired.reduce((sum, id) => sum + contributions.get(id), 0);
+  if (ensemble.link === "log") {
+    return `Base rate ${formatNumber(Math.exp(model.intercept), 5)} × ${formatNumber(Math.exp(total), 5)} from ${fired.length} ${rules} `
+      + "that fired (each multiplies the rate by its factor)";
+  }
+  return `Intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} ${formatNumber(Math.abs(total), 6)} from ${fired.length} `
+    + `${rules} that fired`;
 }
 
 /** The prediction of the first row, its probabilities where the model gives them, and the rules that fired. */
 function scoreView(model, answer) {
   const fired = answer.explanations?.[0] ?? [];
-  const contributions = new Map(model.ensemble.rules.map((rule, position) => [ruleId(rule, position), rule.contribution]));
-  const total = fired.reduce((sum, id) => sum + contributions.get(id), 0);
+  const prediction = answer.predictions[0];
+  const probabilities = answer.probabilities?.[0];
   return [
-    h("p", null, "Prediction: ", h("span", { class: "prediction", id: "prediction" }, typeof answer.predictions[0] === "number"
-      ? formatNumber(answer.predictions[0], 6) : String(answer.predictions[0]))),
-    probabilities(answer.probabilities?.[0]),
-    h("p", { class: "breakdown" }, `intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} `
-      + `${formatNumber(Math.abs(total), 6)} from ${fired.length} ${fired.length === 1 ? "rule" : "rules"} that fired`),
+    h("p", null, model.ensemble.link === "log" ? "Predicted rate: " : "Prediction: ",
+      h("span", { class: "prediction", id: "prediction" }, typeof prediction === "number" ? formatNumber(prediction, 6) : String(prediction))),
+    Array.isArray(probabilities) ? classProbabilities(answer.classes, probabilities, prediction)
+      : probabilities !== undefined ? definitions([[`probability of ${answer.classes[1]}`, formatNumber(probabilities, 4), "probability"]]) : null,
+    h("p", { class: "breakdown" }, breakdown(model, fired)),
     rulesTable(model.ensemble, { columns: model.columns, only: fired, caption: "Rules that fired for this row" }),
   ];
+}
+
+/** What the model predicts, in words: "grade (7 classes)", "the rate of visits", "the log-odds of 'good'". */
+function predictsText(model) {
+  if (model.loss === "multinomial") return `${model.target}: one of ${model.classes.length} classes`;
+  if (model.loss === "poisson") return `the rate of ${model.target} (counts)`;
+  if (model.loss === "logistic" && model.classes) return `${model.target}: ${model.classes.join(" or ")}`;
+  return model.target;
 }
 
 export function showModel(main, { modelId }, { signal }) {
@@ -80,12 +110,13 @@ export function showModel(main, { modelId }, { signal }) {
       h("div", { class: "columns" },
         card("Model", definitions([
           ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)], ["promoted", formatTime(model.created_at)],
-          ["predicts", model.target], ["intercept", formatSigned(model.intercept, 6)], ["description", model.description],
+          ["predicts", predictsText(model)], ["classes", model.classes?.join(", ")],
+          ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))], ["description", model.description],
           ["from", link(`/dashboard/jobs/${source.job_id}/steps/${source.step}`, `step ${source.step}${source.step === source.selected_step ? " (selected)" : ""}`)],
           ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
-        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics))))),
+        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics, model.loss))))),
       card("Predict one row", h("p", { class: "muted" }, `The training table's columns; leave a value empty for a missing one.`),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),

@@ -41,6 +41,38 @@ function conditionList(conditions, features) {
   }));
 }
 
+/** Classes shown as columns of their own; a model with more shows the classes each rule moves most. */
+const MAX_CLASS_COLUMNS = 8;
+const TOP_CLASSES = 3;
+
+/** Whether an amount (a contribution, an intercept) holds one number per class (a softmax ensemble's). */
+export const perClass = amount => Array.isArray(amount);
+
+/** The size of an amount: |x|, or the norm of its per-class numbers (the order the library sorts rules in). */
+export const amountSize = amount => (perClass(amount) ? Math.hypot(...amount) : Math.abs(amount));
+
+/** The labels of an ensemble's classes (`classes`, or "class k" where the document has none), or null. */
+export function classLabels(ensemble) {
+  if (!perClass(ensemble.intercept)) return null;
+  return ensemble.classes ?? ensemble.intercept.map((_, k) => `class ${k}`);
+}
+
+/** An amount in words: "+0.4213", or per class the `top` classes it moves most: "A +7.4, B +4.8 (5 more)". */
+export function amountText(amount, labels, { digits = 4, top = TOP_CLASSES } = {}) {
+  if (!perClass(amount)) return formatSigned(amount, digits);
+  const order = amount.map((value, k) => k).sort((a, b) => Math.abs(amount[b]) - Math.abs(amount[a]));
+  const shown = order.slice(0, top).map(k => `${labels[k]} ${formatSigned(amount[k], 3)}`).join(", ");
+  return order.length > top ? `${shown} (${order.length - top} more)` : shown;
+}
+
+/** The intercept in words: a number; per class; a count model's base rate exp(intercept). */
+export function interceptText(ensemble) {
+  const labels = classLabels(ensemble);
+  if (labels) return labels.map((label, k) => `${label} ${formatSigned(ensemble.intercept[k], 4)}`).join(" · ");
+  if (ensemble.link === "log") return `${formatSigned(ensemble.intercept, 5)} (base rate ${formatNumber(Math.exp(ensemble.intercept), 5)})`;
+  return formatSigned(ensemble.intercept, 5);
+}
+
 function contributionCell(contribution, largest) {
   const width = largest ? Math.max(2, Math.round(48 * Math.abs(contribution) / largest)) : 0;
   return h("span", { class: "contribution" },
@@ -48,24 +80,66 @@ function contributionCell(contribution, largest) {
     h("span", { class: "mono" }, formatSigned(contribution, 5)));
 }
 
+/** Amounts below this share of the largest are the solver's rounding (1e-14 and the like): shown as 0. */
+const NEGLIGIBLE = 1e-9;
+
+/** One class's amount of a rule: its number on a tint as strong as its share of the largest amount; `label`
+ * names the class where the cell does not sit under its column. */
+function classCell(value, largest, label = null) {
+  const strength = largest ? Math.min(1, Math.abs(value) / largest) : 0;
+  const zero = strength < NEGLIGIBLE;
+  const tint = value >= 0 ? "23, 128, 61" : "180, 35, 24";
+  return h("span", { class: `class-amount mono${zero ? " zero" : ""}`, title: zero ? String(value) : null,
+                     style: zero ? null : `background: rgba(${tint}, ${(0.06 + 0.5 * strength).toFixed(3)})` },
+    label === null ? null : h("span", { class: "class-label" }, `${label} `), zero ? "0" : formatSigned(value, 3));
+}
+
 const ORDERS = {
-  contribution: (a, b) => Math.abs(b.rule.contribution) - Math.abs(a.rule.contribution),
+  contribution: (a, b) => amountSize(b.rule.contribution) - amountSize(a.rule.contribution),
   tree: (a, b) => (a.rule.tree - b.rule.tree) || (a.rule.leaf - b.rule.leaf),
 };
 
+/** The columns of what a rule adds: its contribution (and a count model's rate factor), or one per class (the
+ * classes it moves most, for many classes). */
+function amountColumns(ensemble) {
+  const labels = classLabels(ensemble);
+  const rules = ensemble.rules;
+  if (!labels) {
+    const largest = Math.max(0, ...rules.map(rule => Math.abs(rule.contribution)));
+    return [
+      { label: ensemble.link === "log" ? "Log rate" : "Contribution", numeric: true,
+        cell: ({ rule }) => contributionCell(rule.contribution, largest) },
+      ...(ensemble.link === "log" ? [{ label: "Rate ×", numeric: true,
+                                       cell: ({ rule }) => `×${formatNumber(Math.exp(rule.contribution), 4)}` }] : []),
+    ];
+  }
+  if (labels.length > MAX_CLASS_COLUMNS) {
+    return [{ label: "Classes it moves most (log-odds)", cell: ({ rule }) => h("span", { class: "mono" }, amountText(rule.contribution, labels)) }];
+  }
+  const largest = Math.max(0, ...rules.flatMap(rule => rule.contribution.map(Math.abs)));
+  // a column per class on a wide screen; on a narrow one (rows become cards) every class in one wrapped cell
+  return [
+    ...labels.map((label, k) => ({ label: String(label), numeric: true, className: "wide-only",
+                                   cell: ({ rule }) => classCell(rule.contribution[k], largest) })),
+    { label: "Per class (log-odds)", wide: true, className: "narrow-only", cell: ({ rule }) => h("span", { class: "class-amounts" },
+      labels.map((label, k) => classCell(rule.contribution[k], largest, label))) },
+  ];
+}
+
 /**
  * The rules of a `fire-rules` document as a table: id (as the API's explanations give it), conditions in
- * words, contribution, weight and leaf value, support and the leaves it comes from. `columns` (the table's
- * encoding) puts one-hot conditions in words where the document does not carry its own; `onTree(t)` makes
- * each tree a button; `only` limits the table to these rule ids.
+ * words, contribution (a count model's also as the factor it multiplies the rate by; a K-class model's one
+ * column per class, or the classes each rule moves most), weight and leaf value, support and the leaves it comes
+ * from. `columns` (the table's encoding) puts one-hot conditions in words where the document does not carry
+ * its own; `onTree(t)` makes each tree a button; `only` limits the table to these rule ids.
  */
 export function rulesTable(ensemble, { columns = [], onTree = null, only = null, order = "contribution", caption } = {}) {
   const features = featureColumns(ensemble.columns ?? columns);
-  const largest = Math.max(0, ...ensemble.rules.map(rule => Math.abs(rule.contribution)));
   const rows = ensemble.rules.map((rule, position) => ({ rule, id: ruleId(rule, position) }))
     .filter(row => only === null || only.includes(row.id))
     .sort(ORDERS[order]);
   const leafText = member => `tree ${member.tree} leaf ${member.leaf}`;
+  const classes = classLabels(ensemble);
   return dataTable({
     caption,
     empty: "No rule: this step predicts the intercept alone.",
@@ -74,14 +148,14 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
     columns: [
       { label: "Rule", cell: ({ id }) => `#${id}` },
       { label: "Conditions", wide: true, cell: ({ rule }) => conditionList(rule.conditions, features) },
-      { label: "Contribution", numeric: true, cell: ({ rule }) => contributionCell(rule.contribution, largest) },
-      { label: "Weight × value", numeric: true, cell: ({ rule }) => rule.members.length > 1 ? `${rule.members.length} leaves`
+      ...amountColumns(ensemble),
+      classes ? null : { label: "Weight × value", numeric: true, cell: ({ rule }) => rule.members.length > 1 ? `${rule.members.length} leaves`
         : `${formatNumber(rule.weight, 4)} × ${formatNumber(rule.value, 4)}` },
       { label: "Support", numeric: true, cell: ({ rule }) => formatCount(rule.support) },
       { label: "From", cell: ({ rule }) => h("span", null, rule.members.map((member, i) => [i ? ", " : "",
         onTree ? h("button", { type: "button", class: "secondary link-like", onclick: () => onTree(member.tree) }, leafText(member))
           : leafText(member)])) },
-    ],
+    ].filter(Boolean),
   });
 }
 

@@ -2,24 +2,24 @@
 // to a model.
 
 import { get, post } from "./api.js";
-import { metricPairs } from "./chart.js";
+import { metricLabel, metricPairs } from "./chart.js";
 import { definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, h, link } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { columnImportance, rulesTable } from "./rules.js";
+import { amountSize, classLabels, columnImportance, interceptText, rulesTable } from "./rules.js";
 import { selectedLeaves, treeFigures } from "./trees.js";
 
 const TREES_AT_FIRST = 12;
 const TREES_PER_REQUEST = 100; // the most GET /v1/forests/{id}/trees answers at once
 
-/** Every fact of a step record (or a model's metrics) that it carries, metrics included whatever the loss:
- * [term, text, field]. */
-export function stepFactPairs(step) {
+/** Every fact of a step record (or a model's metrics) that it carries, metrics included whatever the loss
+ * (named as `loss` measures them): [term, text, field]. */
+export function stepFactPairs(step, loss = null) {
   const pairs = [["rules", formatCount(step.n_rules), "n_rules"], ["trees", formatCount(step.n_trees), "n_trees"],
                  ["antecedents", formatCount(step.n_antecedents), "n_antecedents"],
                  ["λs", formatNumber(step.lambda_s, 5), "lambda_s"], ["λf", formatNumber(step.lambda_f, 5), "lambda_f"]];
   for (const pair of metricPairs([step])) {
-    if (pair.train) pairs.push([`train ${fieldLabel(pair.name)}`, formatNumber(step[pair.train], 6), pair.train]);
-    if (pair.val) pairs.push([`validation ${fieldLabel(pair.name)}`, formatNumber(step[pair.val], 6), pair.val]);
+    if (pair.train) pairs.push([`train ${metricLabel(pair.name, loss)}`, formatNumber(step[pair.train], 6), pair.train]);
+    if (pair.val) pairs.push([`validation ${metricLabel(pair.name, loss)}`, formatNumber(step[pair.val], 6), pair.val]);
   }
   pairs.push(["objective", formatNumber(step.objective, 6), "objective"], ["solver passes", formatCount(step.n_iter), "n_iter"],
              ["converged", step.converged ? "yes" : "no", "converged"], ["time", formatDuration(step.seconds), "seconds"]);
@@ -65,7 +65,7 @@ async function fetchTrees(forestId, indices, signal) {
 /** The trees of the rules, those with the largest contributions first; the rest on request. */
 function treesSection(forestId, ensemble, signal) {
   const leaves = selectedLeaves(ensemble);
-  const weight = t => [...leaves.get(t).values()].reduce((sum, choice) => sum + Math.abs(choice.contribution), 0);
+  const weight = t => [...leaves.get(t).values()].reduce((sum, choice) => sum + amountSize(choice.contribution), 0);
   const order = [...leaves.keys()].sort((a, b) => weight(b) - weight(a));
   const slot = h("div");
   let drawn = 0;
@@ -116,14 +116,17 @@ export function stepPanel({ jobId, result, dataset, signal, navigate }) {
           rules.selected ? h("span", { class: "tag selected" }, " selected") : null),
           h("nav", { class: "toolbar", "aria-label": "Steps" }, stepLink(k - 1, "← previous step"),
             rules.selected ? null : stepLink(result.selected, "selected step"), stepLink(k + 1, "next step →"))),
-        h("div", { id: "step-facts" }, definitions(stepFactPairs(rules))),
+        h("div", { id: "step-facts" }, definitions(stepFactPairs(rules, result.parameters.path.loss))),
         h("details", null, h("summary", null, "Promote this step to a model"), promoteForm(jobId, k, dataset, navigate)),
-        h("h3", null, `Rules (${rules.rules.rules.length}), intercept ${formatNumber(rules.rules.intercept, 5)}`),
+        h("h3", null, `Rules (${rules.rules.rules.length})`),
+        h("p", { id: "intercept" }, classLabels(rules.rules) ? "Intercept per class (log-odds): " : "Intercept: ",
+          h("span", { class: "mono" }, interceptText(rules.rules))),
         h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
         table,
         importance ? [h("h3", null, "Columns by importance"), importance] : null,
         h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
-        h("p", { class: "muted" }, "Selected leaves are coloured by the sign of their contribution (#rule below); the splits ",
+        h("p", { class: "muted" }, classLabels(rules.rules) ? "Selected leaves are marked with their rule (#rule below) and the class "
+          + "they move most; the splits " : "Selected leaves are coloured by the sign of their contribution (#rule below); the splits ",
           "they need are highlighted, darker where several selected leaves share them."),
         trees.element,
       ];

@@ -3,8 +3,8 @@
 // selected leaves need drawn heavier, so that fused selections visibly share antecedents.
 
 import { drawAtWidth } from "./chart.js";
-import { formatNumber, formatSigned, h, svg } from "./dom.js";
-import { ruleId } from "./rules.js";
+import { formatNumber, h, svg } from "./dom.js";
+import { amountText, classLabels, perClass, ruleId } from "./rules.js";
 
 const FULL_TREE_LEAVES = 32; // larger trees show only the branches that lead to selected leaves
 const MIN_LEAF_PX = 30; // so do trees whose leaves would be narrower than this
@@ -77,14 +77,19 @@ function splitNode(entry, tree, featureNames, x, y, room) {
     svg("text", { class: "threshold", x, y: y + 11, "text-anchor": "middle" }, fit(bound, width - 6)));
 }
 
-function leafNode(entry, tree, choice, x, y, room) {
+/** A selected leaf's colour: the sign of its contribution; per class (K classes), neutral. */
+const leafTone = contribution => (perClass(contribution) ? "per-class" : contribution >= 0 ? "up" : "down");
+
+function leafNode(entry, tree, choice, x, y, room, labels) {
   const value = tree.value[entry.node];
   const label = choice ? `#${choice.rule}` : null;
-  return svg("g", { class: `leaf${choice ? ` selected ${choice.contribution >= 0 ? "up" : "down"}` : ""}` },
-    svg("title", null, `leaf ${entry.leaf}: value ${value}` + (choice ? `; rule #${choice.rule}, contribution ${choice.contribution}` : "")),
+  const amount = choice ? amountText(choice.contribution, labels, { digits: 3, top: 1 }).replace(/ \(\d+ more\)$/, "") : null;
+  return svg("g", { class: `leaf${choice ? ` selected ${leafTone(choice.contribution)}` : ""}` },
+    svg("title", null, `leaf ${entry.leaf}: value ${Array.isArray(value) ? value.map(v => formatNumber(v, 4)).join(", ") : value}`
+                       + (choice ? `; rule #${choice.rule}, contribution ${amountText(choice.contribution, labels, { top: Infinity })}` : "")),
     svg("circle", { cx: x, cy: y, r: choice ? 7 : 4.5 }),
     label && room > 18 ? svg("text", { x, y: y + 19, "text-anchor": "middle" }, label) : null,
-    choice && room > 44 ? svg("text", { x, y: y + 31, "text-anchor": "middle" }, formatSigned(choice.contribution, 3)) : null);
+    choice && room > 44 ? svg("text", { x, y: y + 31, "text-anchor": "middle" }, amount) : null);
 }
 
 function collapsedNode(entry, x, y) {
@@ -107,7 +112,7 @@ function slotRoom(drawn) {
   return room;
 }
 
-function drawTree(container, width, tree, featureNames, selected, layout) {
+function drawTree(container, width, tree, featureNames, selected, layout, labels) {
   const height = TOP + layout.depth * LEVEL + BOTTOM;
   const slot = (width - 2 * SIDE) / layout.slots; // px per leaf slot
   const rooms = slotRoom(layout.drawn);
@@ -121,19 +126,22 @@ function drawTree(container, width, tree, featureNames, selected, layout) {
       roomAt(to) > 40 ? svg("text", { class: "edge-label", x: (x(from) + x(to)) / 2 + (side ? 10 : -10),
         y: (y(from) + y(to)) / 2 + 4, "text-anchor": side ? "start" : "end" }, side ? "no" : "yes") : null)),
     layout.drawn.map(entry => entry.kind === "split" ? splitNode(entry, tree, featureNames, x(entry), y(entry), roomAt(entry))
-      : entry.kind === "leaf" ? leafNode(entry, tree, selected.get(entry.leaf), x(entry), y(entry), roomAt(entry))
+      : entry.kind === "leaf" ? leafNode(entry, tree, selected.get(entry.leaf), x(entry), y(entry), roomAt(entry), labels)
         : collapsedNode(entry, x(entry), y(entry)))));
 }
 
-/** Selected leaves per tree of a rule ensemble: tree → (leaf → {rule, contribution of that leaf}). */
+/** Selected leaves per tree of a rule ensemble: tree → (leaf → {rule, contribution of that leaf}); a K-class
+ * ensemble's contributions are per class (weight K numbers × the leaf's value). `labels` holds its classes. */
 export function selectedLeaves(ensemble) {
   const byTree = new Map();
+  const times = (weight, value) => (perClass(weight) ? weight.map(w => w * value) : weight * value);
   ensemble.rules.forEach((rule, position) => {
     for (const member of rule.members) {
       if (!byTree.has(member.tree)) byTree.set(member.tree, new Map());
-      byTree.get(member.tree).set(member.leaf, { rule: ruleId(rule, position), contribution: member.weight * member.value });
+      byTree.get(member.tree).set(member.leaf, { rule: ruleId(rule, position), contribution: times(member.weight, member.value) });
     }
   });
+  byTree.labels = classLabels(ensemble);
   return byTree;
 }
 
@@ -163,7 +171,7 @@ export function treeFigures(forestTrees, leavesByTree, { fold = true } = {}) {
       const crowded = nodes.leaves.length > FULL_TREE_LEAVES || (width - 2 * SIDE) / nodes.leaves.length < MIN_LEAF_PX;
       const layout = treeLayout(tree, nodes, needs, fold && crowded);
       foldNote.textContent = layout.folded ? " · branches without a selected leaf folded" : "";
-      drawTree(canvas, width, tree, forest.feature_names, selected, layout);
+      drawTree(canvas, width, tree, forest.feature_names, selected, layout, leavesByTree.labels);
     });
     return h("figure", { class: "tree-figure", id: `tree-${t}`, tabindex: "-1" }, caption, canvas);
   });

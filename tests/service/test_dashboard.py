@@ -21,6 +21,7 @@ from redis import Redis
 from app.main import create_app
 from tests.support.data import ABALONE, FIRST_ABALONE_ROW, REPO_ROOT
 from tests.support.service import WorkerProcess, make_settings, remove_session_keys
+from tests.support.synthetic import GRADES, grades_table, visits_table
 
 pytestmark = pytest.mark.integration
 
@@ -230,4 +231,108 @@ def test_the_whole_product_from_the_browser(served, browser):
     page.goto(f"{base}/dashboard/jobs")
     expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text("succeeded")
     shoot(page, "jobs")
+    assert errors == []
+
+
+MULTICLASS_FOREST = {"n_estimators": 20, "max_depth": 3, "max_features": "sqrt", "random_state": 0}
+MULTICLASS_PATH = {"n_lambdas": 15, "max_rules": 10, "max_iter": 300}
+GRADES_ROW = {"size": 8.5, "age": 40, "region": "north", "score": 0.3}
+
+
+def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(served, browser, tmp_path):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=SIZES["1280"])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base, api = served.base_url, served.api
+    page.goto(f"{base}/dashboard/datasets")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Use", exact=True).click()
+
+    # a seven-class text target, detected as multiclass: its classes and their rows
+    grades = tmp_path / "grades.csv"
+    grades_table().to_csv(grades, index=False)
+    page.get_by_label("Table file").set_input_files(str(grades))
+    expect(page.get_by_label("Target column")).to_be_enabled()
+    page.get_by_label("Target column").select_option("grade")
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url(re.compile(r".*/dashboard/datasets/ds_\w+$"))
+    dataset = api.get(f"/v1/datasets/{page.url.rsplit('/', 1)[1]}").json()
+    assert dataset["task"] == "multiclass" and dataset["classes"] == GRADES
+    expect(page.locator("dd[data-field='task']")).to_have_text("multiclass")
+    expect(page.get_by_role("heading", name="Target: grade").locator("..").locator("tbody tr")).to_have_count(7)
+    shoot(page, "multiclass-dataset")
+
+    # the path: log loss, AUC and accuracy per step, in the table and the chart
+    job = api.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": MULTICLASS_FOREST, **MULTICLASS_PATH})
+    assert job.status_code == 202, job.text
+    job_id = job.json()["id"]
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=90_000)
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    selected = result["steps"][result["selected"]]
+    # the path and the selected step's rules are drawn once they have loaded
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {result['selected']}\b"))
+    expect(page.locator("#selected-summary")).to_contain_text("validation log loss")
+    expect(page.locator("#selected-summary")).to_contain_text(f"AUC {selected['val_auc']:.4g}"[:9])
+    expect(page.locator("dd[data-field='classes']")).to_have_text(", ".join(GRADES))
+    headers = page.locator("details table.data thead th").all_text_contents()
+    assert {"Train log loss", "Validation log loss", "Validation AUC", "Validation accuracy"} <= set(headers), headers
+    metric = page.locator(".chart").first.locator("..").get_by_label("Metric")
+    assert metric.locator("option").all_inner_texts() == ["log loss", "AUC", "accuracy"]
+    metric.select_option(label="AUC")
+    expect(page.locator(".chart svg title").first).to_contain_text("AUC against rules")
+    expect(page.locator("#step-facts dd[data-field='val_auc']")).to_be_visible()
+
+    # the selected step's rules: one column per class, the intercept per class
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
+    table = page.locator("#step table.data")
+    assert table.locator("thead th").all_inner_texts()[2:9] == GRADES
+    expect(table.locator("tbody tr")).to_have_count(len(rules["rules"]["rules"]))
+    first = rules["rules"]["rules"][0]
+    row = table.locator(f"tbody tr[data-rule='{first['id']}']")
+    shown = [float(text) for text in row.locator("td.wide-only .class-amount").all_inner_texts()]
+    assert shown == pytest.approx(first["contribution"], rel=5e-3, abs=5e-4)
+    expect(page.locator("#intercept")).to_contain_text("A ")
+    expect(page.locator("#step .tree .leaf.selected.per-class").first).to_be_visible()
+    shoot(page, "multiclass-job-step")
+
+    # promoted, a row scores to a class with a probability per class and the rules that fired
+    page.get_by_text("Promote this step to a model").click()
+    page.get_by_label("Model name").fill("grades-dashboard")
+    page.get_by_role("button", name=re.compile(r"Promote step \d+ to a model")).click()
+    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
+    model_id = page.url.rsplit("/", 1)[1]
+    page.get_by_label("region", exact=True).select_option(GRADES_ROW["region"])
+    for column in ("size", "age", "score"):
+        page.get_by_label(column, exact=True).fill(str(GRADES_ROW[column]))
+    page.get_by_role("button", name="Predict").click()
+    answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [GRADES_ROW]}).json()
+    expect(page.locator("#prediction")).to_have_text(answer["predictions"][0])
+    expect(page.locator("#probabilities li")).to_have_count(7)
+    expect(page.locator("#probabilities li.predicted")).to_have_attribute("data-class", answer["predictions"][0])
+    shown = page.locator(f"#probabilities li[data-class='{answer['predictions'][0]}'] .mono").inner_text()
+    best = max(answer["probabilities"][0])
+    assert float(shown) == pytest.approx(best, rel=1e-3)
+    expect(page.locator("#score table.data tbody tr")).to_have_count(len(answer["explanations"][0]))
+    expect(page.locator("#model-metrics")).to_contain_text("validation log loss")
+    shoot(page, "multiclass-model")
+
+    # a count: the Poisson deviance and the MAE of the rate, rules as rate factors
+    visits = visits_table().to_csv(index=False).encode()
+    count = api.post("/v1/datasets?target=visits&task=count", content=visits, headers={"Content-Type": "text/csv"})
+    assert count.status_code == 201, count.text
+    job = api.post("/v1/jobs", json={"dataset_id": count.json()["id"], "forest": MULTICLASS_FOREST, **MULTICLASS_PATH})
+    job_id = job.json()["id"]
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=90_000)
+    expect(page.locator("#step-title")).to_be_visible()
+    expect(page.locator("#selected-summary")).to_contain_text("validation deviance")
+    expect(page.locator("#selected-summary")).to_contain_text("MAE")
+    headers = page.locator("details table.data thead th").all_text_contents()
+    assert {"Validation deviance", "Validation MAE"} <= set(headers), headers
+    assert page.locator("#step table.data thead th").all_inner_texts()[2:4] == ["Log rate", "Rate ×"]
+    expect(page.locator("#intercept")).to_contain_text("base rate")
+    shoot(page, "count-job-step")
     assert errors == []
