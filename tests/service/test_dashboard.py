@@ -1,6 +1,8 @@
 """The dashboard in a real browser (Debian's headless chromium through Playwright) against the API served
 over HTTP with real workers and an API key: upload a dataset, submit a job and watch its progress, open the
-path chart, click a step and read its rules and trees, promote it, predict one row from the form.
+path chart, click a step and read its rules and trees, promote it, predict one row from the form; then a
+seven-class job (rules per class, log loss, AUC and accuracy, probabilities per class) and a count job (deviance,
+MAE, rate factors).
 
 The assertions compare what the page shows with what the API answers. Screenshots at 1280x800 and 400 px
 wide are saved under test-artifacts/dashboard/.

@@ -218,6 +218,8 @@ def test_tasks_and_losses_that_do_not_fit_are_422s_naming_the_field(stack):
     problem = assert_problem(upload(client, csv_bytes(negative), "visits", task="count"), 422, "columns.visits")
     assert any("negative counts" in error["message"] for error in problem["errors"])
     assert "task=regression" in problem["errors"][-1]["fix"]
+    zeros = assert_problem(upload(client, csv_bytes(visits.assign(visits=0)), "visits", task="count"), 422, "visits")
+    assert [error["message"] for error in zeros["errors"]] == ["every count is 0"]
 
     # integer class codes are multiclass when declared
     codes = visits.assign(chronic=visits["chronic"].astype(int))
@@ -265,3 +267,23 @@ def test_a_class_whose_rows_are_all_held_out_fails_the_job_naming_it(stack):
     job = stack.wait_for(submitted.json()["id"], ("failed",), timeout=120)
     assert job["error"]["type"] == "ValueError" and "['Z']" in job["error"]["detail"]
     assert "another fraction or seed" in job["error"]["detail"]
+
+
+def test_a_grid_on_a_multiclass_dataset_keeps_the_best_cell_and_its_classes(stack):
+    dataset = upload(stack.client, csv_bytes(grades_table(n_rows=300)), "grade").json()
+    body = {
+        "dataset_id": dataset["id"],
+        "forest": {**FOREST, "n_estimators": 8},
+        **{**PATH, "n_lambdas": 8},
+        "validation": VALIDATION,
+        "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.5]},
+    }
+    submitted = stack.client.post("/v1/jobs", json=body)
+    assert submitted.status_code == 202, submitted.text
+    job = stack.wait_for(submitted.json()["id"], ("succeeded",), timeout=180)
+    assert job["summary"]["val_accuracy"] is not None and job["summary"]["val_auc"] is not None
+    result = stack.client.get(f"/v1/jobs/{job['id']}/result").json()
+    assert result["kind"] == "grid" and result["classes"] == GRADES
+    assert all(cell["summary"]["val_auc"] is not None for cell in result["grid"])
+    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": "grades-grid"}).json()
+    assert model["classes"] == GRADES and len(model["intercept"]) == len(GRADES)
