@@ -274,7 +274,8 @@ def test_a_grid_on_a_multiclass_dataset_keeps_the_best_cell_and_its_classes(stac
     body = {
         "dataset_id": dataset["id"],
         "forest": {**FOREST, "n_estimators": 8},
-        **{**PATH, "n_lambdas": 8},
+        **PATH,
+        "n_lambdas": 8,
         "validation": VALIDATION,
         "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.5]},
     }
