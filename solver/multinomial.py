@@ -48,6 +48,7 @@ from .penalties import fused_lasso_prox, penalty_prox, penalty_value
 
 INTERCEPT_STEPS = 50
 DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once the point moves by < 1e-14 relative
+SNAP_FRACTION = 1e-10  # amounts below this fraction of the prox point's largest entry are zero (Dykstra's residue)
 
 
 class ClassState(NamedTuple):
@@ -246,6 +247,11 @@ def _fused_group_prox(point, curvature, lam, gamma, penalty, lam_f, out):
         x[:] = out
         if largest <= 1e-14 * scale:
             break
+    # Dykstra approaches the entries that fusion ties to a zero neighbour only in the limit: snap its residue
+    for j in range(size):
+        for k in range(n_classes):
+            if abs(out[j, k]) <= SNAP_FRACTION * scale:
+                out[j, k] = 0.0
 
 
 @njit(cache=True)

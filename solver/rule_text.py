@@ -26,8 +26,9 @@ conditions:
 * log (counts): the factor the rule multiplies the rate by, ``×1.8`` (``exp(contribution)``), after the base rate
   ``exp(intercept)``;
 * softmax (classes): what the rule adds to the scores of the (at most ``CLASSES_SHOWN``) classes it moves most,
-  largest |amount| first, and how many more it moves: ``A +0.82, C -0.31, B +0.05, 2 more``; the intercept line
-  lists every class, in class order. Rules sort by the norm of their per-class amounts.
+  largest |amount| first, and how many more it moves: ``A +0.82, C -0.31, B +0.05, 2 more``; classes it adds
+  exactly 0 to are left out (fusion ties a class's amount to a neighbour's zero); the intercept line lists every
+  class, in class order. Rules sort by the norm of their per-class amounts.
 
 A class label prints as :func:`label_text` writes it: a string as it is, a number or boolean as JSON (``1``,
 ``true``).
@@ -270,7 +271,7 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
 def _per_class(labels: Sequence[str], amounts: Amount) -> str:
     """The amounts of the ``CLASSES_SHOWN`` classes a rule moves most, largest |amount| first (ties in class
     order), and how many classes more: ``A +0.82, C -0.31, B +0.05, 2 more``."""
-    order = sorted(range(len(labels)), key=lambda k: -abs(amounts[k]))
+    order = sorted((k for k in range(len(labels)) if amounts[k] != 0.0), key=lambda k: -abs(amounts[k]))
     shown = [f"{labels[k]} {amounts[k]:+.4g}" for k in order[:CLASSES_SHOWN]]
     if len(order) > CLASSES_SHOWN:
         shown.append(f"{len(order) - CLASSES_SHOWN} more")

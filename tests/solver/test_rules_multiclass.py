@@ -237,8 +237,9 @@ def test_per_class_text_shows_the_classes_a_rule_moves_most():
     summary, intercept, first, second = rules.to_text().splitlines()
     assert summary.startswith("# 2 rules; each rule adds to every class's score") and "log-odds of 'grade'" in summary
     assert intercept.split(": ", 1)[1] == "A +0.5, B +0, C -0.25, 4 +1, true +2"
-    assert first == "r1  A +2, C -1.5, 4 +0.25, 2 more    if always"  # the larger norm first
-    assert second == "r0  B -0.2, A +0.1, 4 +0.05, 2 more  if always"
+    # the larger norm first; classes a rule adds exactly 0 to are left out
+    assert first == "r1  A +2, C -1.5, 4 +0.25, 1 more  if always"
+    assert second == "r0  B -0.2, A +0.1, 4 +0.05        if always"
 
 
 def test_count_text_reads_as_factors_of_the_base_rate():
