@@ -77,6 +77,7 @@ CURVATURE_BOUND = {SQUARED: 1.0, LOGISTIC: 0.25, MULTINOMIAL: 0.5}
 INTERCEPT_NEWTON_STEPS = 50
 # golden-section iterations of a Poisson leaf's MCP minimisation on each side of zero (interval shrinks 0.618^k)
 GOLDEN_STEPS = 60
+GOLDEN_RESOLUTION = 1e-9  # a golden-section minimum within this fraction of gamma lam of zero is zero
 
 
 def curvature_scale(loss, y, sample_weight):
@@ -297,6 +298,8 @@ def poisson_leaf_minimum(w, v, a, b, lam, gamma, penalty):
         _golden_minimum(0.0, edge, w, v, a, b, lam, gamma, penalty),
         _golden_minimum(-edge, 0.0, w, v, a, b, lam, gamma, penalty),
     ):
+        if abs(candidate) <= GOLDEN_RESOLUTION * edge:
+            continue  # golden section's approach to an end at 0: zero itself (a rounding-sized weight is no rule)
         value = poisson_leaf_value(candidate, w, v, a, b, lam, gamma, penalty)
         if value < best_value:
             best, best_value = candidate, value
