@@ -31,7 +31,7 @@ RQ_DEQUEUE_MARGIN_SECONDS = 15
 
 
 def warm_solver() -> None:
-    """Fit a tiny path of every kind (both losses) so the forked work horses inherit compiled kernels."""
+    """Fit a tiny path of every kind (every loss) so the forked work horses inherit compiled kernels."""
     from solver.fitting import fit_rules
     from solver.spec import ForestSpec, PathSpec
 
@@ -39,7 +39,13 @@ def warm_solver() -> None:
     X = rng.normal(size=(64, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=64)
     forest = ForestSpec(n_estimators=3, max_depth=2, max_features=None)
-    for loss, target in (("squared", y), ("logistic", (y > 0).astype(np.float64))):
+    targets = {
+        "squared": y,
+        "logistic": (y > 0).astype(np.float64),
+        "multinomial": np.digitize(y, [-0.5, 0.5]).astype(np.float64),  # three classes
+        "poisson": np.floor(np.exp(y)),
+    }
+    for loss, target in targets.items():
         for penalty, fusion_ratio in (("l1", 0.0), ("mcp", 0.0), ("mcp", 1.0), ("l1", 1.0)):
             fit_rules(
                 X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest
