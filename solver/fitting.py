@@ -25,7 +25,7 @@ import pandas as pd
 from .forest import TreeEnsemble
 from .leaf_matrix import LeafMatrix, leaf_matrix
 from .path import PathResult, fit_path
-from .rules import RuleEnsemble
+from .rules import Link, RuleEnsemble
 from .sklearn_adapters import as_tree_ensemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 
@@ -101,7 +101,7 @@ def rule_response(loss: str, classes=None) -> str | None:
 
 # the RuleEnsemble link of each loss's scores where it is not the default (the logistic loss keeps the
 # single-output documents it has always written)
-RULE_LINKS = {"multinomial": "softmax", "poisson": "log"}
+RULE_LINKS: dict[str, Link] = {"multinomial": "softmax", "poisson": "log"}
 
 
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
@@ -183,6 +183,15 @@ def fit_rules(
     else:
         train_rows, val_rows = np.arange(len(y)), None
     train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
+    if spec.loss == "multinomial":
+        n_classes = len(classes) if classes is not None else int(y.max()) + 1
+        missing = sorted(set(range(n_classes)) - set(np.unique(y[train_rows]).astype(int)))
+        if missing:
+            shown = [str(classes[k]) if classes is not None else str(k) for k in missing[:5]]
+            raise ValueError(
+                f"no training row has class {', '.join(shown)}: every class needs training rows (its rows all fell "
+                "in the validation rows: give more rows of it, a smaller validation_fraction or another random_state)"
+            )
 
     if isinstance(forest, ForestSpec):
         estimator, ensemble = train_forest(

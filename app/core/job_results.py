@@ -1,8 +1,6 @@
 """What a succeeded job produced: its stored result, a path's steps, and the rules of one step rebuilt from the
 stored weights, the forest and the training rows (as the library builds them)."""
 
-from typing import cast
-
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
 from app.core.forests import ForestStore, ValidationSplit
@@ -20,7 +18,6 @@ from app.core.job_lifecycle import JobLifecycle
 from app.core.results import ResultStore
 from solver import RuleEnsemble
 from solver.fitting import RULE_LINKS
-from solver.rules import Link
 
 
 class JobResults:
@@ -87,7 +84,7 @@ class JobResults:
             weights,
             intercept,
             classes=dataset.classes if loss == "multinomial" else None,
-            link=cast("Link | None", RULE_LINKS.get(loss)),
+            link=RULE_LINKS.get(loss),
             encoding=dataset.encoding,
             X=X[split.training_rows(len(X))],
             response=dataset.response(loss),
