@@ -51,11 +51,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .gbcd import INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION
+from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
 
 INTERCEPT_STEPS = 50
 DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once the point moves by < 1e-14 relative
+MAX_BACKTRACKS = 10  # step shortenings of a fused MCP block step (_block_steps)
 MAX_HALVINGS = 30  # of a leaf's Newton step in MCP's flat region (_flat_region_newton)
 # the most a rule may add to a class's score (the norm of its amounts): odds of e^20 (5e8) to one say certainty;
 # without a bound a nearly pure leaf in MCP's flat region has no finite minimiser and its weight never settles
@@ -281,8 +282,13 @@ def _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f):
 @njit(cache=True)
 def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     """Up to ``n_steps`` fused proximal-gradient steps on tree t from ``w`` (``gradient`` the block's), each kept
-    only while the block's quadratic model decreases; result to ``out``. Returns the block's stationarity
-    measure, the largest row move of the first step times L_t."""
+    only where the block's quadratic model does not rise; result to ``out``. Returns the block's stationarity
+    measure, the largest row move of the first step times its step's curvature (L_t).
+
+    Under L1 the first trial always passes (a proximal step on a model above the loss). Under MCP the prox of
+    fusion plus group MCP computed by Dykstra's alternation is not always the model's minimiser and can raise it:
+    the step is then shortened (curvature doubled) up to ``MAX_BACKTRACKS`` times; a block no step of this form
+    improves counts as stationary (measure 0), where an unmet measure stalled paths for 10,000 passes."""
     first = problem.offsets[t]
     size = out.shape[0]
     start = w[first : first + size]
@@ -301,19 +307,28 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
         caps[j] = _cap(problem, first + j)
     measure = 0.0
     for it in range(n_steps):
-        for j in range(size):
-            for k in range(out.shape[1]):
-                point[j, k] = out[j, k] - (gradient[j, k] + curvature[j] * (out[j, k] - start[j, k])) / step_curvature
-        _fused_group_prox(point, step_curvature, lam, gamma, problem.penalty, lam_f, caps, theta)
-        largest = 0.0
-        for j in range(size):
-            if curvature[j] <= 0.0:
-                theta[j] = 0.0  # no training rows (or below min_support): never a rule
-            largest = max(largest, np.sqrt(((theta[j] - out[j]) ** 2).sum()))
+        trial_curvature = step_curvature
+        accepted = False
+        largest, value = 0.0, current
+        for _ in range(MAX_BACKTRACKS):
+            for j in range(size):
+                for k in range(out.shape[1]):
+                    local = gradient[j, k] + curvature[j] * (out[j, k] - start[j, k])
+                    point[j, k] = out[j, k] - local / trial_curvature
+            _fused_group_prox(point, trial_curvature, lam, gamma, problem.penalty, lam_f, caps, theta)
+            largest = 0.0
+            for j in range(size):
+                if curvature[j] <= 0.0:
+                    theta[j] = 0.0  # no training rows (or below min_support): never a rule
+                largest = max(largest, np.sqrt(((theta[j] - out[j]) ** 2).sum()))
+            value = _block_model(theta, start, gradient, curvature, lam, gamma, problem.penalty, lam_f)
+            if largest == 0.0 or value <= current:
+                accepted = True
+                break
+            trial_curvature *= 2.0  # MCP: the composed prox is not the model's minimiser; a shorter step is
         if it == 0:
-            measure = step_curvature * largest
-        value = _block_model(theta, start, gradient, curvature, lam, gamma, problem.penalty, lam_f)
-        if value > current or largest == 0.0:
+            measure = trial_curvature * largest if accepted else 0.0
+        if not accepted or largest == 0.0:
             break
         out[:] = theta
         current = value
@@ -448,9 +463,71 @@ def _active_units(problem, w, fused):
 
 
 @njit(cache=True)
+def _unit_leaves(problem, units, fused):
+    """The leaves of ``units`` (trees when fused, leaves otherwise)."""
+    if not fused:
+        return units.copy()
+    offsets = problem.offsets
+    n_leaves = 0
+    for t in units:
+        n_leaves += offsets[t + 1] - offsets[t]
+    leaves = np.empty(n_leaves, dtype=np.int64)
+    position = 0
+    for t in units:
+        for j in range(offsets[t], offsets[t + 1]):
+            leaves[position] = j
+            position += 1
+    return leaves
+
+
+@njit(cache=True)
+def _move_leaves_to(problem, state, leaves, target):
+    for k in range(leaves.shape[0]):
+        delta = target[k] - state.w[leaves[k]]
+        if np.any(delta != 0.0):
+            move_leaf(problem, state, leaves[k], delta)
+
+
+@njit(cache=True)
+def _anderson_step(problem, state, history, leaves, lam, lam_f):
+    """Anderson extrapolation of the working set's last iterates (as ``solver.gbcd`` does for one output): kept
+    only where the objective falls and every rule stays within its bound, otherwise undone."""
+    n_steps = history.shape[0] - 1
+    flat = history.reshape(history.shape[0], -1)
+    diffs = flat[1:] - flat[:-1]
+    gram = diffs @ diffs.T
+    scale = np.trace(gram)
+    if not scale > 0.0:
+        return
+    gram += 1e-10 * scale * np.eye(n_steps)
+    z = np.linalg.solve(gram, np.ones(n_steps))
+    if not np.isfinite(z.sum()) or z.sum() == 0.0:
+        return
+    coefficients = z / z.sum()
+    extrapolated = np.zeros(history.shape[1:])
+    for m in range(n_steps):
+        extrapolated += coefficients[m] * history[m + 1]
+    for k in range(leaves.shape[0]):
+        row = extrapolated[k]
+        if np.sqrt((row * row).sum()) > _cap(problem, leaves[k]) * (1.0 + 1e-12):
+            return
+    before = objective_value(problem, state, lam, lam_f)
+    _move_leaves_to(problem, state, leaves, extrapolated)
+    if objective_value(problem, state, lam, lam_f) >= before:
+        _move_leaves_to(problem, state, leaves, history[n_steps])
+
+
+@njit(cache=True)
 def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
     """Passes over ``units`` until the largest measure is at most ``inner_tol``; a unit whose measure falls to a
-    small fraction of it sits out the rest (shrinking). Returns the passes."""
+    small fraction of it sits out the rest (shrinking), and every ``ANDERSON_MEMORY`` passes an Anderson step
+    extrapolates the working set's weights (coupled rules, e.g. nearly pure leaves of several trees on the same
+    rows, otherwise crawl along their shared direction). Returns the passes."""
+    leaves = _unit_leaves(problem, units, lam_f > 0.0)
+    history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0], state.w.shape[1]))
+    for k in range(leaves.shape[0]):
+        history[0, k] = state.w[leaves[k]]
+    n_history = 1
     visit = np.ones(units.shape[0], dtype=np.bool_)
     passes = 0
     while passes < max_passes:
@@ -464,6 +541,14 @@ def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passe
         passes += 1
         if worst <= inner_tol:
             break
+        for k in range(leaves.shape[0]):
+            history[n_history, k] = state.w[leaves[k]]
+        n_history += 1
+        if n_history == ANDERSON_MEMORY + 1:
+            _anderson_step(problem, state, history, leaves, lam, lam_f)
+            for k in range(leaves.shape[0]):
+                history[0, k] = state.w[leaves[k]]
+            n_history = 1
     return passes
 
 
