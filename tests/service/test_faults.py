@@ -144,7 +144,7 @@ def test_jobs_queued_during_an_outage_run_after_it(own_redis):
         time.sleep(OUTAGE_SECONDS)
         own_redis.start()
         for response in submitted:
-            assert stack.wait_for(response.json()["id"], ("succeeded",), timeout=60)["attempt"] <= 2
+            assert stack.wait_for(response.json()["id"], ("succeeded",), timeout=120)["attempt"] <= 2
 
 
 def test_a_cache_redis_that_is_down_means_no_cache(stack):

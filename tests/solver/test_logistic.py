@@ -267,8 +267,10 @@ def test_class_and_sample_weights_change_the_fit(hmda):
     )
     # the same problem solved twice to the solver's tolerance (no polish for the logistic loss by default)
     np.testing.assert_allclose(as_weights.decision_function(X), balanced.decision_function(X), rtol=1e-6, atol=1e-6)
-    with pytest.raises(ValueError, match="Only binary classification"):
-        FireClassifier(n_estimators=5).fit(X, np.where(y == "yes", "a", np.where(X["single"] == "yes", "b", "c")))
+    three = FireClassifier(n_estimators=5, n_lambdas=5, class_weight="balanced", random_state=0).fit(
+        X, np.where(y == "yes", "a", np.where(X["single"] == "yes", "b", "c"))
+    )
+    assert three.classes_.tolist() == ["a", "b", "c"] and three.predict_proba(X).shape == (len(X), 3)
 
 
 @pytest.mark.parametrize("library", ["xgboost", "lightgbm"])

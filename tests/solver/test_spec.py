@@ -2,6 +2,7 @@
 
 import inspect
 
+import numpy as np
 import pytest
 
 from solver import FireClassifier, FireRegressor, fit_path
@@ -14,8 +15,13 @@ def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
     for name, default in PathSpec.defaults().items():
         if name == "random_state":  # scikit-learn's convention: None draws fresh seeds; an int is used as given
             assert params[name] is None
-        elif name == "loss":  # the estimator's own
-            assert name not in params and estimator().path_spec(0).loss == loss
+        elif name == "loss":  # the regressor's parameter (squared or poisson); the classifier's from its labels
+            if estimator is FireRegressor:
+                assert params[name] == default == loss
+            else:
+                assert name not in params
+                fitted = estimator(n_estimators=3, n_lambdas=3).fit(np.arange(20.0)[:, None], np.arange(20) % 2)
+                assert fitted.path_spec(0).loss == loss
         else:
             assert params[name] == default, name
     for name, default in ForestSpec.defaults().items():
