@@ -27,8 +27,8 @@ from sklearn.ensemble import RandomForestRegressor
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from solver import TableEncoding, TreeEnsemble, gbcd, leaf_matrix  # noqa: E402
-from solver.datafits import SQUARED  # noqa: E402
 from solver.path import lambda_grid  # noqa: E402
+from solver.poisson_newton import move_to, weighted_least_squares  # noqa: E402
 from solver.problem import Problem, State  # noqa: E402
 
 DATA_DIR = REPO.parent / "shared" / "datasets" / "counts"
@@ -62,14 +62,6 @@ def direct_path(problem, grid, ratio):
     return rows
 
 
-def _scores(problem, w, intercept):
-    """b + M w on the training rows, from the problem's rows grouped by leaf."""
-    eta = np.full(problem.y.shape[0], intercept)
-    for j in np.flatnonzero(w):
-        eta[problem.leaf_rows[problem.leaf_ptr[j] : problem.leaf_ptr[j + 1]]] += problem.values[j] * w[j]
-    return eta
-
-
 def irls_path(problem, grid, ratio, certify=False):
     """Proximal Newton: the squared-loss GBCD on each outer step's weighted least-squares model."""
     state = State.initial(problem)
@@ -83,19 +75,19 @@ def irls_path(problem, grid, ratio, certify=False):
             mu = np.exp(eta)
             weights = problem.sample_weight * mu
             target = eta + (problem.y - mu) / mu
-            model = _weighted_least_squares(problem, target, weights)
+            model = weighted_least_squares(problem, target, weights)
             inner = State(state.w.copy(), target - (eta - state.intercept[0]), np.zeros(1), np.zeros(1), np.zeros(0))
             gbcd.solve_greedy(model, inner, lam, lam_f, TOL * grid[0], MAX_ITER, 3)
             step, old_w, old_b = 1.0, state.w.copy(), state.intercept[0]
             new_w, new_b = inner.w, inner.intercept[0]
             while step > 1e-6:
-                _set(problem, state, old_w + step * (new_w - old_w), old_b + step * (new_b - old_b))
+                move_to(problem, state, old_w + step * (new_w - old_w), old_b + step * (new_b - old_b))
                 value = gbcd.objective_value(problem, state, lam, lam_f)
                 if value <= current:
                     break
                 step *= 0.5
             if value > current:
-                _set(problem, state, old_w, old_b)
+                move_to(problem, state, old_w, old_b)
                 break
             improved, current = current - value, value
             if improved <= 1e-9 * abs(current):
@@ -105,32 +97,6 @@ def irls_path(problem, grid, ratio, certify=False):
             current = gbcd.objective_value(problem, state, lam, lam_f)
         rows.append((time.perf_counter() - started, current))
     return rows
-
-
-def _weighted_least_squares(problem, target, weights):
-    """The squared-loss problem of ``target`` under row weights ``weights`` on the same leaves, its MCP
-    concavities kept at the Poisson problem's."""
-    n_leaves = problem.values.shape[0]
-    leaf_of_position = np.repeat(np.arange(n_leaves), np.diff(problem.leaf_ptr))
-    leaf_weight = np.bincount(leaf_of_position, weights=weights[problem.leaf_rows], minlength=n_leaves)
-    curvature = leaf_weight * problem.values**2
-    return problem._replace(
-        y=target,
-        sample_weight=weights,
-        weight_total=float(weights.sum()),
-        leaf_weight=leaf_weight,
-        curvature=curvature,
-        lipschitz=np.maximum.reduceat(curvature, problem.offsets[:-1]),
-        loss=SQUARED,
-    )
-
-
-def _set(problem, state, w, intercept):
-    state.w[:] = w
-    state.intercept[0] = intercept
-    state.score[:] = _scores(problem, w, intercept)
-    state.residual[:] = problem.y - np.exp(state.score)
-    state.residual_sum[0] = problem.sample_weight @ state.residual
 
 
 def main():

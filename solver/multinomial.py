@@ -51,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION
+from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, _leaves_of
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
 
 INTERCEPT_STEPS = 50
@@ -463,24 +463,6 @@ def _active_units(problem, w, fused):
 
 
 @njit(cache=True)
-def _unit_leaves(problem, units, fused):
-    """The leaves of ``units`` (trees when fused, leaves otherwise)."""
-    if not fused:
-        return units.copy()
-    offsets = problem.offsets
-    n_leaves = 0
-    for t in units:
-        n_leaves += offsets[t + 1] - offsets[t]
-    leaves = np.empty(n_leaves, dtype=np.int64)
-    position = 0
-    for t in units:
-        for j in range(offsets[t], offsets[t + 1]):
-            leaves[position] = j
-            position += 1
-    return leaves
-
-
-@njit(cache=True)
 def _move_leaves_to(problem, state, leaves, target):
     for k in range(leaves.shape[0]):
         delta = target[k] - state.w[leaves[k]]
@@ -523,7 +505,7 @@ def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passe
     small fraction of it sits out the rest (shrinking), and every ``ANDERSON_MEMORY`` passes an Anderson step
     extrapolates the working set's weights (coupled rules, e.g. nearly pure leaves of several trees on the same
     rows, otherwise crawl along their shared direction). Returns the passes."""
-    leaves = _unit_leaves(problem, units, lam_f > 0.0)
+    leaves = _leaves_of(problem, units) if lam_f > 0.0 else units.copy()
     history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0], state.w.shape[1]))
     for k in range(leaves.shape[0]):
         history[0, k] = state.w[leaves[k]]

@@ -43,7 +43,7 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gb
         mu = np.exp(eta)
         weights = problem.sample_weight * mu
         target = eta + (problem.y - mu) / mu
-        model = _weighted_least_squares(problem, target, weights)
+        model = weighted_least_squares(problem, target, weights)
         inner = State(state.w.copy(), target - (eta - state.intercept[0]), np.zeros(1), np.zeros(1), np.zeros(0))
         n_passes, _ = inner_solve(model, inner, lam, lam_f, tol, max_iter - passes, inner_iters)
         passes += n_passes
@@ -51,13 +51,13 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gb
         step_w, step_b = inner.w - old_w, inner.intercept[0] - old_b
         value = np.inf
         for _ in range(MAX_HALVINGS):
-            _move_to(problem, state, old_w + step_w, old_b + step_b)
+            move_to(problem, state, old_w + step_w, old_b + step_b)
             value = gbcd.objective_value(problem, state, lam, lam_f)
             if value <= current:
                 break
             step_w, step_b = 0.5 * step_w, 0.5 * step_b
         if value > current:
-            _move_to(problem, state, old_w, old_b)
+            move_to(problem, state, old_w, old_b)
             break
         improved, current = current - value, value
         if improved <= NEWTON_RTOL * abs(current):
@@ -66,7 +66,7 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gb
     return passes + n_passes, converged
 
 
-def _weighted_least_squares(problem, target, weights):
+def weighted_least_squares(problem, target, weights):
     """The squared-loss problem of ``target`` under row weights ``weights`` on the same leaves and penalties."""
     n_leaves = problem.values.shape[0]
     leaf_of_position = np.repeat(np.arange(n_leaves), np.diff(problem.leaf_ptr))
@@ -83,7 +83,7 @@ def _weighted_least_squares(problem, target, weights):
     )
 
 
-def _move_to(problem, state, w, intercept):
+def move_to(problem, state, w, intercept):
     """The Poisson state at weights ``w`` and intercept ``intercept``: scores, residuals and their sum, O(n + rows
     of the nonzero leaves)."""
     state.w[:] = w
