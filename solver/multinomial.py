@@ -55,6 +55,9 @@ from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_F
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
 
 INTERCEPT_STEPS = 50
+# an intercept step that raises the loss by no more than this, relative, is rounding (a sum over 1e5 rows), not a
+# rise: halving it 33 times, O(n K) each, made 1e5-row paths slower than saga (bench/results/classes_and_counts.md)
+LOSS_ROUNDING = 1e-13
 DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once the point moves by < 1e-14 relative
 MAX_BACKTRACKS = 10  # step shortenings of a fused MCP block step (_block_steps)
 MAX_HALVINGS = 30  # of a leaf's Newton step in MCP's flat region (_flat_region_newton)
@@ -178,7 +181,7 @@ def fit_intercept(problem, state, tol):
         before = loss_value(problem, state)
         _shift_intercept(problem, state, step)
         taken = 1.0
-        while loss_value(problem, state) > before and taken > 1e-10:
+        while loss_value(problem, state) > before + LOSS_ROUNDING * abs(before) and taken > 1e-10:
             taken *= 0.5
             _shift_intercept(problem, state, -taken * step)  # back to half of the step taken
 
