@@ -26,9 +26,14 @@ from sklearn.ensemble import RandomForestRegressor
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from solver import TableEncoding, TreeEnsemble, gbcd, leaf_matrix  # noqa: E402
+from solver import (  # noqa: E402
+    TableEncoding,
+    TreeEnsemble,
+    gbcd,
+    leaf_matrix,
+    poisson_newton,
+)
 from solver.path import lambda_grid  # noqa: E402
-from solver.poisson_newton import move_to, weighted_least_squares  # noqa: E402
 from solver.problem import Problem, State  # noqa: E402
 
 DATA_DIR = REPO.parent / "shared" / "datasets" / "counts"
@@ -63,39 +68,15 @@ def direct_path(problem, grid, ratio):
 
 
 def irls_path(problem, grid, ratio, certify=False):
-    """Proximal Newton: the squared-loss GBCD on each outer step's weighted least-squares model."""
+    """Proximal Newton (``solver.poisson_newton.newton_steps``) at each lambda; with ``certify``, then the direct
+    GBCD until stationary on the Poisson objective (``solver.poisson_newton.solve``, what L1 paths run)."""
     state = State.initial(problem)
+    run = poisson_newton.solve if certify else poisson_newton.newton_steps
     rows = []
     for lam in grid:
-        lam_f = ratio * lam
         started = time.perf_counter()
-        current = gbcd.objective_value(problem, state, lam, lam_f)
-        for _ in range(100):
-            eta = state.score
-            mu = np.exp(eta)
-            weights = problem.sample_weight * mu
-            target = eta + (problem.y - mu) / mu
-            model = weighted_least_squares(problem, target, weights)
-            inner = State(state.w.copy(), target - (eta - state.intercept[0]), np.zeros(1), np.zeros(1), np.zeros(0))
-            gbcd.solve_greedy(model, inner, lam, lam_f, TOL * grid[0], MAX_ITER, 3)
-            step, old_w, old_b = 1.0, state.w.copy(), state.intercept[0]
-            new_w, new_b = inner.w, inner.intercept[0]
-            while step > 1e-6:
-                move_to(problem, state, old_w + step * (new_w - old_w), old_b + step * (new_b - old_b))
-                value = gbcd.objective_value(problem, state, lam, lam_f)
-                if value <= current:
-                    break
-                step *= 0.5
-            if value > current:
-                move_to(problem, state, old_w, old_b)
-                break
-            improved, current = current - value, value
-            if improved <= 1e-9 * abs(current):
-                break
-        if certify:  # the direct solver from IRLS's point, until stationary on the Poisson objective itself
-            gbcd.solve_greedy(problem, state, lam, lam_f, TOL * grid[0], MAX_ITER, 3)
-            current = gbcd.objective_value(problem, state, lam, lam_f)
-        rows.append((time.perf_counter() - started, current))
+        run(problem, state, lam, ratio * lam, TOL * grid[0], MAX_ITER, 3)
+        rows.append((time.perf_counter() - started, gbcd.objective_value(problem, state, lam, ratio * lam)))
     return rows
 
 

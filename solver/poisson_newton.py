@@ -34,6 +34,14 @@ MAX_HALVINGS = 20
 def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gbcd.solve_greedy):
     """Newton steps from ``state`` (a Poisson State, updated in place), then ``inner_solve`` on the Poisson problem
     until stationary. Returns (passes, converged), as the GBCD solvers."""
+    passes = newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve)
+    n_passes, converged = inner_solve(problem, state, lam, lam_f, tol, max(max_iter - passes, 1), inner_iters)
+    return passes + n_passes, converged
+
+
+def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gbcd.solve_greedy):
+    """The proximal Newton steps alone (module docstring), ``state`` updated in place; returns the passes of the
+    inner solves."""
     passes = 0
     current = gbcd.objective_value(problem, state, lam, lam_f)
     for _ in range(MAX_NEWTON_STEPS):
@@ -62,8 +70,7 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gb
         improved, current = current - value, value
         if improved <= NEWTON_RTOL * abs(current):
             break
-    n_passes, converged = inner_solve(problem, state, lam, lam_f, tol, max(max_iter - passes, 1), inner_iters)
-    return passes + n_passes, converged
+    return passes
 
 
 def weighted_least_squares(problem, target, weights):
