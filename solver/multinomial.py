@@ -158,6 +158,19 @@ def _shift_intercept(problem, state, step):
 
 
 @njit(cache=True)
+def _add_row_hessian(problem, state, i, weight, p, hessian):
+    """``hessian += weight (diag p_i - p_i p_i^T)``, row i's softmax curvature (``p`` scratch (K,), filled with
+    its probabilities ``onehot(y_i) - residual_i``)."""
+    n_classes = p.shape[0]
+    for k in range(n_classes):
+        p[k] = (1.0 if k == int(problem.y[i]) else 0.0) - state.residual[i, k]
+    for k in range(n_classes):
+        hessian[k, k] += weight * p[k]
+        for m in range(n_classes):
+            hessian[k, m] -= weight * p[k] * p[m]
+
+
+@njit(cache=True)
 def fit_intercept(problem, state, tol):
     """Newton steps on b (Hessian ``sum_i s_i (diag p_i - p_i p_i^T)``, its null direction, the ones vector,
     filled in so that every step sums to zero), each halved until the loss decreases, while the largest entry of
@@ -170,12 +183,7 @@ def fit_intercept(problem, state, tol):
         hessian = np.zeros((n_classes, n_classes))
         p = np.empty(n_classes)
         for i in range(state.score.shape[0]):
-            for k in range(n_classes):
-                p[k] = (1.0 if k == int(problem.y[i]) else 0.0) - state.residual[i, k]
-            for k in range(n_classes):
-                hessian[k, k] += problem.sample_weight[i] * p[k]
-                for m in range(n_classes):
-                    hessian[k, m] -= problem.sample_weight[i] * p[k] * p[m]
+            _add_row_hessian(problem, state, i, problem.sample_weight[i], p, hessian)
         hessian += np.trace(hessian) / n_classes / n_classes * np.ones((n_classes, n_classes))
         step = -np.linalg.solve(hessian, gradient)
         before = loss_value(problem, state)
@@ -417,13 +425,7 @@ def _flat_region_newton(problem, state, j, gradient, lam, gamma):
     p = np.empty(n_classes)
     for q in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[q]
-        weight = problem.sample_weight[i] * v * v
-        for k in range(n_classes):
-            p[k] = (1.0 if k == int(problem.y[i]) else 0.0) - state.residual[i, k]
-        for k in range(n_classes):
-            hessian[k, k] += weight * p[k]
-            for m in range(n_classes):
-                hessian[k, m] -= weight * p[k] * p[m]
+        _add_row_hessian(problem, state, i, problem.sample_weight[i] * v * v, p, hessian)
     scale = max(np.trace(hessian), 1e-300)
     hessian += scale / n_classes / n_classes * np.ones((n_classes, n_classes)) + 1e-12 * scale * np.eye(n_classes)
     step = -np.linalg.solve(hessian, gradient)
