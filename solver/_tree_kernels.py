@@ -5,6 +5,11 @@ import numpy as np
 from numba import njit
 
 
+def leaf_index_dtype(n_values: int):
+    """The smallest unsigned dtype that holds ``n_values`` distinct indices 0..n_values-1."""
+    return next(dtype for dtype in (np.uint8, np.uint16, np.uint32) if n_values - 1 <= np.iinfo(dtype).max)
+
+
 @njit(cache=True)
 def depth_first_leaves(children_left, children_right):
     """Leaves in left-to-right depth-first order, each node's parent and depth (-1: unreached).
@@ -93,14 +98,16 @@ def count_distinct_ancestors(leaves, ptr, ids):
 
 @njit(cache=True)
 def leaf_matvec(leaves, offsets, values, w):
-    """M @ w for M[i, offsets[t] + leaves[i, t]] = values[...]."""
+    """M @ w for M[i, offsets[t] + leaves[i, t]] = values[...]; an index past its block's size (the no-column mark
+    of ``solver.leaf_matrix``) is no column."""
     n_rows, n_trees = leaves.shape
     out = np.empty(n_rows)
     for i in range(n_rows):
         total = 0.0
         for t in range(n_trees):
-            j = offsets[t] + leaves[i, t]
-            total += values[j] * w[j]
+            k = leaves[i, t]
+            if offsets[t] + k < offsets[t + 1]:
+                total += values[offsets[t] + k] * w[offsets[t] + k]
         out[i] = total
     return out
 
@@ -112,7 +119,9 @@ def leaf_rmatvec(leaves, offsets, values, r):
     out = np.zeros(values.shape[0])
     for i in range(n_rows):
         for t in range(n_trees):
-            out[offsets[t] + leaves[i, t]] += r[i]
+            j = offsets[t] + leaves[i, t]
+            if j < offsets[t + 1]:
+                out[j] += r[i]
     return out * values
 
 
@@ -123,8 +132,19 @@ def leaf_column_sums(leaves, offsets, n_leaves, row_weight):
     out = np.zeros(n_leaves)
     for i in range(n_rows):
         for t in range(n_trees):
-            out[offsets[t] + leaves[i, t]] += row_weight[i]
+            j = offsets[t] + leaves[i, t]
+            if j < offsets[t + 1]:
+                out[j] += row_weight[i]
     return out
+
+
+@njit(cache=True)
+def candidate_columns(leaves, block_trees, lookup_ptr, lookup, out):
+    """``out[i, b] = lookup[lookup_ptr[b] + leaves[i, block_trees[b]]]``: each row's column in each candidate block
+    (``solver.candidates``) from its forest leaves."""
+    for i in range(leaves.shape[0]):
+        for b in range(block_trees.shape[0]):
+            out[i, b] = lookup[lookup_ptr[b] + leaves[i, block_trees[b]]]
 
 
 @njit(cache=True)

@@ -87,7 +87,14 @@ from typing import Any
 
 import numpy as np
 
-from ._tree_kernels import apply_trees, depth_first_leaves, fill_leaf_ancestors, leaf_matvec, leaf_output_sums
+from ._tree_kernels import (
+    apply_trees,
+    depth_first_leaves,
+    fill_leaf_ancestors,
+    leaf_index_dtype,
+    leaf_matvec,
+    leaf_output_sums,
+)
 from ._validation import SchemaError, check_feature_names, check_keys, is_integer, node_array, require_finite
 from .rule_types import Condition
 
@@ -542,9 +549,7 @@ class TreeEnsemble:
         )
         self.leaf_ancestors = self._compute_leaf_ancestors()
         max_leaves = int(leaf_counts.max())
-        self._leaf_dtype = next(
-            dtype for dtype in (np.uint8, np.uint16, np.uint32) if max_leaves - 1 <= np.iinfo(dtype).max
-        )
+        self._leaf_dtype = leaf_index_dtype(max_leaves)
 
     def _compute_leaf_ancestors(self) -> tuple[np.ndarray, np.ndarray]:
         ptr = np.concatenate([[0], np.cumsum(np.concatenate(self._leaf_depths))]).astype(np.int64)
@@ -628,6 +633,18 @@ class TreeEnsemble:
             self._path_conditions(int(t), int(self.leaf_nodes[t][j - self.leaf_offsets[t]]))
             for j, t in zip(leaves, trees)
         ]
+
+    def node_parents(self, t: int) -> np.ndarray:
+        """int32 (n_nodes,) parent of each node of tree ``t``, -1 at the root."""
+        return self._parents[t]
+
+    def global_node_id(self, t: int, node: int) -> int:
+        """The global id of node ``node`` of tree ``t`` (as in ``leaf_ancestors``)."""
+        return int(self._node_offsets[t] + node)
+
+    def node_conditions(self, t: int, node: int) -> tuple[Condition, ...]:
+        """The simplified conjunction of the path to node ``node`` of tree ``t`` (as :meth:`leaf_conditions`)."""
+        return self._path_conditions(t, node)
 
     def _path_conditions(self, t: int, node: int) -> tuple[Condition, ...]:
         tree, parent = self.trees[t], self._parents[t]

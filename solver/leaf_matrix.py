@@ -9,71 +9,99 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._tree_kernels import count_distinct_ancestors, leaf_column_sums, leaf_matvec, leaf_rmatvec
+from ._tree_kernels import count_distinct_ancestors, leaf_index_dtype, leaf_column_sums, leaf_matvec, leaf_rmatvec
 from .sklearn_adapters import as_tree_ensemble
 
 
 @dataclass
 class LeafMatrix:
-    """The mapping matrix M, implicit: ``M[i, offsets[t] + leaves[i, t]] = values[...]``.
+    """The matrix of candidate terms, implicit: rule columns ``M[i, offsets[t] + leaves[i, t]] = values[...]``, then
+    the dense linear-term columns ``linear`` (n, p), if any.
 
-    Never densified; products cost O(n * T).
+    ``leaves[i, t]`` is row i's column within block t; an index at least the block's size (the dtype's largest
+    value: the *no-column mark*) means the row is in no column of that block (``solver.candidates``: a level of a
+    tree the row's leaf is above). Never densified; products cost O(n * T + n * p).
     """
 
-    leaves: np.ndarray  # (n, T) C-contiguous uint8/uint16/uint32 local leaf indices
+    leaves: np.ndarray  # (n, T) C-contiguous uint8/uint16/uint32 local column indices
     values: np.ndarray  # float64 (R,)
     offsets: np.ndarray  # int64 (T+1,)
+    linear: np.ndarray | None = None  # float64 (n, p) linear-term columns, after the R rule columns
+
+    @property
+    def n_rules(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def n_linear(self) -> int:
+        return 0 if self.linear is None else self.linear.shape[1]
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.leaves.shape[0], self.values.shape[0]
+        return self.leaves.shape[0], self.n_rules + self.n_linear
 
     def matvec(self, w) -> np.ndarray:
         """M @ w, shape (n,)."""
         w = np.ascontiguousarray(w, dtype=np.float64)
         if w.shape != (self.shape[1],):
             raise ValueError(f"w must have shape ({self.shape[1]},), got {w.shape}")
-        return leaf_matvec(self.leaves, self.offsets, self.values, w)
+        out = leaf_matvec(self.leaves, self.offsets, self.values, w[: self.n_rules])
+        if self.n_linear:
+            out += self.linear @ w[self.n_rules :]
+        return out
 
     def rmatvec(self, r) -> np.ndarray:
-        """M.T @ r, shape (R,)."""
+        """M.T @ r, shape (R + p,)."""
         r = np.ascontiguousarray(r, dtype=np.float64)
         if r.shape != (self.shape[0],):
             raise ValueError(f"r must have shape ({self.shape[0]},), got {r.shape}")
-        return leaf_rmatvec(self.leaves, self.offsets, self.values, r)
+        out = leaf_rmatvec(self.leaves, self.offsets, self.values, r)
+        return np.concatenate([out, self.linear.T @ r]) if self.n_linear else out
 
     def column_counts(self, sample_weight=None) -> np.ndarray:
-        """(R,) number of rows (or total sample_weight) reaching each leaf."""
+        """(R,) number of rows (or total sample_weight) in each rule column."""
         n_rows = self.shape[0]
         row_weight = np.ones(n_rows) if sample_weight is None else np.ascontiguousarray(sample_weight, dtype=np.float64)
         if row_weight.shape != (n_rows,):
             raise ValueError(f"sample_weight must have shape ({n_rows},), got {row_weight.shape}")
-        return leaf_column_sums(self.leaves, self.offsets, self.shape[1], row_weight)
+        return leaf_column_sums(self.leaves, self.offsets, self.n_rules, row_weight)
 
     def without_small_leaves(self, min_rows: int) -> "LeafMatrix":
-        """The same matrix with a zero column for every leaf that fewer than ``min_rows`` of its rows reach:
-        such leaves cannot become rules (``PathSpec.min_support``; the solver keeps zero columns at zero)."""
+        """The same matrix with a zero column for every rule that fewer than ``min_rows`` of its rows reach:
+        such rules cannot be selected (``PathSpec.min_support``; the solver keeps zero columns at zero)."""
         if min_rows <= 1:
             return self
         small = self.column_counts() < min_rows
-        return LeafMatrix(self.leaves, np.where(small, 0.0, self.values), self.offsets)
+        return LeafMatrix(self.leaves, np.where(small, 0.0, self.values), self.offsets, self.linear)
 
     def unit_columns(self, sample_weight=None) -> tuple["LeafMatrix", np.ndarray]:
-        """(the matrix with unit-norm columns on these rows, ``scale``): column j becomes ``1/sqrt(S_j)`` on its
-        rows (``S_j`` the weighted row count), so weights ``w'`` of this matrix are ``w = scale * w'`` of this one
-        (``scale_j = 1 / (v_j sqrt(S_j))``); a zero column stays zero (scale 0)."""
+        """(the matrix with unit-norm columns on these rows, ``scale``): rule column j becomes ``1/sqrt(S_j)`` on its
+        rows (``S_j`` the weighted row count), a linear column is divided by its weighted norm, so weights ``w'`` of
+        this matrix are ``w = scale * w'`` of this one (``scale_j = 1 / (v_j sqrt(S_j))``); a zero column stays
+        zero (scale 0)."""
         counts = self.column_counts(sample_weight)
         usable = (counts > 0) & (self.values != 0)
         root = np.sqrt(np.where(usable, counts, 1.0))
         scale = np.where(usable, 1.0 / (np.where(usable, self.values, 1.0) * root), 0.0)
-        return LeafMatrix(self.leaves, np.where(usable, 1.0 / root, 0.0), self.offsets), scale
+        linear = self.linear
+        if self.n_linear:
+            weight = np.ones(self.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            norms = np.sqrt(weight @ self.linear**2)
+            linear_scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+            linear = np.ascontiguousarray(self.linear * linear_scale)
+            scale = np.concatenate([scale, linear_scale])
+        return LeafMatrix(self.leaves, np.where(usable, 1.0 / root, 0.0), self.offsets, linear), scale
 
     def to_csc(self) -> scipy.sparse.csc_matrix:
-        """M as an explicit scipy.sparse CSC matrix (n, R)."""
+        """M as an explicit scipy.sparse CSC matrix (n, R + p)."""
         n_rows, n_trees = self.leaves.shape
-        columns = (self.offsets[:-1] + self.leaves).ravel()
-        rows = np.repeat(np.arange(n_rows, dtype=np.int64), n_trees)
-        coo = scipy.sparse.coo_matrix((self.values[columns], (rows, columns)), shape=self.shape)
+        local = self.leaves.astype(np.int64)
+        present = local < np.diff(self.offsets)
+        columns = (self.offsets[:-1] + local)[present]
+        rows = np.broadcast_to(np.arange(n_rows, dtype=np.int64)[:, None], local.shape)[present]
+        coo = scipy.sparse.coo_matrix((self.values[columns], (rows, columns)), shape=(n_rows, self.n_rules))
+        if self.n_linear:
+            return scipy.sparse.hstack([coo, scipy.sparse.csc_matrix(self.linear)], format="csc")
         return scipy.sparse.csc_matrix(coo)
 
 
