@@ -2,14 +2,18 @@
 
 Both read the *original* columns of the table (the ensemble's :class:`solver.encoding.TableEncoding`): a text
 column by its levels, a number as the table holds it, and compute the model's scores exactly (the sum of the
-fired rules' contributions, added in id order, then the intercept, as :meth:`RuleEnsemble.predict` does):
+fired rules' contributions, added in id order, then the linear terms' amounts in id order, then the intercept, as
+:meth:`RuleEnsemble.predict` does):
 
 * the model compares ``float32(x) <= threshold``; a double ``x`` satisfies that exactly when it lies below the
   midpoint between the largest float32 ``c <= threshold`` and the next float32 (at the midpoint, when rounding
   to even goes to ``c``), so each comparison is written against that midpoint;
 * a missing value (SQL ``NULL``; Python ``None`` or NaN) satisfies a condition where the model routes it there;
   for a text column a missing or unknown level sets no indicator, as in the encoding (which refuses unknown
-  levels where these exports cannot).
+  levels where these exports cannot);
+* a linear term (``lin0``) adds ``coefficient * clip(x, lower, upper)`` with the double ``x`` as the table holds
+  it, ``coefficient * fill`` where it is missing: SQL clips with ``CASE`` (``WHEN x IS NULL THEN fill WHEN x <
+  lower THEN lower WHEN x > upper THEN upper ELSE x``, the same in every dialect), Python with ``min``/``max``.
 
 What they give depends on the ensemble's ``link`` (``solver.rules``):
 
@@ -39,7 +43,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .rule_text import RuleWording, bounds, column_groups, is_unbounded, label_text, level_sets
-from .rule_types import Condition
+from .rule_types import Condition, LinearTerm
 
 EXPORT_FORMATS = ("sql", "python")
 
@@ -159,19 +163,32 @@ def to_sql(ensemble) -> str:
         (rule.id, _condition(dialect, ensemble, rule.conditions), wording.conjunction(rule.conditions))
         for rule in ensemble.rules
     ]
+    linear = [(term.id, _sql_clipped(dialect, ensemble, term), wording.linear(term)) for term in ensemble.linear]
 
-    def score(intercept: float, amounts: Sequence[float]) -> str:
+    def score(intercept: float, amounts: Sequence[float], coefficients: Sequence[float]) -> str:
         terms = [
             f"  + CASE WHEN {condition} THEN {amount!r} ELSE 0.0 END  -- r{rule_id}: {text}"
             for (rule_id, condition, text), amount in zip(rules, amounts)
         ]
+        terms += [
+            f"  + {coefficient!r} * {clipped}  -- lin{term_id}: {text}"
+            for (term_id, clipped, text), coefficient in zip(linear, coefficients)
+        ]
         return "\n".join([f"{intercept!r} + (0.0", *terms, ")"])
 
     if ensemble.link != "softmax":
-        total = score(ensemble.intercept, [rule.contribution for rule in ensemble.rules])
+        total = score(
+            ensemble.intercept,
+            [rule.contribution for rule in ensemble.rules],
+            [term.coefficient for term in ensemble.linear],
+        )
         return f"exp({total})" if ensemble.link == "log" else total
     scores = [
-        score(intercept, [rule.contribution[k] for rule in ensemble.rules])
+        score(
+            intercept,
+            [rule.contribution[k] for rule in ensemble.rules],
+            [term.coefficient[k] for term in ensemble.linear],
+        )
         for k, intercept in enumerate(ensemble.intercept)
     ]
     columns = []
@@ -179,6 +196,23 @@ def to_sql(ensemble) -> str:
         others = [f"  + exp(({other}) - ({scores[k]}))" for j, other in enumerate(scores) if j != k]
         columns.append("\n".join(["1.0 / (1.0", *others, f") AS {dialect.column(label_text(label))}"]))
     return ",\n".join(columns)
+
+
+def _feature_column(ensemble, term: LinearTerm) -> str:
+    """The name of the numeric column of a linear term (the ensemble checks that it is one)."""
+    column, level = ensemble.encoding.feature_column(term.feature_index)
+    if level is not None:
+        raise ValueError(f"linear term lin{term.id} is on a level of the text column {column.name!r}")
+    return column.name
+
+
+def _sql_clipped(dialect: _SQL, ensemble, term: LinearTerm) -> str:
+    x = dialect.column(_feature_column(ensemble, term))
+    lower, upper, fill = term.lower, term.upper, term.fill
+    return (
+        f"(CASE WHEN {x} IS NULL THEN {fill!r} WHEN {x} < {lower!r} THEN {lower!r} "
+        f"WHEN {x} > {upper!r} THEN {upper!r} ELSE {x} END)"
+    )
 
 
 _PYTHON_HELPERS = """
@@ -193,6 +227,11 @@ def _missing(value):
 
 def _level(value):
     return None if value is None or (isinstance(value, float) and value != value) else str(value)
+"""
+_LINEAR_HELPER = """
+
+def _clip(value, lower, upper, fill):
+    return fill if value != value else min(max(value, lower), upper)
 """
 _ROW = "``row``, a mapping from column name to value (None or NaN: missing)"
 _EXP_HELPER = """
@@ -209,6 +248,10 @@ def _add(total, amounts):
     return [t + a for t, a in zip(total, amounts)]
 
 
+def _add_times(total, amounts, value):
+    return [t + a * value for t, a in zip(total, amounts)]
+
+
 def _softmax(scores, classes):
     top = max(scores)
     weights = [math.exp(score - top) for score in scores]
@@ -217,9 +260,10 @@ def _softmax(scores, classes):
 """
 
 
-def _python_output(ensemble) -> tuple[str, str, str, str, str]:
-    """(helpers, docstring, the initial total, how a rule adds its contribution ``{}``, the return statement) of
-    the Python function for the ensemble's link; helpers use ``math``."""
+def _python_output(ensemble) -> tuple[str, str, str, str, str, str]:
+    """(helpers, docstring, the initial total, how a rule adds its contribution ``{}``, how a linear term adds
+    its coefficient ``{0}`` times the value ``{1}``, the return statement) of the Python function for the
+    ensemble's link; helpers use ``math``."""
     intercept = ensemble.intercept
     if ensemble.link == "softmax":
         classes = tuple(ensemble.classes)
@@ -228,6 +272,7 @@ def _python_output(ensemble) -> tuple[str, str, str, str, str]:
             f"{{class: probability}} for {_ROW}; the predicted class is max(p, key=p.get).",
             f"[0.0] * {len(classes)}",
             "total = _add(total, {!r})",
+            "total = _add_times(total, {0!r}, {1})",
             f"return _softmax([b + t for b, t in zip({intercept!r}, total)], {classes!r})",
         )
     if ensemble.link == "log":
@@ -236,9 +281,17 @@ def _python_output(ensemble) -> tuple[str, str, str, str, str]:
             f"The rate for {_ROW}: exp of the score.",
             "0.0",
             "total += {!r}",
+            "total += {0!r} * {1}",
             f"return _exp({intercept!r} + total)",
         )
-    return "", f"The prediction for {_ROW}.", "0.0", "total += {!r}", f"return {intercept!r} + total"
+    return (
+        "",
+        f"The prediction for {_ROW}.",
+        "0.0",
+        "total += {!r}",
+        "total += {0!r} * {1}",
+        f"return {intercept!r} + total",
+    )
 
 
 def to_python(ensemble, name: str = "predict") -> str:
@@ -246,7 +299,7 @@ def to_python(ensemble, name: str = "predict") -> str:
     docstring)."""
     if not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
-    helpers, doc, start, add, result = _python_output(ensemble)
+    helpers, doc, start, add, add_linear, result = _python_output(ensemble)
     dialect = _Python()
     wording = RuleWording(ensemble.encoding)
     body = []
@@ -254,12 +307,21 @@ def to_python(ensemble, name: str = "predict") -> str:
         body.append(f"    # r{rule.id}: {wording.conjunction(rule.conditions)}")
         body.append(f"    if {_condition(dialect, ensemble, rule.conditions)}:")
         body.append(f"        {add.format(rule.contribution)}")
+    for term in ensemble.linear:
+        value = (
+            f"_clip({dialect.column(_feature_column(ensemble, term))}, {term.lower!r}, {term.upper!r}, {term.fill!r})"
+        )
+        body.append(f"    # lin{term.id}: {wording.linear(term)}")
+        body.append(f"    {add_linear.format(term.coefficient, value)}")
+    counted = f"{ensemble.n_rules} rules"
+    if ensemble.linear:
+        counted += f" and {ensemble.n_linear} linear term{'s' if ensemble.n_linear > 1 else ''}"
     return "\n".join(
         [
-            f'"""FIRE rule set: {ensemble.n_rules} rules (generated; needs nothing but Python)."""',
+            f'"""FIRE rule set: {counted} (generated; needs nothing but Python)."""',
             f"# columns: {ensemble.encoding.column_names!r}",
             *(["", "import math"] if helpers else []),
-            _PYTHON_HELPERS + helpers,
+            _PYTHON_HELPERS + (_LINEAR_HELPER if ensemble.linear else "") + helpers,
             "",
             f"def {name}(row):",
             f'    """{doc}"""',

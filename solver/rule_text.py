@@ -32,6 +32,12 @@ conditions:
 
 A class label prints as :func:`label_text` writes it: a string as it is, a number or boolean as JSON (``1``,
 ``true``).
+
+Linear terms (``RuleEnsemble.linear``) follow the rules, in id order (``lin0``, ``lin1``, ...), their coefficient
+in the rules' amount column (per class for softmax, as a rule's amounts) and the clipped feature after it:
+``lin0  +0.031 × Gr_Liv_Area (clipped to [834, 2850]; missing counts as 1500)``, the bounds and the fill at six
+significant digits, ``missing counts as`` shown as ``or missing`` is (``show_missing``). For the log link the
+coefficient adds to the log of the rate (the summary line says so).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from .encoding import TableEncoding
-from .rule_types import Amount, Condition, Rule, magnitude
+from .rule_types import Amount, Condition, LinearTerm, Rule, magnitude
 
 ShowMissing = Literal["auto", "always", "never"]
 SHOW_MISSING: tuple[ShowMissing, ...] = get_args(ShowMissing)
@@ -214,6 +220,15 @@ class RuleWording:
             return self._or_missing(text, lower.missing and upper.missing, column)
         return " and ".join(self._bound(c, name, column) for c in (lower, upper) if c is not None)
 
+    def linear(self, term: LinearTerm) -> str:
+        """A linear term's feature and how it is read: ``Gr_Liv_Area (clipped to [834, 2850])``, with
+        ``; missing counts as 1500`` where missing values show (as ``or missing`` does)."""
+        column, _ = self.encoding.feature_column(term.feature_index)
+        text = f"{printable(column.name)} (clipped to [{term.lower:.6g}, {term.upper:.6g}]"
+        if self.show_missing == "always" or (self.show_missing == "auto" and column.missing is not False):
+            text += f"; missing counts as {term.fill:.6g}"
+        return text + ")"
+
     def _bound(self, condition: Condition, name: str, column) -> str:
         missing = condition.missing
         if is_unbounded(condition):
@@ -232,13 +247,19 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
     rules = ensemble.rules
     if sort == "contribution":
         rules = sorted(rules, key=lambda rule: (-magnitude(rule.contribution), rule.id))
+    linear = ensemble.linear
     ids = [f"r{rule.id}" for rule in rules]
-    id_width = max(map(len, ids), default=0)
+    linear_ids = [f"lin{term.id}" for term in linear]
+    id_width = max(map(len, ids + linear_ids), default=0)
     summary = f"# {ensemble.n_rules} rules"
+    if linear:
+        summary += f", {len(linear)} linear term{'s' if len(linear) > 1 else ''}"
     if ensemble.n_antecedents is not None:
         summary += f", {ensemble.n_antecedents} antecedents"
     if ensemble.link == "log":
         summary += "; the rate is the base rate times the factor (×) of each rule that fires"
+        if linear:
+            summary += ", and exp of the linear terms (which add to the log of the rate)"
     elif ensemble.link == "softmax":
         summary += "; each rule adds to every class's score (shown: the classes it moves most), probabilities: softmax"
     if ensemble.response is not None:
@@ -246,7 +267,8 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
     if ensemble.link == "softmax":
         labels = [printable(label_text(label)) for label in ensemble.classes]
         amounts = [_per_class(labels, rule.contribution) for rule in rules]
-        width = max(map(len, amounts), default=0)
+        coefficients = [_per_class(labels, term.coefficient) for term in linear]
+        width = max(map(len, amounts + coefficients), default=0)
         intercept = ", ".join(f"{label} {value:+.4g}" for label, value in zip(labels, ensemble.intercept))
         head = f"{'':{id_width}}  intercept: {intercept}"
         align = "<"
@@ -257,7 +279,8 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         else:
             amounts = [f"{rule.contribution:+.4g}" for rule in rules]
             intercept, name = f"{ensemble.intercept:+.4g}", "intercept"
-        width = max(len(amount) for amount in [intercept, *amounts])
+        coefficients = [f"{term.coefficient:+.4g}" for term in linear]
+        width = max(len(amount) for amount in [intercept, *amounts, *coefficients])
         head = f"{'':{id_width}}  {intercept:>{width}}  {name}"
         align = ">"
     lines = [summary, head]
@@ -265,6 +288,9 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         lines.append(
             f"{rule_id:<{id_width}}  {amount:{align}{width}}  if {wording.conjunction(rule.conditions)}{_origin(rule)}"
         )
+    for term_id, coefficient, term in zip(linear_ids, coefficients, linear):
+        support = "" if term.support is None else f"   [support {term.support}]"
+        lines.append(f"{term_id:<{id_width}}  {coefficient:{align}{width}} × {wording.linear(term)}{support}")
     return "\n".join(lines)
 
 

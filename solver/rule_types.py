@@ -6,9 +6,11 @@ path (:class:`RuleSchemaError`)::
 
     Condition  {"feature": "MedInc", "feature_index": 0, "operator": "<=" | ">", "threshold": 5.03,
                 "missing": false, "display_threshold": 5.03}
-    Member     {"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null}
-    Rule       {"tree": 3, "leaf": 7, "weight": 1.2, "value": 0.35, "support": 120 | null,
+    Member     {"tree": 3, "leaf": 7, "node": 12, "weight": 1.2, "value": 0.35, "support": 120 | null}
+    Rule       {"tree": 3, "leaf": 7, "node": 12, "weight": 1.2, "value": 0.35, "support": 120 | null,
                 "contribution": 0.42, "id": 0, "conditions": [Condition, ...], "members": [Member, ...]}
+    LinearTerm {"id": 0, "feature": "Gr_Liv_Area", "feature_index": 3, "coefficient": 0.031 | [..per class..],
+                "lower": 834.0, "upper": 2850.0, "fill": 1500.2, "weight": 1.9, "support": 1400 | null}
 
 A **condition** holds where the feature ``feature_index`` (named ``feature``), compared as a float32 against the
 float64 ``threshold``, is ``<=`` or ``>`` it, as in the trees; ``missing=True``: a NaN satisfies it.
@@ -16,22 +18,35 @@ float64 ``threshold``, is ``<=`` or ``>`` it, as in the trees; ``missing=True``:
 
 A **member** is one forest leaf merged into a rule: its ``tree``, its ``leaf`` within that tree, the ``weight``
 FIRE gave it, its ``value`` in the forest and the forest's count of training samples that reach it
-(``support``, null where unknown); it adds ``weight * value`` where it fires. Every key is optional.
+(``support``, null where unknown); it adds ``weight * value`` where it fires. Every key is optional. A member
+may also be a node of any depth (rules from every node, ``solver.candidates``): then ``node`` is its node id
+within the tree (as in the forest's arrays), ``leaf`` is absent unless the node is a leaf, and its ``value`` is
+1 (a node's column is its indicator). ``node`` is written only where known (version 3; version 1 and 2 documents
+have none).
 
 A **rule** fires on the rows that satisfy all its ``conditions`` (none: every row) and then adds its
 ``contribution``: the ``weight * value`` of its ``members`` (leaves whose simplified conditions are identical),
 summed in member order. Its ``id`` is its position in the ensemble. Only ``conditions`` and ``contribution``
 affect predictions (both required); ``support`` counts the training rows the rule fires on (the forest's leaf
 count where no training rows were given); ``tree``, ``leaf``, ``weight`` and ``value`` are its first member's
-and, like ``support`` and ``members``, optional (version 1 documents may lack them; what a document leaves out,
-``to_dict`` leaves out).
+and, like ``support``, ``node`` and ``members``, optional (version 1 documents may lack them; what a document
+leaves out, ``to_dict`` leaves out).
+
+A **linear term** (version 3) adds ``coefficient * clip(x, lower, upper)`` for the value ``x`` of the numeric
+feature ``feature_index`` (named ``feature``), read as a float64 (not rounded to float32 as conditions are), and
+``coefficient * fill`` where ``x`` is missing: it is FIRE's winsorized linear term (``solver.candidates``), in raw
+units, its centring moved into the ensemble's intercept, so a missing value, scored at the training mean
+``fill``, adds the same as the intercept's share of the term. ``weight`` (optional) is the weight FIRE gave the
+standardized term and ``support`` (optional, null where unknown) the training rows where ``x`` is present.
+``id`` is its position among the ensemble's linear terms (``lin0`` in the text and the exports).
 
 **Per-class rules** (multiclass targets, ``RuleEnsemble.link == "softmax"``). A rule fires or not for every
 class at once: its conditions are shared. What it adds is then one amount per class: its ``contribution`` a tuple
 with one float per class, in the ensemble's class order, and so a member's ``weight`` (and its ``value`` where a
 leaf holds one value per class); the document holds a list of numbers there (at least two). Within a rule every
-such list has the contribution's length, and a list where the contribution is one number is refused.
-:data:`Amount` types these fields for both.
+such list has the contribution's length, and a list where the contribution is one number is refused. A linear
+term's ``coefficient`` (and ``weight``) is likewise one number per class. :data:`Amount` types these fields for
+both.
 """
 
 from __future__ import annotations
@@ -53,9 +68,11 @@ Amount = float | tuple[float, ...]
 
 _CONDITION_KEYS = {"feature", "feature_index", "operator", "threshold", "missing", "display_threshold"}
 _REQUIRED_CONDITION_KEYS = ("feature", "feature_index", "operator", "threshold", "missing")
-_MEMBER_KEYS = {"tree", "leaf", "weight", "value", "support"}
+_MEMBER_KEYS = {"tree", "leaf", "node", "weight", "value", "support"}
 _RULE_KEYS = _MEMBER_KEYS | {"id", "conditions", "contribution", "members"}
 _NULLABLE = ("tree", "leaf", "support")  # null in a document; weight and value are numbers where present
+_LINEAR_KEYS = {"id", "feature", "feature_index", "coefficient", "lower", "upper", "fill", "weight", "support"}
+_REQUIRED_LINEAR_KEYS = ("feature", "feature_index", "coefficient", "lower", "upper", "fill")
 
 
 class RuleSchemaError(SchemaError):
@@ -114,9 +131,9 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """One forest leaf merged into a rule (see the module docstring); None where unknown. ``omitted``: which of
-    ``tree``, ``leaf`` and ``support`` the document left out (rather than writing null): ``to_dict`` leaves them
-    out too, and ``weight`` and ``value`` where None."""
+    """One forest leaf (or node) merged into a rule (see the module docstring); None where unknown.
+    ``omitted``: which of ``tree``, ``leaf`` and ``support`` the document left out (rather than writing null):
+    ``to_dict`` leaves them out too, and ``weight``, ``value`` and ``node`` where None."""
 
     tree: int | None = None
     leaf: int | None = None
@@ -124,6 +141,7 @@ class Member:
     value: Amount | None = None
     support: int | None = None
     omitted: frozenset[str] = field(default=frozenset(), repr=False)
+    node: int | None = None
 
     def to_dict(self) -> dict:
         return _origin_to_dict(self)
@@ -139,7 +157,7 @@ class Member:
 @dataclass(frozen=True, slots=True)
 class Rule:
     """Conditions and what the rule adds where they all hold (see the module docstring). The origin fields
-    (``tree``, ``leaf``, ``weight``, ``value``; ``omitted`` as :class:`Member`'s) are its first member's,
+    (``tree``, ``leaf``, ``node``, ``weight``, ``value``; ``omitted`` as :class:`Member`'s) are its first member's,
     ``support`` the training rows it fires on, ``members`` None where a document gives none. ``id`` is given by
     the ensemble (the rule's position). Sequences of conditions and members are kept as tuples."""
 
@@ -153,6 +171,7 @@ class Rule:
     support: int | None = None
     members: tuple[Member, ...] | None = None
     omitted: frozenset[str] = field(default=frozenset(), repr=False)
+    node: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "conditions", tuple(self.conditions))
@@ -172,6 +191,7 @@ class Rule:
             float(total) if total.ndim == 0 else tuple(total.tolist()),
             tree=first.tree,
             leaf=first.leaf,
+            node=first.node,
             weight=first.weight,
             value=first.value,
             support=first.support,
@@ -215,6 +235,74 @@ class Rule:
         for m, member in enumerate(members or ()):
             _check_size(f"{field}/members/{m}", member.weight, member.value, size)
         return cls(conditions, contribution, members=members, **origin)
+
+
+@dataclass(frozen=True, slots=True)
+class LinearTerm:
+    """``coefficient * clip(x[feature_index], lower, upper)``, ``coefficient * fill`` where x is missing (see the
+    module docstring): one number, or a tuple of one per class (softmax). ``weight``: the solver's weight on the
+    standardized term (None where unknown); ``support``: training rows where x is present (None where unknown).
+    ``id`` is given by the ensemble (the term's position among its linear terms)."""
+
+    feature: str
+    feature_index: int
+    coefficient: Amount
+    lower: float
+    upper: float
+    fill: float
+    id: int | None = None
+    weight: Amount | None = None
+    support: int | None = None
+
+    def values(self, X: np.ndarray) -> np.ndarray:
+        """(n,) float64: the clipped value of each row of ``X`` (encoded, float64), ``fill`` where missing."""
+        column = np.asarray(X, dtype=np.float64)[:, self.feature_index]
+        return np.where(np.isnan(column), self.fill, np.clip(column, self.lower, self.upper))
+
+    def to_dict(self) -> dict:
+        entry: dict[str, Any] = {}
+        if self.id is not None:
+            entry["id"] = self.id
+        entry.update(
+            feature=self.feature,
+            feature_index=self.feature_index,
+            coefficient=as_json(self.coefficient),
+            lower=self.lower,
+            upper=self.upper,
+            fill=self.fill,
+        )
+        if self.weight is not None:
+            entry["weight"] = as_json(self.weight)
+        entry["support"] = self.support
+        return entry
+
+    @classmethod
+    def from_dict(cls, entry, field: str, feature_names: Sequence[str]) -> LinearTerm:
+        """The linear term of an untrusted entry at ``field``, on one of ``feature_names``. Its ``id`` is left to
+        the ensemble, which checks it against the term's position (and the feature's kind: numeric)."""
+        if not isinstance(entry, Mapping):
+            raise RuleSchemaError(field, "must be a linear term object")
+        check_keys(field, entry, _LINEAR_KEYS, _REQUIRED_LINEAR_KEYS, RuleSchemaError)
+        index = entry["feature_index"]
+        if not is_integer(index) or not 0 <= index < len(feature_names):
+            raise RuleSchemaError(
+                f"{field}/feature_index", f"is {index!r} but must be a column index in [0, {len(feature_names)})"
+            )
+        if entry["feature"] != feature_names[index]:
+            raise RuleSchemaError(
+                f"{field}/feature", f"is {entry['feature']!r} but feature_names[{index}] is {feature_names[index]!r}"
+            )
+        coefficient = amount(entry["coefficient"], f"{field}/coefficient")
+        lower = require_finite(entry["lower"], f"{field}/lower", RuleSchemaError)
+        upper = require_finite(entry["upper"], f"{field}/upper", RuleSchemaError)
+        if not lower <= upper:
+            raise RuleSchemaError(f"{field}/upper", f"is {upper!r} but must be >= lower ({lower!r})")
+        fill = require_finite(entry["fill"], f"{field}/fill", RuleSchemaError)
+        weight = amount(entry["weight"], f"{field}/weight") if "weight" in entry else None
+        if weight is not None and np.shape(weight) != np.shape(coefficient):
+            raise RuleSchemaError(f"{field}/weight", "must hold as many numbers as the coefficient (one per class)")
+        support = None if entry.get("support") is None else count(entry["support"], f"{field}/support")
+        return cls(feature_names[index], int(index), coefficient, lower, upper, fill, weight=weight, support=support)
 
 
 def count(value, field: str) -> int:
@@ -265,6 +353,8 @@ def _origin_from_dict(entry: Mapping, field: str) -> dict[str, Any]:
     for key in ("weight", "value"):
         if key in entry:
             origin[key] = amount(entry[key], f"{field}/{key}")
+    if entry.get("node") is not None:
+        origin["node"] = count(entry["node"], f"{field}/node")
     origin["omitted"] = frozenset(key for key in _NULLABLE if key not in entry)
     return origin
 
@@ -273,6 +363,7 @@ def _origin_to_dict(origin: Member | Rule) -> dict:
     values = {
         "tree": origin.tree,
         "leaf": origin.leaf,
+        "node": origin.node,
         "weight": as_json(origin.weight),
         "value": as_json(origin.value),
         "support": origin.support,

@@ -9,7 +9,20 @@ on exactly the rows that reach its leaf. The ensemble predicts::
 where a rule's ``contribution`` is ``weight * value`` summed over the leaves merged into it (leaves whose
 simplified conditions are identical, e.g. the same leaf of identical trees). Each rule has a stable ``id``: its
 position in ``rules`` (tree order), the same in the JSON, the text (``r3``), the explanations and the exports
-(``solver.export``).
+(``solver.export``). Rules may come from nodes of any depth, not only leaves (``solver.candidates``): a node at
+depth d is the rule of the d conditions on its path.
+
+An ensemble may also hold **linear terms** (:class:`~solver.rule_types.LinearTerm`, ``linear``; ids ``lin0``,
+``lin1``, ... in the text and the exports), each adding ``coefficient * clip(x, lower, upper)`` for a numeric
+feature ``x`` (read as a float64), or ``coefficient * fill`` where ``x`` is missing; the score is then::
+
+    intercept + (sum of the contributions of the rules that fire + sum of the linear terms' amounts)
+
+added in that order (rules in id order, then linear terms in id order). The solver's term is the standardized
+``(clip(x) - center) * scale`` (0 where missing); :meth:`RuleEnsemble.from_weights` writes its weight ``w`` as
+the coefficient ``w * scale`` per raw unit and moves ``-w * scale * center`` into the intercept, so ``fill`` is
+``center`` and a missing value adds nothing beyond that intercept share. ``n_rules`` counts rules only,
+``n_linear`` the linear terms, ``n_terms`` both (the budget the solver counts).
 
 That sum is the model's *score*; its ``link`` says what the score is, and what :meth:`RuleEnsemble.predict_mean`
 makes of it (the inverse link, giving the mean of the target):
@@ -28,14 +41,20 @@ The ensemble keeps the :class:`solver.encoding.TableEncoding` of its features (`
 are one-hot levels of which text column, which columns had missing values), so rules read in the data's own
 words (``Sex is M``) and export over the original columns.
 
-JSON schema ``fire-rules`` version 2 (``to_dict``/``from_dict``; version 1, without ``columns``,
-``importance`` and ids, is read too); each rule is a :class:`~solver.rule_types.Rule` entry, described with its
-conditions and members in ``solver.rule_types``::
+JSON schema ``fire-rules`` version 3 (``to_dict``/``from_dict``; versions 1, without ``columns``,
+``importance`` and ids, and 2, without ``linear`` and members' ``node``, are read too); each rule is a
+:class:`~solver.rule_types.Rule` entry, described with its conditions and members in ``solver.rule_types``,
+each linear term a :class:`~solver.rule_types.LinearTerm` entry::
 
-    {"format": "fire-rules", "version": 2, "feature_names": [...], "intercept": 2.07 | [0.1, -0.3, 0.2],
+    {"format": "fire-rules", "version": 3, "feature_names": [...], "intercept": 2.07 | [0.1, -0.3, 0.2],
      "n_antecedents": 13 | null, "columns": TableEncoding.to_dict() | null,
      "importance": {"Sex": 0.12, "Length": 0.3, ...} | null, "response": "log-odds of 'yes'" | null,
-     "link": "logit" | "log" | "softmax", "classes": ["A", "B", "C"], "rules": [Rule, ...]}
+     "link": "logit" | "log" | "softmax", "classes": ["A", "B", "C"], "rules": [Rule, ...],
+     "linear": [LinearTerm, ...]}
+
+``to_dict`` writes version 3 only where the document needs it (linear terms, or a rule or member with a
+``node``), and ``linear`` only where there are linear terms: a leaves-only ensemble's document is version 2, as
+before, and older readers read it. A version 1 or 2 document with ``linear`` is refused.
 
 ``link`` is written where it is not ``"identity"`` and ``classes`` where given (absent: identity, or softmax where
 the intercept is a list; no classes), so a single-output document reads as before. ``classes`` are the labels
@@ -43,7 +62,9 @@ the intercept is a list; no classes), so a single-output document reads as befor
 every contribution hold K numbers, or a binary classifier's two for logit; other links have none.
 ``response`` (optional, null where absent) says what the score is when it is not the target itself: a
 classifier's ``"log-odds of 'yes'"``. ``importance`` is each column's share of the summed |contribution| (the
-norm of per-class ones) over the training rows (a rule's share split evenly over its columns).
+norm of per-class ones) over the training rows (a rule's share split evenly over its columns); a linear term's
+is ``|coefficient| * |clip(x) - fill|`` summed over the training rows (0 where missing): how far it moves each
+row's score from the term's mean.
 """
 
 from __future__ import annotations
@@ -59,16 +80,28 @@ from numba import njit
 from scipy.special import expit, softmax
 
 from ._validation import MAX_FEATURE_NAME_LENGTH, check_feature_names, check_keys, is_integer, require_finite
+from .candidates import Candidates
 from .encoding import TableEncoding
 from .forest import as_float32_rows
 from .leaf_matrix import count_antecedents
 from .rule_text import display_thresholds, label_text, rules_text
-from .rule_types import Amount, Member, Rule, RuleSchemaError, amount, as_json, count, is_zero, magnitude
+from .rule_types import (
+    Amount,
+    LinearTerm,
+    Member,
+    Rule,
+    RuleSchemaError,
+    amount,
+    as_json,
+    count,
+    is_zero,
+    magnitude,
+)
 from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
-RULES_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+RULES_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 MAX_RULES = 1_000_000
 
 _TOP_LEVEL_KEYS = {
@@ -83,6 +116,7 @@ _TOP_LEVEL_KEYS = {
     "response",
     "link",
     "classes",
+    "linear",
 }
 Link = Literal["identity", "logit", "log", "softmax"]
 LINKS: tuple[Link, ...] = get_args(Link)
@@ -156,14 +190,16 @@ class RuleEnsemble:
     """Weighted decision rules: ``score(x) = intercept + sum of the contributions of the rules that fire``, the
     ``link`` saying what the score is (see the module docstring).
 
-    Build with :meth:`from_weights` (leaves of a forest with nonzero weight) or :meth:`from_dict`.
+    Build with :meth:`from_weights` (the candidates of a forest with nonzero weight) or :meth:`from_dict`.
     ``n_antecedents`` is the paper's interpretability count: distinct internal tree nodes on the
     paths of the selected leaves (``None`` when unknown). ``encoding``: the TableEncoding of the
     features (numeric columns named ``feature_names``, missing values unknown, where none is given);
     ``importance``: {column: share} or None (see the module docstring). Rule ids are set here: a rule's
     id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`). ``link`` (None: softmax where
     ``intercept`` is a sequence, else identity) and ``classes`` are checked against the intercept and the
-    contributions (a RuleSchemaError naming the document's path, e.g. ``rules/3/contribution``).
+    contributions (a RuleSchemaError naming the document's path, e.g. ``rules/3/contribution``). ``linear``: the
+    linear terms (:class:`~solver.rule_types.LinearTerm`, on numeric features, ids set here as their positions),
+    added after the rules (module docstring).
     """
 
     def __init__(
@@ -178,6 +214,7 @@ class RuleEnsemble:
         *,
         classes: Sequence | None = None,
         link: Link | None = None,
+        linear: Sequence[LinearTerm] = (),
     ):
         self.rules = tuple(
             rule if rule.id == position else replace(rule, id=position) for position, rule in enumerate(rules)
@@ -205,10 +242,44 @@ class RuleEnsemble:
         self._contributions = np.array([rule.contribution for rule in self.rules], dtype=np.float64).reshape(
             (self.n_rules, *np.shape(self.intercept))
         )
+        self.linear = tuple(
+            term if term.id == position else replace(term, id=position) for position, term in enumerate(linear)
+        )
+        self._check_linear()
+
+    def _check_linear(self) -> None:
+        """Linear terms on numeric features of this ensemble, their coefficients shaped as the intercept."""
+        for term in self.linear:
+            where = f"linear/{term.id}"
+            if not 0 <= term.feature_index < self.n_features:
+                raise RuleSchemaError(f"{where}/feature_index", f"must be a column index in [0, {self.n_features})")
+            name = self.feature_names[term.feature_index]
+            if term.feature != name:
+                raise RuleSchemaError(f"{where}/feature", f"is {term.feature!r} but the feature is {name!r}")
+            column, level = self.encoding.feature_column(term.feature_index)
+            if level is not None:
+                raise RuleSchemaError(
+                    f"{where}/feature_index",
+                    f"is the level {level!r} of the text column {column.name!r}: linear terms are on numeric columns",
+                )
+            if np.shape(term.coefficient) != np.shape(self.intercept):
+                shape = "a number, as the intercept" if self.link != "softmax" else "a list of numbers, one per class"
+                raise RuleSchemaError(f"{where}/coefficient", f"must be {shape}")
 
     @property
     def n_rules(self) -> int:
+        """The number of rules (linear terms not counted: ``n_terms``)."""
         return len(self.rules)
+
+    @property
+    def n_linear(self) -> int:
+        """The number of linear terms."""
+        return len(self.linear)
+
+    @property
+    def n_terms(self) -> int:
+        """Rules and linear terms: the terms the solver's budget counts."""
+        return self.n_rules + self.n_linear
 
     @property
     def n_features(self) -> int:
@@ -227,27 +298,37 @@ class RuleEnsemble:
         X=None,
         response: str | None = None,
     ) -> RuleEnsemble:
-        """Rules for the leaves with nonzero weight of ``forest`` (a TreeEnsemble or a fitted
-        scikit-learn tree regressor, see ``as_tree_ensemble``); ``weights`` indexes the columns of M: shape (R,),
-        or (R, K) with K ``intercept`` values for the K ``classes`` (the link softmax).
+        """Rules (and linear terms) for the candidates with nonzero weight: ``forest`` is a
+        :class:`solver.candidates.Candidates` (its rule columns, then its linear terms), or a TreeEnsemble or a
+        fitted scikit-learn tree regressor (see ``as_tree_ensemble``), meaning its leaves. ``weights`` indexes the
+        columns of the candidates' matrix M: shape (C,), or (C, K) with K ``intercept`` values for the K
+        ``classes`` (the link softmax).
 
-        Leaf ``j`` contributes ``weights[j] * forest.leaf_values[j]`` (a K-tuple per class) when it fires, so the
-        result scores exactly like ``intercept + M @ weights``. Leaves with identical simplified
-        conditions are merged into one rule (contributions summed); rules whose contribution is
-        exactly 0 (for every class) are dropped.
+        Rule column ``j`` contributes ``weights[j] * values[j]`` (a K-tuple per class; a leaf's value, 1 for a node
+        of any depth) when it fires, so the result scores exactly like ``intercept + M @ weights``. Columns with
+        identical simplified conditions are merged into one rule (contributions summed); rules whose
+        contribution is exactly 0 (for every class) are dropped. A node candidate's member records its ``node``
+        (and its ``leaf`` where it is one); ``n_antecedents`` counts the distinct internal nodes above the kept
+        rule columns. Linear term k (``Candidates.linear``) with weight ``w`` becomes the coefficient
+        ``w * scale[k]`` on ``clip(x, lower[k], upper[k])``, its ``-w * scale[k] * center[k]`` added to the
+        intercept; a missing x is scored at ``center[k]`` (``fill``), adding 0 in the solver's units, as in M.
+        Linear terms of weight 0 (for every class) are dropped.
 
         ``encoding``: the TableEncoding of the table the forest splits (its features, by position:
         its names replace the forest's); without one, the features are numeric columns that had
         missing values where ``X`` has NaN. ``X``: the training rows (encoded): thresholds are shown at
-        the precision that separates their values, ``support`` counts the rows each rule fires on and
-        ``importance`` is computed from them. ``classes``, ``link`` and ``response``: see the module docstring.
+        the precision that separates their values, ``support`` counts the rows each rule fires on (and each
+        linear term's present values) and ``importance`` is computed from them. ``classes``, ``link`` and
+        ``response``: see the module docstring.
         """
-        forest = as_tree_ensemble(forest)
+        candidates = forest if isinstance(forest, Candidates) else Candidates.of(as_tree_ensemble(forest))
+        forest = candidates.forest
+        n_columns, n_rules = candidates.n_terms, candidates.n_rules
         weights = np.asarray(weights, dtype=np.float64)
-        if weights.ndim not in (1, 2) or weights.shape[0] != forest.n_leaves:
+        if weights.ndim not in (1, 2) or weights.shape[0] != n_columns:
+            what = "a row per leaf" if candidates.is_forest_leaves and not candidates.n_linear else "a row per term"
             raise ValueError(
-                f"weights must have shape ({forest.n_leaves},) or ({forest.n_leaves}, K) (a row per leaf), "
-                f"got {weights.shape}"
+                f"weights must have shape ({n_columns},) or ({n_columns}, K) ({what}), got {weights.shape}"
             )
         if not np.isfinite(weights).all():
             raise ValueError("weights must be finite")
@@ -256,35 +337,31 @@ class RuleEnsemble:
             raise ValueError(f"intercept must have shape {weights.shape[1:]} (one per column of weights)")
         if not np.isfinite(intercept).all():
             raise ValueError("intercept must be finite")
-        leaves = np.flatnonzero(weights.reshape(forest.n_leaves, -1).any(axis=1))
-        trees = forest.leaf_tree(leaves)
-        # the simplified conditions, as sorted (feature_index, operator, threshold, missing) -> (conditions, members)
+        nonzero = weights.reshape(n_columns, -1).any(axis=1)
+        columns = np.flatnonzero(nonzero[:n_rules])
+        # the simplified conditions, as sorted (feature_index, operator, threshold, missing) ->
+        # (conditions, members, their columns)
         merged: dict[tuple, tuple] = {}
-        for leaf, tree, conditions in zip(leaves, trees, forest.leaf_conditions(leaves)):
-            support = int(forest.leaf_support[leaf])
-            member = Member(
-                int(tree),
-                int(leaf - forest.leaf_offsets[tree]),
-                _as_amount(weights[leaf]),
-                float(forest.leaf_values[leaf]),
-                support if support >= 0 else None,
-            )
+        for column, conditions in zip(columns, candidates.conditions(columns)):
+            member = _member(candidates, int(column), _as_amount(weights[column]))
             key = tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
-            merged.setdefault(key, (conditions, []))[1].append(member)
-        rules = [
-            rule
-            for rule in (Rule.merged(conditions, members) for conditions, members in merged.values())
-            if not is_zero(rule.contribution)
-        ]
-        kept_leaves = np.array(
-            [forest.leaf_offsets[m.tree] + m.leaf for rule in rules for m in rule.members], dtype=np.int64
-        )
-        n_antecedents = count_antecedents(kept_leaves, *forest.leaf_ancestors)
+            entry = merged.setdefault(key, (conditions, [], []))
+            entry[1].append(member)
+            entry[2].append(column)
+        rules, kept = [], []
+        for conditions, members, member_columns in merged.values():
+            rule = Rule.merged(conditions, members)
+            if not is_zero(rule.contribution):
+                rules.append(rule)
+                kept.extend(member_columns)
+        n_antecedents = count_antecedents(np.array(kept, dtype=np.int64), *candidates.ancestors)
+        X64 = None
         if X is not None:
             X32 = as_float32_rows(X, forest.n_features)
+            X64 = np.asarray(X, dtype=np.float64)
             if encoding is None:
                 encoding = TableEncoding.numeric(forest.feature_names, np.isnan(X32).any(axis=0))
-            rules = display_thresholds(rules, np.asarray(X, dtype=np.float64))
+            rules = display_thresholds(rules, X64)
         feature_names = forest.feature_names if encoding is None else encoding.feature_names
         if len(feature_names) != forest.n_features:
             raise ValueError(
@@ -294,15 +371,24 @@ class RuleEnsemble:
             replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index]) for c in rule.conditions])
             for rule in rules
         ]
+        linear, intercept = _linear_terms(candidates, weights[n_rules:], nonzero[n_rules:], intercept, feature_names)
         ensemble = cls(
-            rules, intercept, feature_names, n_antecedents, encoding, response=response, classes=classes, link=link
+            rules,
+            intercept,
+            feature_names,
+            n_antecedents,
+            encoding,
+            response=response,
+            classes=classes,
+            link=link,
+            linear=linear,
         )
         if X is not None:
-            ensemble._count_training_rows(X32)
+            ensemble._count_training_rows(X32, X64)
         return ensemble
 
-    def _count_training_rows(self, X32: np.ndarray) -> None:
-        """Support and importance from the training rows (float32, checked)."""
+    def _count_training_rows(self, X32: np.ndarray, X64: np.ndarray) -> None:
+        """Support and importance from the training rows (float32, checked; and as float64)."""
         fired = self._fired(X32)
         support = fired.sum(axis=0)
         shares = np.zeros(len(self.encoding.columns))
@@ -312,6 +398,14 @@ class RuleEnsemble:
             for k in columns:
                 shares[k] += magnitude(rule.contribution) * rows / len(columns)
         self.rules = tuple(replace(rule, support=int(rows)) for rule, rows in zip(self.rules, support))
+        linear = []
+        for term in self.linear:
+            moved = np.abs(term.values(X64) - term.fill).sum()  # a missing value is at fill: it adds 0
+            shares[position[self.encoding.feature_column(term.feature_index)[0].name]] += (
+                magnitude(term.coefficient) * moved
+            )
+            linear.append(replace(term, support=int((~np.isnan(X64[:, term.feature_index])).sum())))
+        self.linear = tuple(linear)
         total = shares.sum()
         self.importance = {
             column.name: float(share / total) if total > 0 else 0.0
@@ -321,12 +415,18 @@ class RuleEnsemble:
     # -- scoring ---------------------------------------------------------------------------
 
     def predict(self, X) -> np.ndarray:
-        """The scores: intercept + the contributions of the rules each row satisfies, added in id order; (n,), or
-        (n, K) with a column per class (softmax)."""
+        """The scores: intercept + (the contributions of the rules each row satisfies, added in id order, then
+        each linear term's ``coefficient * clip(x, lower, upper)``, ``coefficient * fill`` where x is missing, in
+        id order); (n,), or (n, K) with a column per class (softmax)."""
         kernel = _predict_per_class if self.link == "softmax" else _predict_rules
-        return kernel(
-            as_float32_rows(X, self.n_features),
-            self._intercept,
+        X32 = as_float32_rows(X, self.n_features)
+        if not self.linear:
+            intercept = self._intercept
+        else:
+            intercept = np.zeros_like(self._intercept) if self.link == "softmax" else 0.0
+        scores = kernel(
+            X32,
+            intercept,
             self._contributions,
             self._rule_ptr,
             self._cond_feature,
@@ -334,6 +434,15 @@ class RuleEnsemble:
             self._cond_threshold,
             self._cond_missing,
         )
+        if not self.linear:
+            return scores
+        for amounts in self._linear_amounts(np.asarray(X, dtype=np.float64)):
+            scores = scores + amounts
+        return self._intercept + scores
+
+    def _linear_amounts(self, X64: np.ndarray) -> list[np.ndarray]:
+        """What each linear term adds to each row: (n,), or (n, K) per class."""
+        return [np.multiply.outer(term.values(X64), term.coefficient) for term in self.linear]
 
     def predict_mean(self, X) -> np.ndarray:
         """The target's mean under the model, the inverse link of the scores (module docstring): the prediction
@@ -342,13 +451,19 @@ class RuleEnsemble:
         return INVERSE_LINKS[self.link](self.predict(X))
 
     def explain(self, X) -> list[list[dict]]:
-        """Per row, the rules that fire as ``{"id", "contribution"}`` (a list per class for softmax), in id order:
-        the contributions sum to the score minus the intercept."""
+        """Per row, the rules that fire as ``{"id", "contribution"}`` (a list per class for softmax), in id order,
+        then every linear term as ``{"linear": id, "contribution"}`` (``coefficient * clip(x)``, or
+        ``coefficient * fill`` where x is missing): the contributions sum to the score minus the intercept."""
         fired = self._fired(as_float32_rows(X, self.n_features))
-        return [
+        explained = [
             [{"id": int(r), "contribution": as_json(self.rules[r].contribution)} for r in np.flatnonzero(row)]
             for row in fired
         ]
+        if self.linear:
+            amounts = [a.tolist() for a in self._linear_amounts(np.asarray(X, dtype=np.float64))]
+            for i, row in enumerate(explained):
+                row.extend({"linear": term.id, "contribution": a[i]} for term, a in zip(self.linear, amounts))
+        return explained
 
     def _fired(self, X32: np.ndarray) -> np.ndarray:
         return _fired_rules(
@@ -373,7 +488,7 @@ class RuleEnsemble:
         """The ``fire-rules`` JSON document."""
         document = {
             "format": RULES_FORMAT,
-            "version": RULES_FORMAT_VERSION,
+            "version": RULES_FORMAT_VERSION if self._needs_version_3() else 2,
             "feature_names": list(self.feature_names),
             "intercept": as_json(self.intercept),
             "n_antecedents": self.n_antecedents,
@@ -386,7 +501,16 @@ class RuleEnsemble:
         if self.classes is not None:
             document["classes"] = list(self.classes)
         document["rules"] = [rule.to_dict() for rule in self.rules]
+        if self.linear:
+            document["linear"] = [term.to_dict() for term in self.linear]
         return document
+
+    def _needs_version_3(self) -> bool:
+        """Whether the document holds what version 2 has not: linear terms, or nodes as rules' origins."""
+        return bool(self.linear) or any(
+            rule.node is not None or any(member.node is not None for member in rule.members or ())
+            for rule in self.rules
+        )
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> RuleEnsemble:
@@ -421,6 +545,7 @@ class RuleEnsemble:
         response = document.get("response")
         if response is not None and not isinstance(response, str):
             raise RuleSchemaError("response", "must be a string or null")
+        linear = _check_linear_entries(document, feature_names)
         return cls(
             rules,
             intercept,
@@ -431,12 +556,99 @@ class RuleEnsemble:
             response,
             classes=document.get("classes"),
             link=document.get("link"),
+            linear=linear,
         )
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+
+
+def _member(candidates: Candidates, column: int, weight: Amount) -> Member:
+    """The member of rule column ``column``: a leaf (``leaf`` its position among its tree's leaves), or for node
+    candidates a node (``node``; ``leaf`` too where the node is a leaf)."""
+    forest = candidates.forest
+    tree, node = int(candidates.trees[column]), int(candidates.nodes[column])
+    if candidates.is_forest_leaves:
+        leaf, node_id = column - int(forest.leaf_offsets[tree]), None
+    else:
+        positions = np.flatnonzero(forest.leaf_nodes[tree] == node)
+        leaf = int(positions[0]) if positions.size else None
+        node_id = node if candidates.kind == "nodes" else None
+    if leaf is not None:
+        support = int(forest.leaf_support[forest.leaf_offsets[tree] + leaf])
+    else:
+        support = _node_support(forest, tree, node)
+    return Member(
+        tree,
+        leaf,
+        weight,
+        float(candidates.values[column]),
+        support if support >= 0 else None,
+        node=node_id,
+    )
+
+
+def _node_support(forest, tree: int, node: int) -> int:
+    """Training samples that reach internal node ``node`` of ``tree``: its leaves' summed support (-1 where
+    unknown)."""
+    ptr, ids = forest.leaf_ancestors
+    target = forest.global_node_id(tree, node)
+    total = 0
+    for leaf in range(int(forest.leaf_offsets[tree]), int(forest.leaf_offsets[tree + 1])):
+        if target in ids[ptr[leaf] : ptr[leaf + 1]]:
+            support = int(forest.leaf_support[leaf])
+            if support < 0:
+                return -1
+            total += support
+    return total
+
+
+def _linear_terms(
+    candidates: Candidates, weights: np.ndarray, nonzero: np.ndarray, intercept: Amount, feature_names
+) -> tuple[list[LinearTerm], Amount]:
+    """The linear terms of nonzero ``weights`` (a row per term of ``candidates.linear``) in raw units, and the
+    intercept with their centring moved into it (``RuleEnsemble.from_weights``)."""
+    terms = candidates.linear
+    if terms is None or not nonzero.any():
+        return [], intercept
+    shift = np.asarray(intercept, dtype=np.float64)
+    linear = []
+    for k in np.flatnonzero(nonzero):
+        feature = int(terms.features[k])
+        coefficient = weights[k] * terms.scale[k]
+        shift = shift - coefficient * terms.center[k]
+        linear.append(
+            LinearTerm(
+                feature_names[feature],
+                feature,
+                _as_amount(coefficient),
+                float(terms.lower[k]),
+                float(terms.upper[k]),
+                float(terms.center[k]),
+                weight=_as_amount(weights[k]),
+            )
+        )
+    return linear, _as_amount(shift)
+
+
+def _check_linear_entries(document: Mapping[str, Any], feature_names: list[str]) -> list[LinearTerm]:
+    """The linear terms of an untrusted document (none where it has no ``linear``)."""
+    if "linear" not in document:
+        return []
+    entries = document["linear"]
+    if document["version"] < 3:
+        raise RuleSchemaError("linear", f"is a version 3 key, but the document is version {document['version']}")
+    if not isinstance(entries, list):
+        raise RuleSchemaError("linear", "must be a list of linear term objects")
+    if len(entries) > MAX_RULES:
+        raise RuleSchemaError("linear", f"has {len(entries)} terms, above the limit of {MAX_RULES}")
+    linear = [LinearTerm.from_dict(entry, f"linear/{k}", feature_names) for k, entry in enumerate(entries)]
+    for k, entry in enumerate(entries):
+        if entry.get("id", k) != k:
+            raise RuleSchemaError(f"linear/{k}/id", f"is {entry['id']!r}: a linear term's id is its position {k}")
+    return linear
 
 
 def _as_amount(value) -> Amount:

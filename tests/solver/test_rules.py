@@ -268,7 +268,7 @@ VALID = {
     ("path", "value", "field"),
     [
         ("format", "fire-forest", "format"),
-        ("version", 3, "version"),
+        ("version", 4, "version"),
         ("intercept", float("inf"), "intercept"),
         ("intercept", "0", "intercept"),
         ("feature_names", ["a", "a"], "feature_names/1"),
