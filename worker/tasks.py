@@ -273,7 +273,7 @@ def run_path(job_id: str, attempt: int) -> None:
                 forest=forest,
                 X_val=X_val,
                 y_val=y_val,
-                feature_names=dataset.feature_names,
+                encoding=dataset.encoding,  # names the features; linear terms only on numeric columns
                 classes=dataset.classes,
                 leaves=leaves,
                 val_leaves=val_leaves,

@@ -20,6 +20,7 @@ from app.core.job_documents import Grid, JobState
 from solver.path import PathStep
 from solver.spec import (
     BlockSelection,
+    CandidateKind,
     ForestKind,
     ForestSpec,
     Loss,
@@ -177,6 +178,10 @@ class PathJobRequest(StrictBody):
     block_selection: BlockSelection = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
+    candidates: CandidateKind = path_setting("candidates")
+    max_rule_length: int | None = path_setting("max_rule_length")
+    linear_terms: bool = path_setting("linear_terms")
+    linear_quantile: float = path_setting("linear_quantile")
     polish: bool | None = path_setting("polish")
     grid: Grid | None = Field(
         None,
@@ -203,6 +208,14 @@ class PathJobRequest(StrictBody):
                     "dataset_id": EXAMPLE_DATASET_ID,
                     "forest_id": EXAMPLE_FOREST_ID,
                     "grid": {"gamma": [1.1, 3.0], "fusion_ratio": [0.0, 0.5, 1.0]},
+                    "max_rules": 15,
+                },
+                {
+                    "dataset_id": EXAMPLE_DATASET_ID,
+                    "forest_id": EXAMPLE_FOREST_ID,
+                    "candidates": "nodes",
+                    "max_rule_length": 2,
+                    "linear_terms": True,
                     "max_rules": 15,
                 },
             ]
@@ -422,7 +435,15 @@ class PredictResponse(BaseModel):
             "explain=true: what each of those rules adds, per row: to the score (log-odds for a binary classifier, "
             "log rate for counts: the rate is multiplied by exp(contribution)), or for a K-class classifier a list "
             "of K amounts, one per class in the order of classes; they sum to the score minus the model's "
-            "intercept (per class)"
+            "intercept (per class), with linear_contributions where the model has linear terms"
+        ),
+    )
+    linear_contributions: list[list[float] | list[list[float]]] | None = Field(
+        None,
+        description=(
+            "explain=true, a model with linear terms (its ensemble's `linear`): what each linear term adds per row, "
+            "coefficient * clip(value, lower, upper) (coefficient * fill where the value is missing), one entry per "
+            "term in the order of `linear` (lin0, lin1, ...), a list of K for a K-class model"
         ),
     )
 
@@ -457,6 +478,10 @@ class StepRules(PathStep):
     selected: bool
     rules: Annotated[dict[str, Any], Field(description="solver.rules.RuleEnsemble.to_dict()")]
     text: str
+    n_linear: Annotated[
+        int, Field(description="linear terms among the step's terms (rules.linear; n_rules counts rules and them)")
+    ] = 0
+    longest_rule: Annotated[int, Field(description="the most conditions of any of the step's rules (0: none)")] = 0
 
 
 class Health(BaseModel):

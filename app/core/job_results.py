@@ -1,5 +1,6 @@
 """What a succeeded job produced: its stored result, a path's steps, and the rules of one step rebuilt from the
-stored weights, the forest and the training rows (as the library builds them)."""
+stored weights, the forest and the training rows (as the library builds them: the same candidate terms as the
+fit, ``solver.fitting.candidate_terms``, whose columns the weights index)."""
 
 from app.core.datasets import DatasetStore
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
@@ -17,7 +18,7 @@ from app.core.job_documents import (
 from app.core.job_lifecycle import JobLifecycle
 from app.core.results import ResultStore
 from solver import RuleEnsemble
-from solver.fitting import RULE_LINKS
+from solver.fitting import RULE_LINKS, candidate_terms
 
 
 class JobResults:
@@ -72,21 +73,25 @@ class JobResults:
             raise _deleted("forest", result.forest_id, job_id, field)
         if self.datasets.find(result.dataset_id) is None:
             raise _deleted("dataset", result.dataset_id, job_id, field)
-        # as the library builds them (solver.fitting.fit_rules): in the table's columns, with the support and
-        # threshold precision of the training rows, a multinomial path's per class (its link softmax), a Poisson
-        # path's as log rates (link log)
+        # as the library builds them (solver.fitting.fit_rules): the fit's candidate terms (leaves or every node,
+        # capped at max_rule_length, and linear terms winsorized on the training rows; the service has no row
+        # weights), in the table's columns, with the support and threshold precision of the training rows, a
+        # multinomial path's per class (its link softmax), a Poisson path's as log rates (link log)
         X, _ = self.datasets.load_arrays(result.dataset_id)
         dataset = self.datasets.read(result.dataset_id)
-        split = ValidationSplit.for_path(result.parameters.path, result.parameters.validation_dataset_id)
-        loss = result.parameters.path.loss
+        path = result.parameters.path
+        split = ValidationSplit.for_path(path, result.parameters.validation_dataset_id)
+        X_train = X[split.training_rows(len(X))]
+        candidates = candidate_terms(self.forests.load(result.forest_id), path, X_train, None, dataset.encoding)
+        loss = path.loss
         return result, RuleEnsemble.from_weights(
-            self.forests.load(result.forest_id),
+            candidates,
             weights,
             intercept,
             classes=dataset.classes if loss == "multinomial" else None,
             link=RULE_LINKS.get(loss),
             encoding=dataset.encoding,
-            X=X[split.training_rows(len(X))],
+            X=X_train,
             response=dataset.response(loss),
         )
 
