@@ -99,6 +99,20 @@ class ModelInfo(ModelSummary):
     )
     columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
     intercept: float | list[float] = Field(description="a number, or one per class (multinomial, in classes order)")
+    n_linear: int = Field(
+        0,
+        description=(
+            "linear terms (ensemble.linear: clipped numeric columns, a path job's linear_terms); n_rules counts the "
+            "rules, metrics.n_rules both (the terms the rule budget counts)"
+        ),
+    )
+    longest_rule: int | None = Field(
+        None,
+        description=(
+            "the most conditions of any rule (0 without rules): at most the path's max_rule_length; null for a "
+            "model promoted before it was recorded"
+        ),
+    )
     ensemble: dict[str, Any] = Field(
         description=(
             "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
@@ -135,6 +149,9 @@ class Scores:
     # a binary classifier's: of classes[1] (solver.probability of the log-odds); K classes: a row of K per row
     probabilities: list[float] | list[list[float]] | None = None
     classes: list | None = None
+    # a model with linear terms, where explanations were asked for: what each linear term adds, per row, in the
+    # order of the model's linear terms (with the rules' contributions, the score minus the intercept)
+    linear_contributions: list[list] | None = None
 
 
 EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python"}
@@ -214,6 +231,8 @@ class ModelStore:
             classes=dataset.rule_classes(result.parameters.path.loss),
             columns=dataset.columns,
             n_rules=len(ensemble.rules),
+            n_linear=len(ensemble.linear),
+            longest_rule=longest_rule(ensemble),
             intercept=as_json(ensemble.intercept),
             ensemble=jsonable(ensemble.to_dict()),
             text=ensemble.to_text(),
@@ -382,22 +401,36 @@ class ModelStore:
                     for name in names
                 ],
             )
-        explanations = contributions = None
+        explanations = contributions = linear_contributions = None
         if explain:
-            fired_rules = scoring.ensemble.explain(X)  # a contribution is a list of K amounts for K classes
-            explanations = [[rule["id"] for rule in fired] for fired in fired_rules]
-            contributions = [[rule["contribution"] for rule in fired] for fired in fired_rules]
+            # per row the rules that fired, then every linear term ({"linear": id}); a contribution is a list of K
+            # amounts for K classes
+            explained = scoring.ensemble.explain(X)
+            explanations = [[entry["id"] for entry in row if "id" in entry] for row in explained]
+            contributions = [[entry["contribution"] for entry in row if "id" in entry] for row in explained]
+            if scoring.ensemble.linear:
+                linear_contributions = [
+                    [entry["contribution"] for entry in row if "linear" in entry] for row in explained
+                ]
         ensemble = scoring.ensemble
         scores = ensemble.predict(X)  # (n,), or (n, K) per class
         if ensemble.link == "softmax":  # K classes: the label of the largest score, as FireClassifier.predict
             classes = list(ensemble.classes or ())  # the model's classes: those of its rules
             labels = [classes[k] for k in np.argmax(scores, axis=1).tolist()]
             probabilities = INVERSE_LINKS["softmax"](scores)  # RuleEnsemble.predict_mean of these scores
-            return Scores(labels, explanations, contributions, probabilities.tolist(), classes)
+            return Scores(labels, explanations, contributions, probabilities.tolist(), classes, linear_contributions)
         if scoring.classes is None:  # the prediction, or the rate exp(score) of counts (predict_mean)
-            return Scores(INVERSE_LINKS[ensemble.link](scores).tolist(), explanations, contributions)
+            predictions = INVERSE_LINKS[ensemble.link](scores).tolist()
+            return Scores(predictions, explanations, contributions, linear_contributions=linear_contributions)
         labels = [scoring.classes[positive] for positive in (scores > 0.0).tolist()]
-        return Scores(labels, explanations, contributions, probability(scores).tolist(), scoring.classes)
+        return Scores(
+            labels, explanations, contributions, probability(scores).tolist(), scoring.classes, linear_contributions
+        )
+
+
+def longest_rule(ensemble: RuleEnsemble) -> int:
+    """The most conditions of any rule of ``ensemble`` (0 without rules)."""
+    return max((len(rule.conditions) for rule in ensemble.rules), default=0)
 
 
 def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence], location: str) -> None:

@@ -10,6 +10,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import JobView, PathJobRequest, StepRules
 from app.core.connections import REDIS_FAILURES
 from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
+from app.core.models import longest_rule
 from solver.rule_text import ShowMissing
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -151,4 +152,6 @@ def get_step_rules(
         selected=step == result.selected,
         rules=ensemble.to_dict(),
         text=ensemble.to_text(show_missing=show_missing),
+        n_linear=len(ensemble.linear),
+        longest_rule=longest_rule(ensemble),
     )

@@ -119,7 +119,7 @@ def scoring_answer(
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from error
     scores = core.models.score(model or core.models.scoring_model(model_id, tenant), request.table, explain)
     answer = {"predictions": scores.predictions}
-    for name in ("probabilities", "classes", "explanations", "contributions"):
+    for name in ("probabilities", "classes", "explanations", "contributions", "linear_contributions"):
         if getattr(scores, name) is not None:
             answer[name] = getattr(scores, name)
     return Response(json.dumps(answer), media_type="application/json")
@@ -151,7 +151,7 @@ async def predict(
         Query(
             description=(
                 "add the ids of the rules that fired and what each adds (log-odds for a binary classifier, "
-                "one amount per class for K classes, log rate for counts)"
+                "one amount per class for K classes, log rate for counts), and what each linear term adds"
             )
         ),
     ] = False,
