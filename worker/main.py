@@ -31,7 +31,8 @@ RQ_DEQUEUE_MARGIN_SECONDS = 15
 
 
 def warm_solver() -> None:
-    """Fit a tiny path of every kind (every loss) so the forked work horses inherit compiled kernels."""
+    """Fit a tiny path of every kind (every loss; leaf candidates, and node candidates with linear terms) so the
+    forked work horses inherit compiled kernels."""
     from solver.fitting import fit_rules
     from solver.spec import ForestSpec, PathSpec
 
@@ -50,6 +51,8 @@ def warm_solver() -> None:
             fit_rules(
                 X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest
             )
+        terms = PathSpec(loss=loss, candidates="nodes", max_rule_length=1, linear_terms=True, n_lambdas=3)
+        fit_rules(X, target, terms, forest=forest)
 
 
 @contextmanager
