@@ -25,19 +25,15 @@ internal nodes over the selected rules (``ancestors``), so nodes of one path sha
 """
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
 
 from ._tree_kernels import candidate_columns, leaf_index_dtype
 from .forest import TreeEnsemble
 from .leaf_matrix import LeafMatrix
+from .spec import CANDIDATE_KINDS, DEFAULT_LINEAR_QUANTILE, CandidateKind
 
-CandidateKind = Literal["leaves", "nodes"]
-CANDIDATE_KINDS: tuple[CandidateKind, ...] = get_args(CandidateKind)
-# winsorization quantile of linear terms (RuleFit's trim quantile, pre's winsfrac) and the spread they are scaled to
-DEFAULT_LINEAR_QUANTILE = 0.025
-LINEAR_SPREAD = 0.4
+LINEAR_SPREAD = 0.4  # the standard deviation linear terms are scaled to: a typical rule's (RuleFit, pre)
 
 
 @dataclass(frozen=True)

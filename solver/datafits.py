@@ -115,17 +115,32 @@ def mean_response(eta, loss):
     return sigmoid(eta)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def column_entry(problem, j, p):
+    """``v_j e_ij`` of column j at its position p (``solver.problem.Problem``): ``v_j`` for a rule."""
+    if j < problem.first_linear:
+        return problem.values[j]
+    return problem.values[j] * problem.linear_values[p - problem.linear_start]
+
+
+@njit(cache=True, inline="always")
 def leaf_gradient(problem, state, j):
-    """The loss gradient of leaf j, ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` (squared) or
-    ``-v_j sum_{i in leaf j} s_i residual_i`` (logistic, Poisson): O(S_j)."""
+    """The loss gradient of column j, ``-v_j (sum_{i in j} s_i e_ij residual_i - b S_j)`` (squared) or
+    ``-v_j sum_{i in j} s_i e_ij residual_i`` (logistic, Poisson), ``e_ij = 1`` for a rule (``solver.problem``):
+    O(S_j)."""
     total = 0.0
-    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-        i = problem.leaf_rows[p]
-        total += problem.sample_weight[i] * state.residual[i]
+    if j < problem.first_linear:
+        for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+            i = problem.leaf_rows[p]
+            total += problem.sample_weight[i] * state.residual[i]
+    else:
+        for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+            i = problem.leaf_rows[p]
+            total += problem.sample_weight[i] * state.residual[i] * problem.linear_values[p - problem.linear_start]
     # arithmetic, not an `if`: a branch on the loss here kept LLVM from inlining this function into the
     # solver's per-leaf loops, and each call then cost a reference count change per array of the bundles
-    # (1.3-1.9x slower squared-loss paths, bench/results/solver_since_3f76ca6.md)
+    # (1.3-1.9x slower squared-loss paths, bench/results/solver_since_3f76ca6.md); the linear terms' loop made
+    # it too large for LLVM's choice, so numba inlines it (inline="always")
     total -= (problem.loss == SQUARED) * state.intercept[0] * problem.leaf_weight[j]
     return -problem.values[j] * total
 
@@ -135,17 +150,16 @@ def move_leaf(problem, state, j, delta):
     """``w_j += delta`` keeping the residual and its weighted sum exact (and the squared loss's optimal
     intercept; the logistic and Poisson score): O(S_j)."""
     state.w[j] += delta
-    change = problem.values[j] * delta
     if problem.loss == SQUARED:
         for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-            state.residual[problem.leaf_rows[p]] -= change
-        state.residual_sum[0] -= problem.leaf_weight[j] * change
+            state.residual[problem.leaf_rows[p]] -= column_entry(problem, j, p) * delta
+        state.residual_sum[0] -= problem.leaf_weight[j] * problem.values[j] * delta
         state.intercept[0] = state.residual_sum[0] / problem.weight_total
     elif problem.loss == LOGISTIC or problem.loss == POISSON:
         moved = 0.0
         for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
             i = problem.leaf_rows[p]
-            state.score[i] += change
+            state.score[i] += column_entry(problem, j, p) * delta
             residual = problem.y[i] - mean_response(state.score[i], problem.loss)
             moved += problem.sample_weight[i] * (residual - state.residual[i])
             state.residual[i] = residual

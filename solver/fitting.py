@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .candidates import Candidates, LinearTerms, numeric_features
 from .forest import TreeEnsemble
-from .leaf_matrix import LeafMatrix, leaf_matrix
 from .path import PathResult, fit_path
 from .rules import Link, RuleEnsemble
 from .sklearn_adapters import as_tree_ensemble
@@ -139,6 +139,7 @@ class RuleFit:
     path: PathResult
     selected: int
     rules: RuleEnsemble
+    candidates: Candidates  # the path's columns: rules from the forest's nodes, then linear terms
     train_rows: np.ndarray  # rows of X the path (and a forest trained here) was fitted on
     val_rows: np.ndarray | None  # rows of X held out to select the step; None with a separate X_val
 
@@ -203,27 +204,27 @@ def fit_rules(
     if ensemble.n_features != X.shape[1]:
         raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
 
-    leaves = leaf_matrix(ensemble, X).leaves if leaves is None else leaves
+    leaves = ensemble.apply(X) if leaves is None else leaves
+    candidates = candidate_terms(ensemble, spec, X[train_rows], train_weight, encoding)
     val_matrix, y_holdout = None, None
     if val_rows is not None and len(val_rows):
-        val_matrix, y_holdout = _matrix(ensemble, leaves[val_rows]), y[val_rows]
+        val_matrix, y_holdout = candidates.matrix(leaves[val_rows], X[val_rows]), y[val_rows]
     elif X_val is not None:
+        X_val = np.asarray(X_val, dtype=np.float64)
         y_holdout = np.asarray(y_val, dtype=np.float64).ravel()
         if y_holdout.shape != (len(X_val),):
             raise ValueError(f"X_val has {len(X_val)} rows but y_val has {y_holdout.size} values")
-        val_leaves = (
-            leaf_matrix(ensemble, np.asarray(X_val, dtype=np.float64)).leaves if val_leaves is None else val_leaves
-        )
-        val_matrix = _matrix(ensemble, val_leaves)
+        val_matrix = candidates.matrix(ensemble.apply(X_val) if val_leaves is None else val_leaves, X_val)
 
     path = fit_path(
-        _matrix(ensemble, leaves[train_rows]),
+        candidates.matrix(leaves[train_rows], X[train_rows]),
         y[train_rows],
         spec,
         sample_weight=train_weight,
         val_matrix=val_matrix,
         y_val=y_holdout,
-        leaf_ancestors=ensemble.leaf_ancestors,
+        leaf_ancestors=candidates.ancestors,
+        column_trees=candidates.trees,
         callback=callback,
     )
     selected = path.select()
@@ -231,7 +232,7 @@ def fit_rules(
     if per_class and classes is None:
         classes = np.arange(path.n_classes)
     rules = RuleEnsemble.from_weights(
-        ensemble,
+        candidates,
         path.coef(selected),
         path.intercepts[selected] if per_class else float(path.intercepts[selected]),
         classes=[_plain(c) for c in classes] if per_class else None,
@@ -240,7 +241,7 @@ def fit_rules(
         X=X[train_rows],
         response=rule_response(spec.loss, classes),
     )
-    return RuleFit(ensemble, estimator, path, selected, rules, train_rows, val_rows)
+    return RuleFit(ensemble, estimator, path, selected, rules, candidates, train_rows, val_rows)
 
 
 def _plain(label):
@@ -248,8 +249,15 @@ def _plain(label):
     return label.item() if isinstance(label, np.generic) else label
 
 
-def _matrix(forest: TreeEnsemble, leaves: np.ndarray) -> LeafMatrix:
-    return LeafMatrix(leaves=np.ascontiguousarray(leaves), values=forest.leaf_values, offsets=forest.leaf_offsets)
+def candidate_terms(forest: TreeEnsemble, spec: PathSpec, X_train, sample_weight=None, encoding=None) -> Candidates:
+    """The candidate terms of ``spec`` (``candidates``, ``max_rule_length``, ``linear_terms``) for ``forest``, the
+    linear terms' bounds taken from the training rows ``X_train`` (encoded; ``encoding`` says which features are
+    numeric columns)."""
+    linear = None
+    if spec.linear_terms:
+        features = numeric_features(encoding, forest.n_features)
+        linear = LinearTerms.fit(X_train, features, spec.linear_quantile, sample_weight)
+    return Candidates.of(forest, spec.candidates, spec.max_rule_length, linear)
 
 
 def _named(forest: TreeEnsemble, feature_names) -> TreeEnsemble:

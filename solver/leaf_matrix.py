@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._tree_kernels import count_distinct_ancestors, leaf_index_dtype, leaf_column_sums, leaf_matvec, leaf_rmatvec
+from ._tree_kernels import count_distinct_ancestors, leaf_column_sums, leaf_matvec, leaf_rmatvec
 from .sklearn_adapters import as_tree_ensemble
 
 
@@ -92,9 +92,26 @@ class LeafMatrix:
             scale = np.concatenate([scale, linear_scale])
         return LeafMatrix(self.leaves, np.where(usable, 1.0 / root, 0.0), self.offsets, linear), scale
 
+    def columns(self, selected) -> scipy.sparse.csc_matrix:
+        """The columns ``selected`` (indices into the R + p columns) as a sparse (n, k) matrix: O(n k)."""
+        selected = np.asarray(selected, dtype=np.int64)
+        n_rows = self.shape[0]
+        blocks = np.searchsorted(self.offsets, selected, side="right") - 1
+        parts = []
+        for column, block in zip(selected, blocks):
+            if column >= self.n_rules:
+                parts.append(scipy.sparse.csc_matrix(self.linear[:, [column - self.n_rules]]))
+                continue
+            hit = np.flatnonzero(self.leaves[:, block].astype(np.int64) == column - self.offsets[block])
+            data = np.full(len(hit), self.values[column])
+            parts.append(scipy.sparse.csc_matrix((data, (hit, np.zeros(len(hit), np.int64))), shape=(n_rows, 1)))
+        if not parts:
+            return scipy.sparse.csc_matrix((n_rows, 0))
+        return scipy.sparse.hstack(parts, format="csc")
+
     def to_csc(self) -> scipy.sparse.csc_matrix:
         """M as an explicit scipy.sparse CSC matrix (n, R + p)."""
-        n_rows, n_trees = self.leaves.shape
+        n_rows = self.leaves.shape[0]
         local = self.leaves.astype(np.int64)
         present = local < np.diff(self.offsets)
         columns = (self.offsets[:-1] + local)[present]

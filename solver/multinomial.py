@@ -51,6 +51,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .datafits import column_entry
 from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, _leaves_of
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
 
@@ -116,20 +117,19 @@ def leaf_gradient(problem, state, j, out):
     out[:] = 0.0
     for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[p]
+        x = column_entry(problem, j, p)
         for k in range(out.shape[0]):
-            out[k] += problem.sample_weight[i] * state.residual[i, k]
-    for k in range(out.shape[0]):
-        out[k] *= -problem.values[j]
+            out[k] -= x * problem.sample_weight[i] * state.residual[i, k]
 
 
 @njit(cache=True)
 def move_leaf(problem, state, j, delta):
     """``W_j += delta`` (K,), the scores and residuals of the leaf's rows kept exact: O(S_j K)."""
-    v = problem.values[j]
     for k in range(delta.shape[0]):
         state.w[j, k] += delta[k]
     for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[p]
+        v = column_entry(problem, j, p)
         for k in range(delta.shape[0]):
             state.score[i, k] += v * delta[k]
         _softmax_residual(problem, state, i)
@@ -400,11 +400,10 @@ def _update(problem, state, unit, lam, lam_f, inner_iters):
 @njit(cache=True)
 def _leaf_rows_value(problem, state, j, delta, lam, gamma):
     """Leaf j's rows' loss plus its penalty were its weights moved by ``delta``: O(S_j K)."""
-    v = problem.values[j]
     total = 0.0
     for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[p]
-        score = state.score[i] + v * delta
+        score = state.score[i] + column_entry(problem, j, p) * delta
         top = score.max()
         total += problem.sample_weight[i] * (top + np.log(np.exp(score - top).sum()) - score[int(problem.y[i])])
     moved = state.w[j] + delta
@@ -420,11 +419,11 @@ def _flat_region_newton(problem, state, j, gradient, lam, gamma):
     their true curvature is far below Boehning's bound, and steps under the bound would shrink with the gradient
     (thousands of passes per path step on a seven-class table). O(S_j K^2)."""
     n_classes = gradient.shape[0]
-    v = problem.values[j]
     hessian = np.zeros((n_classes, n_classes))
     p = np.empty(n_classes)
     for q in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
         i = problem.leaf_rows[q]
+        v = column_entry(problem, j, q)
         _add_row_hessian(problem, state, i, problem.sample_weight[i] * v * v, p, hessian)
     scale = max(np.trace(hessian), 1e-300)
     hessian += scale / n_classes / n_classes * np.ones((n_classes, n_classes)) + 1e-12 * scale * np.eye(n_classes)

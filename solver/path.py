@@ -129,6 +129,7 @@ def fit_path(
     val_matrix=None,
     y_val=None,
     leaf_ancestors=None,
+    column_trees=None,
     callback=None,
     **settings,
 ):
@@ -147,6 +148,11 @@ def fit_path(
     M's. Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
     records (weights, intercept, losses) refitted on its rules (``solver.polish``), the path itself running on
     the penalized solutions (its warm starts, ``objective``).
+
+    Candidates (``solver.candidates``): ``matrix``'s rule columns may be nodes in blocks per tree level, and its
+    linear columns terms; ``leaf_ancestors`` (``Candidates.ancestors``) counts antecedents over the rule columns
+    and ``column_trees`` (``Candidates.trees``, (R,)) names each rule column's tree for ``PathStep.n_trees``
+    (default: its block). ``n_rules`` counts every selected term, linear ones included.
     """
     spec = spec or PathSpec()
     if settings:
@@ -175,7 +181,7 @@ def fit_path(
     if spec.scaling == "unit":  # the solver's weights w' are w / scale
         solved, scale = matrix.unit_columns(weights)
     else:
-        solved, scale = matrix, np.ones(matrix.values.shape[0])
+        solved, scale = matrix, np.ones(matrix.shape[1])
     problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
     if problem.loss == MULTINOMIAL:
@@ -225,6 +231,7 @@ def fit_path(
             val_matrix,
             y_val,
             leaf_ancestors,
+            column_trees,
             time.perf_counter() - started,
         )
         flat = w.ravel()
@@ -298,10 +305,13 @@ def _record_step(
     val_matrix,
     y_val,
     leaf_ancestors,
+    column_trees,
     seconds,
 ):
     active = w != 0 if w.ndim == 1 else np.any(w != 0, axis=1)
-    per_tree = np.add.reduceat(active.astype(np.int64), problem.offsets[:-1])
+    rules = active[: problem.first_linear]
+    if column_trees is None:
+        column_trees = np.repeat(np.arange(len(problem.offsets) - 1), np.diff(problem.offsets))[: len(rules)]
     train = _metrics(problem.loss, problem.y, train_score, problem.sample_weight)
     val = {}
     if val_matrix is not None:
@@ -309,13 +319,13 @@ def _record_step(
         val = _metrics(problem.loss, y_val, val_score)
     n_antecedents = None
     if leaf_ancestors is not None:
-        n_antecedents = int(count_antecedents(active, *leaf_ancestors))
+        n_antecedents = int(count_antecedents(rules, *leaf_ancestors))
     return PathStep(
         index=index,
         lambda_s=float(lam),
         lambda_f=lam_f,
         n_rules=int(active.sum()),
-        n_trees=int(np.count_nonzero(per_tree)),
+        n_trees=len(np.unique(column_trees[rules])),
         n_antecedents=n_antecedents,
         train_loss=train["loss"],
         val_loss=val.get("loss"),

@@ -22,24 +22,6 @@ from .datafits import LOSS_CODES, curvature_scale
 POLISH_RIDGE = 1e-6
 
 
-def selected_columns(matrix, leaves: np.ndarray) -> sp.csc_matrix:
-    """The columns ``leaves`` (global leaf indices) of M, as a sparse (n, k) matrix."""
-    offsets = np.asarray(matrix.offsets)
-    trees = np.searchsorted(offsets, leaves, side="right") - 1
-    rows, columns, values = [], [], []
-    for c, (leaf, t) in enumerate(zip(leaves, trees)):
-        hit = np.flatnonzero(matrix.leaves[:, t].astype(np.int64) == leaf - offsets[t])
-        rows.append(hit)
-        columns.append(np.full(len(hit), c))
-        values.append(np.full(len(hit), matrix.values[leaf]))
-    n = matrix.leaves.shape[0]
-    if not len(leaves):
-        return sp.csc_matrix((n, 0))
-    return sp.csc_matrix(
-        (np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))), shape=(n, len(leaves))
-    )
-
-
 def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     """(weights refitted on the nonzero entries of ``weights``, intercept) with a tiny ridge on the training
     rows, by weighted least squares (``loss="squared"``), logistic regression (``"logistic"``, 0/1 ``y``) or
@@ -53,7 +35,7 @@ def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     mean_y = float(s @ y / s.sum())
     if not len(support):
         return polished, mean_y
-    Z = selected_columns(matrix, support)
+    Z = matrix.columns(support)
     weighted = Z.multiply(s[:, None]).tocsc()
     column_sums = np.asarray(weighted.sum(axis=0)).ravel()
     gram = (Z.T @ weighted).toarray()
@@ -71,7 +53,7 @@ def _newton_refit(matrix, y, sample_weight, support, n_leaves, loss, max_steps=5
     Newton's method."""
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    design = sp.hstack([np.ones((len(y), 1)), selected_columns(matrix, support)], format="csc")
+    design = sp.hstack([np.ones((len(y), 1)), matrix.columns(support)], format="csc")
     kappa = curvature_scale(LOSS_CODES[loss], y, s)
     ridge = np.concatenate([[0.0], POLISH_RIDGE * kappa * np.asarray(design[:, 1:].power(2).T @ s).ravel()])
     mean = float(s @ y / s.sum())

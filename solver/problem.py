@@ -16,24 +16,35 @@ from .penalties import MCP, penalty_code
 
 
 class Problem(NamedTuple):
-    """Per-leaf and per-tree constants of the FIRE problem on one training set (R leaves, T trees, n rows)."""
+    """Per-column and per-block constants of the FIRE problem on one training set (R columns, T blocks, n rows).
 
-    leaf_rows: np.ndarray  # (T*n,) int32, rows grouped by leaf: leaf j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
+    Columns ("leaves" in the kernels) are the candidate rules, then the linear terms (``solver.candidates``).
+    Column j of M is ``v_j e_ij`` on its rows ``leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]`` and zero elsewhere, with
+    ``e_ij = 1`` for a rule and, for a linear term ``j >= first_linear`` (every row, in order), its value scaled
+    into [-1, 1]: ``e_ij = linear_values[p - linear_start]`` at position p, ``v_j`` the largest |value|. So every
+    column's entries are at most ``|v_j|`` and the kernels read ``e`` only for linear columns. A block is a tree
+    (leaf candidates), a tree level (node candidates) or one linear term; a row may be in no column of a block.
+    """
+
+    leaf_rows: np.ndarray  # (nnz,) int32, rows grouped by column: column j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
     leaf_ptr: np.ndarray  # (R+1,) int64
-    values: np.ndarray  # (R,) leaf values v_j: column j of M is v_j on the rows of leaf j
-    offsets: np.ndarray  # (T+1,) int64, tree t owns the leaves offsets[t]:offsets[t+1]
+    values: np.ndarray  # (R,) column scales v_j
+    offsets: np.ndarray  # (T+1,) int64, block t owns the columns offsets[t]:offsets[t+1]
     y: np.ndarray  # (n,) the response (squared loss), 0/1 labels (logistic), counts or rates (Poisson)
     sample_weight: np.ndarray  # (n,) s, normalised by the caller to sum to n
     weight_total: float  # sum_i s_i
     target_total: float  # sum_i s_i y_i
-    leaf_weight: np.ndarray  # (R,) S_j, the weighted row count of leaf j
-    leaf_target: np.ndarray  # (R,) sum_{i in leaf j} s_i y_i (the Poisson leaf minimisation's b_j)
-    curvature: np.ndarray  # (R,) c_j = kappa S_j v_j^2: the loss's curvature in w_j, at most (solver.datafits)
+    leaf_weight: np.ndarray  # (R,) S_j = sum_{i in column j} s_i e_ij, the weighted row count of a rule
+    leaf_target: np.ndarray  # (R,) sum_{i in column j} s_i y_i e_ij (the Poisson leaf minimisation's b_j)
+    curvature: np.ndarray  # (R,) c_j = kappa v_j^2 sum s_i e_ij^2: the loss's curvature in w_j, at most
     lipschitz: np.ndarray  # (T,) L_t = max_{j in t} c_j
     block_gamma: np.ndarray  # (T,) effective MCP concavity of each tree
     leaf_gamma: np.ndarray  # (R,) the same, repeated per leaf
     penalty: int  # solver.penalties.L1 or MCP
     loss: int  # solver.datafits.SQUARED, LOGISTIC or POISSON
+    first_linear: int  # columns from here on are linear terms (R where there are none)
+    linear_start: int  # leaf_ptr[first_linear]: where the linear columns' positions start
+    linear_values: np.ndarray  # (p*n,) e_ij of the linear columns, position by position
 
     @classmethod
     def from_leaf_matrix(cls, matrix, y, sample_weight, loss, penalty, gamma, mcp_scaling):
@@ -45,22 +56,36 @@ class Problem(NamedTuple):
         """
         code = penalty_code(penalty)
         loss = loss_code(loss)
-        offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
-        sizes = np.diff(offsets)
-        if np.any(sizes < 1):
-            raise ValueError("every tree must have at least one leaf")
-        values = np.ascontiguousarray(matrix.values, dtype=np.float64)
         sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
-        leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), offsets)
-        leaf_weight = np.ascontiguousarray(matrix.column_counts(sample_weight), dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
-        leaf_target = np.ascontiguousarray(matrix.column_counts(sample_weight * y), dtype=np.float64)
-        curvature = curvature_scale(loss, y, sample_weight) * leaf_weight * values**2
+        rule_offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
+        if np.any(np.diff(rule_offsets) < 1):
+            raise ValueError("every block must have at least one column")
+        leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), rule_offsets)
+        values = np.ascontiguousarray(matrix.values, dtype=np.float64)
+        first_moment = matrix.column_counts(sample_weight)
+        target = matrix.column_counts(sample_weight * y)
+        second_moment = first_moment
+        linear_values = np.zeros(0)
+        n_rules, n_rows, n_linear = values.shape[0], y.shape[0], matrix.n_linear
+        if n_linear:
+            peak = np.abs(matrix.linear).max(axis=0)
+            entries = matrix.linear / np.where(peak > 0, peak, 1.0)
+            linear_values = np.ascontiguousarray(entries.T).ravel()
+            leaf_rows = np.concatenate([leaf_rows, np.tile(np.arange(n_rows, dtype=np.int32), n_linear)])
+            leaf_ptr = np.concatenate([leaf_ptr, leaf_ptr[-1] + n_rows * np.arange(1, n_linear + 1)])
+            values = np.concatenate([values, peak])
+            rule_offsets = np.concatenate([rule_offsets, rule_offsets[-1] + np.arange(1, n_linear + 1)])
+            first_moment = np.concatenate([first_moment, sample_weight @ entries])
+            target = np.concatenate([target, (sample_weight * y) @ entries])
+            second_moment = np.concatenate([second_moment, sample_weight @ entries**2])
+        offsets = rule_offsets
+        curvature = curvature_scale(loss, y, sample_weight) * second_moment * values**2
         lipschitz = np.maximum.reduceat(curvature, offsets[:-1])
         if code == MCP and mcp_scaling == "block":
             block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
         else:
-            block_gamma = np.full(len(sizes), float(gamma))
+            block_gamma = np.full(len(offsets) - 1, float(gamma))
         return cls(
             leaf_rows,
             leaf_ptr,
@@ -70,14 +95,17 @@ class Problem(NamedTuple):
             sample_weight,
             float(sample_weight.sum()),
             float(np.dot(sample_weight, y)),
-            leaf_weight,
-            leaf_target,
+            np.ascontiguousarray(first_moment),
+            np.ascontiguousarray(target),
             curvature,
             lipschitz,
             block_gamma,
-            np.repeat(block_gamma, sizes),
+            np.repeat(block_gamma, np.diff(offsets)),
             code,
             loss,
+            n_rules,
+            int(leaf_ptr[n_rules]),
+            linear_values,
         )
 
 
@@ -115,20 +143,24 @@ class State(NamedTuple):
 
 @njit(cache=True)
 def sort_rows_by_leaf(leaves, offsets):
-    """Per tree, the rows grouped by leaf (counting sort, stable): returns (leaf_rows (T*n,), leaf_ptr (R+1,))."""
+    """Per block, the rows grouped by column (counting sort, stable; a row marked as in no column of a block,
+    ``solver.leaf_matrix``, is left out): returns (leaf_rows (nnz,), leaf_ptr (R+1,))."""
     n, n_trees = leaves.shape
     n_leaves = offsets[n_trees]
     leaf_ptr = np.zeros(n_leaves + 1, dtype=np.int64)
     for i in range(n):
         for t in range(n_trees):
-            leaf_ptr[offsets[t] + leaves[i, t] + 1] += 1
+            j = offsets[t] + leaves[i, t]
+            if j < offsets[t + 1]:
+                leaf_ptr[j + 1] += 1
     for j in range(n_leaves):
         leaf_ptr[j + 1] += leaf_ptr[j]
     fill = leaf_ptr[:-1].copy()
-    leaf_rows = np.empty(n * n_trees, dtype=np.int32)
+    leaf_rows = np.empty(leaf_ptr[n_leaves], dtype=np.int32)
     for i in range(n):
         for t in range(n_trees):
             j = offsets[t] + leaves[i, t]
-            leaf_rows[fill[j]] = i
-            fill[j] += 1
+            if j < offsets[t + 1]:
+                leaf_rows[fill[j]] = i
+                fill[j] += 1
     return leaf_rows, leaf_ptr

@@ -18,6 +18,7 @@ Loss = Literal["squared", "logistic", "multinomial", "poisson"]
 Penalty = Literal["mcp", "l1"]
 Selection = Literal["loss", "auc"]
 Scaling = Literal["unit", "leaf_value"]
+CandidateKind = Literal["leaves", "nodes"]
 McpScaling = Literal["block", "plain"]
 BlockSelection = Literal["greedy", "cyclic"]
 ForestKind = Literal["random_forest", "extra_trees", "gradient_boosting"]
@@ -26,6 +27,7 @@ LOSSES: tuple[Loss, ...] = get_args(Loss)
 PENALTIES: tuple[Penalty, ...] = get_args(Penalty)
 SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 SCALINGS: tuple[Scaling, ...] = get_args(Scaling)
+CANDIDATE_KINDS: tuple[CandidateKind, ...] = get_args(CandidateKind)
 MCP_SCALINGS: tuple[McpScaling, ...] = get_args(McpScaling)
 BLOCK_SELECTIONS: tuple[BlockSelection, ...] = get_args(BlockSelection)
 FOREST_KINDS: tuple[ForestKind, ...] = get_args(ForestKind)
@@ -37,6 +39,8 @@ DEFAULT_FUSION_RATIO = 0.5
 # 1% of the training rows: no rule of a handful of rows (airquality's support-1 rules); neutral on depth-3 forests,
 # lower test error on depth-7 ones (bench/results/quality.md)
 DEFAULT_MIN_SUPPORT = 0.01
+# linear terms' winsorization quantile: RuleFit's trim quantile and pre's winsfrac
+DEFAULT_LINEAR_QUANTILE = 0.025
 # The documented setting for rule sets that share antecedents (fusion that pays): stronger fusion (in the default
 # unit scaling) selects leaves next to each other in fewer trees, the polish (a default) removes the shrinkage it
 # puts on their weights. bench/results/quality.md measures it against MCP alone at 10-15 rules.
@@ -178,6 +182,29 @@ class PathSpec(_Spec):
             "fraction of the training rows in (0, 1)"
         ),
     )
+    candidates: str = field(
+        default="leaves",
+        metadata=_doc(
+            "candidate rules: 'leaves' (each leaf of each tree, the paper's) or 'nodes' (every node below the root: "
+            "a node at depth d is a rule of d conditions, so shallow trees' short rules and deep ones' long rules "
+            "compete; solver.candidates)"
+        ),
+    )
+    max_rule_length: int | None = field(
+        default=None,
+        metadata=_doc("the most conditions (antecedents) a rule may have: only candidates this deep or shallower"),
+    )
+    linear_terms: bool = field(
+        default=False,
+        metadata=_doc(
+            "also offer each numeric column as a linear term (winsorized at linear_quantile, scaled as RuleFit "
+            "does), selected and counted in the rule budget like a rule"
+        ),
+    )
+    linear_quantile: float = field(
+        default=DEFAULT_LINEAR_QUANTILE,
+        metadata=_doc("linear terms are clipped to these lower and upper quantiles of the training rows, in [0, 0.5)"),
+    )
     polish: bool | None = field(
         default=None,
         metadata=_doc(
@@ -274,6 +301,24 @@ class PathSpec(_Spec):
             or (_is_number(self.min_support) and 0 < self.min_support < 1),
             "min_support",
             f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}",
+        )
+        _require(
+            self.candidates in CANDIDATE_KINDS,
+            "candidates",
+            f"must be one of {list(CANDIDATE_KINDS)}, got {self.candidates!r}",
+        )
+        _require(
+            self.max_rule_length is None or (_is_count(self.max_rule_length) and self.max_rule_length >= 1),
+            "max_rule_length",
+            f"must be an integer >= 1 or null, got {self.max_rule_length!r}",
+        )
+        _require(
+            isinstance(self.linear_terms, bool), "linear_terms", f"must be true or false, got {self.linear_terms!r}"
+        )
+        _require(
+            _is_number(self.linear_quantile) and 0 <= self.linear_quantile < 0.5,
+            "linear_quantile",
+            f"must be in [0, 0.5), got {self.linear_quantile!r}",
         )
         _require(
             self.polish is None or isinstance(self.polish, bool),
