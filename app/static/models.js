@@ -5,7 +5,7 @@ import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { classLabels, columnImportance, interceptText, ruleId, rulesTable } from "./rules.js";
+import { classLabels, columnImportance, interceptText, linearTable, longestRule, ruleId, rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
 
 const versionColumns = [
@@ -60,27 +60,30 @@ function classProbabilities(classes, row, predicted) {
     h("span", { class: "mono" }, formatNumber(row[k], 4)))));
 }
 
-/** How the rules that fired make the first row's score: its sum, a count model's rate, a K-class model's per class. */
-function breakdown(model, fired) {
+/** How the rules that fired (and the linear terms, `linear`: what each adds to the first row) make the first row's
+ * score: its sum, a count model's rate, a K-class model's per class. */
+function breakdown(model, fired, linear) {
   const ensemble = model.ensemble;
   const rules = fired.length === 1 ? "rule" : "rules";
+  const terms = linear.length ? ` and ${linear.length} linear ${linear.length === 1 ? "term" : "terms"}` : "";
   const contributions = new Map(ensemble.rules.map((rule, position) => [ruleId(rule, position), rule.contribution]));
   if (classLabels(ensemble)) {
-    return `Each class's score is its intercept plus the amounts of the ${fired.length} ${rules} that fired (their amount per `
+    return `Each class's score is its intercept plus the amounts of the ${fired.length} ${rules} that fired${terms} (their amount per `
       + "class below); the probabilities are their softmax";
   }
-  const total = fired.reduce((sum, id) => sum + contributions.get(id), 0);
+  const total = fired.reduce((sum, id) => sum + contributions.get(id), 0) + linear.reduce((sum, amount) => sum + amount, 0);
   if (ensemble.link === "log") {
     return `Base rate ${formatNumber(Math.exp(model.intercept), 5)} × ${formatNumber(Math.exp(total), 5)} from ${fired.length} ${rules} `
-      + "that fired (each multiplies the rate by its factor)";
+      + `that fired${terms} (each multiplies the rate by its factor)`;
   }
   return `Intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} ${formatNumber(Math.abs(total), 6)} from ${fired.length} `
-    + `${rules} that fired`;
+    + `${rules} that fired${terms}`;
 }
 
 /** The prediction of the first row, its probabilities where the model gives them, and the rules that fired. */
 function scoreView(model, answer) {
   const fired = answer.explanations?.[0] ?? [];
+  const linear = answer.linear_contributions?.[0] ?? [];
   const prediction = answer.predictions[0];
   const probabilities = answer.probabilities?.[0];
   return [
@@ -88,8 +91,9 @@ function scoreView(model, answer) {
       h("span", { class: "prediction", id: "prediction" }, typeof prediction === "number" ? formatNumber(prediction, 6) : String(prediction))),
     Array.isArray(probabilities) ? classProbabilities(answer.classes, probabilities, prediction)
       : probabilities !== undefined ? definitions([[`probability of ${answer.classes[1]}`, formatNumber(probabilities, 4), "probability"]]) : null,
-    h("p", { class: "breakdown" }, breakdown(model, fired)),
+    h("p", { class: "breakdown" }, breakdown(model, fired, linear)),
     rulesTable(model.ensemble, { columns: model.columns, only: fired, caption: "Rules that fired for this row" }),
+    linear.length ? linearTable(model.ensemble, { amounts: linear, caption: "Linear terms for this row" }) : null,
   ];
 }
 
@@ -106,20 +110,24 @@ export function showModel(main, { modelId }, { signal }) {
     const [model, all] = await Promise.all([get(`/v1/models/${encodeURIComponent(modelId)}`, signal), get("/v1/models", signal)]);
     const source = model.provenance;
     const scored = h("div", { "aria-live": "polite", id: "score" });
+    // the step's count of terms is the metrics' n_rules: with linear terms, say how many are linear
+    const metrics = model.n_linear ? { ...model.metrics, n_linear: model.n_linear } : model.metrics;
     return { title: `Model ${model.name} v${model.version}`, content: [
       h("div", { class: "columns" },
         card("Model", definitions([
           ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)], ["promoted", formatTime(model.created_at)],
           ["predicts", predictsText(model)], ["classes", model.classes?.join(", ")],
-          ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))], ["description", model.description],
+          ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))],
+          ["longest rule", `${longestRule(model.ensemble)} conditions`], ["description", model.description],
           ["from", link(`/dashboard/jobs/${source.job_id}/steps/${source.step}`, `step ${source.step}${source.step === source.selected_step ? " (selected)" : ""}`)],
           ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
-        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics, model.loss))))),
+        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss))))),
       card("Predict one row", h("p", { class: "muted" }, `The training table's columns; leave a value empty for a missing one.`),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),
+      model.ensemble.linear?.length ? card(`Linear terms (${model.ensemble.linear.length})`, linearTable(model.ensemble)) : null,
       model.ensemble.importance ? card("Columns by importance", columnImportance(model.ensemble.importance)) : null,
       card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: versionColumns,
                                                     rowProps: other => ({ class: other.id === model.id ? "chosen" : null }) })),

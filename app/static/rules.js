@@ -138,7 +138,9 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
   const rows = ensemble.rules.map((rule, position) => ({ rule, id: ruleId(rule, position) }))
     .filter(row => only === null || only.includes(row.id))
     .sort(ORDERS[order]);
-  const leafText = member => `tree ${member.tree} leaf ${member.leaf}`;
+  // a leaf, or an internal node (rules from every node: fire-rules v3 members carry `node`, and `leaf` only for leaves)
+  const leafText = member => (member.leaf !== undefined && member.leaf !== null ? `tree ${member.tree} leaf ${member.leaf}`
+    : `tree ${member.tree} node ${member.node}`);
   const classes = classLabels(ensemble);
   return dataTable({
     caption,
@@ -149,7 +151,7 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
       { label: "Rule", cell: ({ id }) => `#${id}` },
       { label: "Conditions", wide: true, cell: ({ rule }) => conditionList(rule.conditions, features) },
       ...amountColumns(ensemble),
-      classes ? null : { label: "Weight × value", numeric: true, cell: ({ rule }) => rule.members.length > 1 ? `${rule.members.length} leaves`
+      classes ? null : { label: "Weight × value", numeric: true, cell: ({ rule }) => rule.members.length > 1 ? `${rule.members.length} terms`
         : `${formatNumber(rule.weight, 4)} × ${formatNumber(rule.value, 4)}` },
       { label: "Support", numeric: true, cell: ({ rule }) => formatCount(rule.support) },
       { label: "From", cell: ({ rule }) => h("span", null, rule.members.map((member, i) => [i ? ", " : "",
@@ -168,4 +170,39 @@ export function columnImportance(importance) {
     h("span", null, column),
     h("span", { class: "bar-track", "aria-hidden": "true" }, h("span", { class: "bar", style: `width:${(100 * share / largest).toFixed(1)}%` })),
     h("span", { class: "mono" }, `${formatNumber(100 * share, 3)}%`))));
+}
+
+/** The most conditions of any rule of an ensemble (0 without rules): a rule from a node at depth d has d. */
+export const longestRule = ensemble => Math.max(0, ...ensemble.rules.map(rule => rule.conditions.length));
+
+/** A linear term's id as the text and the exports name it. */
+export const linearId = term => `lin${term.id}`;
+
+/**
+ * The linear terms of a `fire-rules` document (v3 `linear`) as a table: id, the column, the coefficient per unit
+ * (per class for K classes), the range the value is clipped to, the value a missing one is scored at and the
+ * training rows that have a value. `amounts` (a scored row's, in the order of `linear`) adds what each adds there.
+ */
+export function linearTable(ensemble, { amounts = null, caption } = {}) {
+  const labels = classLabels(ensemble);
+  const terms = ensemble.linear ?? [];
+  const largest = amounts && !labels ? Math.max(0, ...amounts.map(Math.abs)) : 0;
+  return dataTable({
+    caption,
+    empty: "No linear term.",
+    rows: terms.map((term, position) => ({ term, amount: amounts?.[position] })),
+    rowProps: ({ term }) => ({ "data-linear": term.id }),
+    columns: [
+      { label: "Term", cell: ({ term }) => linearId(term) },
+      { label: "Column", cell: ({ term }) => h("span", { class: "mono" }, term.feature) },
+      { label: labels ? "Per unit, per class (log-odds)" : "Per unit", numeric: true,
+        cell: ({ term }) => h("span", { class: "mono" }, amountText(term.coefficient, labels, { digits: 4 })) },
+      { label: "Clipped to", cell: ({ term }) => h("span", { class: "mono" },
+        `[${formatNumber(term.lower, 5)}, ${formatNumber(term.upper, 5)}]`) },
+      { label: "Missing scored as", numeric: true, cell: ({ term }) => formatNumber(term.fill, 5) },
+      amounts ? { label: "Adds for this row", numeric: true, cell: ({ amount }) => (labels
+        ? h("span", { class: "mono" }, amountText(amount, labels)) : contributionCell(amount, largest)) }
+        : { label: "Support", numeric: true, cell: ({ term }) => formatCount(term.support) },
+    ],
+  });
 }

@@ -5,7 +5,7 @@ import { get, post } from "./api.js";
 import { metricLabel, metricPairs } from "./chart.js";
 import { definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, h, link } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
-import { amountSize, classLabels, columnImportance, interceptText, rulesTable } from "./rules.js";
+import { amountSize, classLabels, columnImportance, interceptText, linearTable, rulesTable } from "./rules.js";
 import { selectedLeaves, treeFigures } from "./trees.js";
 
 const TREES_AT_FIRST = 12;
@@ -14,8 +14,13 @@ const TREES_PER_REQUEST = 100; // the most GET /v1/forests/{id}/trees answers at
 /** Every fact of a step record (or a model's metrics) that it carries, metrics included whatever the loss
  * (named as `loss` measures them): [term, text, field]. */
 export function stepFactPairs(step, loss = null) {
-  const pairs = [["rules", formatCount(step.n_rules), "n_rules"], ["trees", formatCount(step.n_trees), "n_trees"],
+  // with linear terms, n_rules counts every selected term (the budget's count): rules and linear terms
+  const pairs = [[step.n_linear ? "terms (rules and linear)" : "rules", formatCount(step.n_rules), "n_rules"],
+                 ["linear terms", formatCount(step.n_linear), "n_linear"],
+                 ["trees", formatCount(step.n_trees), "n_trees"],
                  ["antecedents", formatCount(step.n_antecedents), "n_antecedents"],
+                 ["longest rule", `${formatCount(step.longest_rule)} ${step.longest_rule === 1 ? "condition" : "conditions"}`,
+                  "longest_rule"],
                  ["λs", formatNumber(step.lambda_s, 5), "lambda_s"], ["λf", formatNumber(step.lambda_f, 5), "lambda_f"]];
   for (const pair of metricPairs([step])) {
     if (pair.train) pairs.push([`train ${metricLabel(pair.name, loss)}`, formatNumber(step[pair.train], 6), pair.train]);
@@ -65,7 +70,7 @@ async function fetchTrees(forestId, indices, signal) {
 /** The trees of the rules, those with the largest contributions first; the rest on request. */
 function treesSection(forestId, ensemble, signal) {
   const leaves = selectedLeaves(ensemble);
-  const weight = t => [...leaves.get(t).values()].reduce((sum, choice) => sum + amountSize(choice.contribution), 0);
+  const weight = t => leaves.get(t).reduce((sum, member) => sum + amountSize(member.choice.contribution), 0);
   const order = [...leaves.keys()].sort((a, b) => weight(b) - weight(a));
   const slot = h("div");
   let drawn = 0;
@@ -123,10 +128,15 @@ export function stepPanel({ jobId, result, dataset, signal, navigate }) {
           h("span", { class: "mono" }, interceptText(rules.rules))),
         h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
         table,
+        rules.rules.linear?.length ? [h("h3", { id: "linear-title" }, `Linear terms (${rules.rules.linear.length})`),
+          h("p", { class: "muted" }, "Each adds its amount per unit times the column's value clipped to its range (a missing "
+            + "value counts as the training mean)."),
+          h("div", { id: "linear-terms" }, linearTable(rules.rules))] : null,
         importance ? [h("h3", null, "Columns by importance"), importance] : null,
         h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
         h("p", { class: "muted" }, classLabels(rules.rules) ? "Selected leaves are marked with their rule (#rule below) and the class "
-          + "they move most; the splits " : "Selected leaves are coloured by the sign of their contribution (#rule below); the splits ",
+          + "they move most; the splits " : "Selected leaves are coloured by the sign of their contribution (#rule below; a rule from an "
+          + "inner node outlines that node, #rule beside it: its conditions are the splits above it); the splits ",
           "they need are highlighted, darker where several selected leaves share them."),
         trees.element,
       ];

@@ -10,10 +10,14 @@ const LABELS = {
   max_rules: "Rule budget (most rules)", n_lambdas: "λ steps", lambda_min_ratio: "Smallest λ / λ max",
   lambdas: "Explicit λs grid", tol: "Tolerance", max_iter: "Most passes per step", block_selection: "Block selection",
   inner_iters: "Fused steps per tree visit", mcp_scaling: "MCP scaling",
+  candidates: "Candidate rules", max_rule_length: "Longest rule (conditions)", linear_terms: "Linear terms",
+  linear_quantile: "Linear terms clipped at quantile",
   kind: "Forest kind", n_estimators: "Trees", max_depth: "Depth", max_features: "Features tried per split",
   learning_rate: "Learning rate (boosting)", random_state: "Forest seed", fraction: "Holdout fraction", seed: "Holdout seed",
 };
 const MAIN_SETTINGS = ["penalty", "gamma", "fusion_ratio", "lambda_f", "max_rules", "n_lambdas"];
+// which terms the path may select: rules from leaves or every node, their length, linear terms
+const TERM_SETTINGS = ["candidates", "max_rule_length", "linear_terms", "linear_quantile"];
 const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid"]);
 
 /** The alternatives a property allows: its types, its enum values, whether null is one. */
@@ -107,8 +111,10 @@ async function buildForm(query, navigate) {
   drawForestChoices();
   dataset.addEventListener("change", drawForestChoices);
 
-  const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name));
+  const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name)
+                                                               && !TERM_SETTINGS.includes(name));
   const main = settingsGroup(request.properties, MAIN_SETTINGS.filter(name => name in request.properties));
+  const terms = settingsGroup(request.properties, TERM_SETTINGS.filter(name => name in request.properties));
   const solver = settingsGroup(request.properties, others);
   const gridExample = (request.examples ?? []).find(example => example.grid)?.grid ?? {};
   const gridGamma = h("input", { type: "text", inputmode: "decimal", placeholder: (gridExample.gamma ?? []).join(", ") });
@@ -133,6 +139,7 @@ async function buildForm(query, navigate) {
       h("div", { "data-when": "forest-mode=stored", class: "fields" },
         field("Stored forest", storedForest, { name: "forest_id", wide: true, help: request.properties.forest_id.description }))),
     h("fieldset", null, h("legend", null, "Penalty and rule budget"), main.element),
+    h("fieldset", null, h("legend", null, "Candidate terms"), terms.element),
     h("fieldset", null, h("legend", null, "Grid (optional)"),
       h("label", null, gridOn, " run one path per γ × fusion ratio cell and keep the best"),
       h("div", { "data-when": "grid-on", class: "fields" },
@@ -152,7 +159,7 @@ async function buildForm(query, navigate) {
   showChosenParts();
 
   onSubmit(form, slot, async () => {
-    const body = { dataset_id: dataset.value, ...main.read(), ...solver.read() };
+    const body = { dataset_id: dataset.value, ...main.read(), ...terms.read(), ...solver.read() };
     body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
     if (form.elements["forest-mode"].value === "train") body.forest = forestTraining.read();
     else body.forest_id = storedForest.value;

@@ -1,6 +1,7 @@
-// The trees a step's rules come from, drawn as trees: each selected leaf coloured by the sign of its
-// contribution, the internal nodes on its path (its antecedents) highlighted, and a node that several
-// selected leaves need drawn heavier, so that fused selections visibly share antecedents.
+// The trees a step's rules come from, drawn as trees: each selected leaf (or, for rules from every node, each
+// selected internal node) coloured by the sign of its contribution, the internal nodes on its path (its
+// antecedents) highlighted, and a node that several selected rules need drawn heavier, so that fused selections
+// visibly share antecedents.
 
 import { drawAtWidth } from "./chart.js";
 import { formatNumber, h, svg } from "./dom.js";
@@ -23,20 +24,25 @@ function treeNodes(tree) {
   return { leaves, parent };
 }
 
-/** Internal node → how many selected leaves need it (it is on their path); `selected`: leaf number → choice. */
-function pathNeeds({ leaves, parent }, selected) {
+/** Internal node → how many selected nodes need it (it is on their path); `selected`: node id → choice. */
+function pathNeeds({ parent }, selected) {
   const needs = new Map();
-  for (const leaf of selected.keys()) {
-    for (let node = parent.get(leaves[leaf]); node !== undefined; node = parent.get(node)) needs.set(node, (needs.get(node) ?? 0) + 1);
+  for (const selectedNode of selected.keys()) {
+    for (let node = parent.get(selectedNode); node !== undefined; node = parent.get(node)) needs.set(node, (needs.get(node) ?? 0) + 1);
   }
   return needs;
 }
 
+/** A tree's selected members (selectedLeaves) by node id: a member names its `node`, or its `leaf` number. */
+function selectedNodes({ leaves }, members = []) {
+  return new Map(members.map(({ leaf, node, choice }) => [node ?? leaves[leaf], choice]));
+}
+
 /**
  * What to draw of one tree: nodes with their depth and horizontal slot, and the edges. With `fold`, a
- * branch without a selected leaf is drawn as one folded node.
+ * branch without a selected node is drawn as one folded node.
  */
-function treeLayout(tree, { leaves }, needs, fold) {
+function treeLayout(tree, { leaves }, needs, selected, fold) {
   const isLeaf = node => tree.children_left[node] < 0;
   const leafCount = node => (isLeaf(node) ? 1 : leafCount(tree.children_left[node]) + leafCount(tree.children_right[node]));
   const leafNumber = new Map(leaves.map((node, number) => [node, number]));
@@ -47,7 +53,7 @@ function treeLayout(tree, { leaves }, needs, fold) {
     drawn.push(entry);
     if (isLeaf(node)) {
       Object.assign(entry, { kind: "leaf", leaf: leafNumber.get(node), slot: slots++ });
-    } else if (fold && !needs.has(node)) {
+    } else if (fold && !needs.has(node) && !selected.has(node)) {
       Object.assign(entry, { kind: "collapsed", leaves: leafCount(node), slot: slots++ });
     } else {
       const children = [tree.children_left[node], tree.children_right[node]].map(child => place(child, depth + 1));
@@ -62,19 +68,27 @@ function treeLayout(tree, { leaves }, needs, fold) {
 
 const fit = (text, room) => (text.length * CHAR <= room ? text : `${text.slice(0, Math.max(1, Math.floor(room / CHAR) - 1))}…`);
 
-function splitNode(entry, tree, featureNames, x, y, room) {
+function splitNode(entry, tree, featureNames, choice, x, y, room, labels) {
   const feature = featureNames[tree.feature[entry.node]] ?? `x${tree.feature[entry.node]}`;
   const bound = `≤ ${formatNumber(tree.threshold[entry.node], 4)}`;
-  const state = entry.needs > 1 ? " antecedent shared" : entry.needs ? " antecedent" : "";
+  const state = (entry.needs > 1 ? " antecedent shared" : entry.needs ? " antecedent" : "")
+    + (choice ? ` selected ${leafTone(choice.contribution)}` : "");
   const missing = tree.missing_go_left[entry.node] ? "left" : "right";
   const title = svg("title", null, `${feature} ≤ ${tree.threshold[entry.node]} (yes: left, no: right; missing goes ${missing})`
-                                   + (entry.needs ? `; on the path of ${entry.needs} selected leaves` : ""));
-  if (room < MIN_LABEL_PX) return svg("g", { class: `node${state}` }, title, svg("rect", { x: x - 5, y: y - 5, width: 10, height: 10, rx: 2 }));
+                                   + (entry.needs ? `; on the path of ${entry.needs} selected rules` : "")
+                                   + (choice ? `; the node itself is rule #${choice.rule} (its conditions are the splits above it), `
+                                     + `contribution ${amountText(choice.contribution, labels, { top: Infinity })}` : ""));
+  // a selected node's rule: its number left of the box
+  const badgeAt = half => (choice ? svg("text", { class: "rule-badge", x: x - half - 3, y: y + 4, "text-anchor": "end" }, `#${choice.rule}`) : null);
+  if (room < MIN_LABEL_PX) {
+    return svg("g", { class: `node${state}` }, title, svg("rect", { x: x - 5, y: y - 5, width: 10, height: 10, rx: 2 }), badgeAt(5));
+  }
   const width = Math.min(room - 6, Math.max(feature.length, bound.length) * CHAR + 10);
+  const badge = badgeAt(width / 2);
   return svg("g", { class: `node${state}` }, title,
     svg("rect", { x: x - width / 2, y: y - 15, width, height: 30, rx: 4 }),
     svg("text", { x, y: y - 2, "text-anchor": "middle" }, fit(feature, width - 6)),
-    svg("text", { class: "threshold", x, y: y + 11, "text-anchor": "middle" }, fit(bound, width - 6)));
+    svg("text", { class: "threshold", x, y: y + 11, "text-anchor": "middle" }, fit(bound, width - 6)), badge);
 }
 
 /** A selected leaf's colour: the sign of its contribution; per class (K classes), neutral. */
@@ -121,24 +135,27 @@ function drawTree(container, width, tree, featureNames, selected, layout, labels
   const y = entry => TOP + entry.depth * LEVEL;
   container.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "tree", "aria-hidden": "true" },
     layout.edges.map(({ from, to, side }) => svg("g", null,
-      svg("path", { class: `edge${to.kind === "leaf" ? (selected.has(to.leaf) ? " on-path" : "") : to.needs ? " on-path" : ""}`,
+      svg("path", { class: `edge${selected.has(to.node) || to.needs ? " on-path" : ""}`,
                     d: `M${x(from)},${y(from) + 15} C${x(from)},${y(from) + 40} ${x(to)},${y(to) - 40} ${x(to)},${y(to) - 15}` }),
       roomAt(to) > 40 ? svg("text", { class: "edge-label", x: (x(from) + x(to)) / 2 + (side ? 10 : -10),
         y: (y(from) + y(to)) / 2 + 4, "text-anchor": side ? "start" : "end" }, side ? "no" : "yes") : null)),
-    layout.drawn.map(entry => entry.kind === "split" ? splitNode(entry, tree, featureNames, x(entry), y(entry), roomAt(entry))
-      : entry.kind === "leaf" ? leafNode(entry, tree, selected.get(entry.leaf), x(entry), y(entry), roomAt(entry), labels)
+    layout.drawn.map(entry => entry.kind === "split"
+      ? splitNode(entry, tree, featureNames, selected.get(entry.node), x(entry), y(entry), roomAt(entry), labels)
+      : entry.kind === "leaf" ? leafNode(entry, tree, selected.get(entry.node), x(entry), y(entry), roomAt(entry), labels)
         : collapsedNode(entry, x(entry), y(entry)))));
 }
 
-/** Selected leaves per tree of a rule ensemble: tree → (leaf → {rule, contribution of that leaf}); a K-class
- * ensemble's contributions are per class (weight K numbers × the leaf's value). `labels` holds its classes. */
+/** Selected leaves and nodes per tree of a rule ensemble: tree → [{leaf, node, choice: {rule, contribution of that
+ * member}}] (a member names its leaf number, or its node id for rules from every node); a K-class ensemble's
+ * contributions are per class (weight K numbers × the member's value). `labels` holds its classes. */
 export function selectedLeaves(ensemble) {
   const byTree = new Map();
   const times = (weight, value) => (perClass(weight) ? weight.map(w => w * value) : weight * value);
   ensemble.rules.forEach((rule, position) => {
     for (const member of rule.members) {
-      if (!byTree.has(member.tree)) byTree.set(member.tree, new Map());
-      byTree.get(member.tree).set(member.leaf, { rule: ruleId(rule, position), contribution: times(member.weight, member.value) });
+      if (!byTree.has(member.tree)) byTree.set(member.tree, []);
+      byTree.get(member.tree).push({ leaf: member.leaf, node: member.node,
+                                     choice: { rule: ruleId(rule, position), contribution: times(member.weight, member.value) } });
     }
   });
   byTree.labels = classLabels(ensemble);
@@ -154,8 +171,8 @@ export function treeFigures(forestTrees, leavesByTree, { fold = true } = {}) {
   const { forest, tree_indices: indices } = forestTrees;
   return indices.map((t, i) => {
     const tree = forest.trees[i];
-    const selected = leavesByTree.get(t) ?? new Map();
     const nodes = treeNodes(tree);
+    const selected = selectedNodes(nodes, leavesByTree.get(t));
     const needs = pathNeeds(nodes, selected);
     const shared = [...needs.values()].filter(count => count > 1).length;
     const rules = [...new Set([...selected.values()].map(choice => `#${choice.rule}`))];
@@ -169,8 +186,8 @@ export function treeFigures(forestTrees, leavesByTree, { fold = true } = {}) {
     drawAtWidth(canvas, () => {
       const width = Math.max(240, canvas.clientWidth);
       const crowded = nodes.leaves.length > FULL_TREE_LEAVES || (width - 2 * SIDE) / nodes.leaves.length < MIN_LEAF_PX;
-      const layout = treeLayout(tree, nodes, needs, fold && crowded);
-      foldNote.textContent = layout.folded ? " · branches without a selected leaf folded" : "";
+      const layout = treeLayout(tree, nodes, needs, selected, fold && crowded);
+      foldNote.textContent = layout.folded ? " · branches without a selected rule folded" : "";
       drawTree(canvas, width, tree, forest.feature_names, selected, layout, leavesByTree.labels);
     });
     return h("figure", { class: "tree-figure", id: `tree-${t}`, tabindex: "-1" }, caption, canvas);

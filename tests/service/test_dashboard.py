@@ -338,3 +338,92 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     expect(page.locator("#intercept")).to_contain_text("base rate")
     shoot(page, "count-job-step")
     assert errors == []
+
+
+def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, browser):
+    """The form's candidate terms (issue 18): rules from every node capped at two conditions, linear terms; the
+    step shows its linear terms and its longest rule, its trees outline the inner nodes that are rules, and a
+    scored row shows what each linear term added."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=SIZES["1280"])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base, api = served.base_url, served.api
+    uploaded = api.post(
+        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    dataset_id = uploaded.json()["id"]
+    page.goto(f"{base}/dashboard/jobs/new?dataset={dataset_id}")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Use", exact=True).click()
+
+    # the three settings, with the API's defaults
+    candidates = page.get_by_label("Candidate rules", exact=True)
+    expect(candidates).to_have_value("leaves")
+    assert candidates.locator("option").all_inner_texts() == ["leaves", "nodes"]
+    longest = page.get_by_label("Longest rule (conditions)", exact=True)
+    expect(longest).to_have_attribute("type", "number")
+    expect(longest).to_have_value("")
+    linear = page.get_by_label("Linear terms", exact=True)
+    expect(linear).not_to_be_checked()
+    candidates.select_option("nodes")
+    longest.fill("2")
+    linear.check()
+    for label, value in {"Trees": "30", "λ steps": "20", "Rule budget (most rules)": "12"}.items():
+        page.get_by_label(label, exact=True).fill(value)
+    shoot(page, "terms-form")
+    # (a click right after full-page screenshots does not reach the button in headless chromium: keys do)
+    page.get_by_role("button", name="Submit job").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/dashboard/jobs/job_\w+$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=120_000)
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert {name: job["spec"]["path"][name] for name in ("candidates", "max_rule_length", "linear_terms")} == {
+        "candidates": "nodes",
+        "max_rule_length": 2,
+        "linear_terms": True,
+    }
+
+    # the selected step: its linear terms, its longest rule, the inner nodes its rules come from
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
+    assert rules["n_linear"] > 0 and 0 < rules["longest_rule"] <= 2
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {result['selected']}\b"))
+    assert fact(page, "n_linear") == str(rules["n_linear"])
+    conditions = "condition" if rules["longest_rule"] == 1 else "conditions"
+    assert fact(page, "longest_rule") == f"{rules['longest_rule']} {conditions}"
+    expect(page.locator("#linear-title")).to_have_text(f"Linear terms ({rules['n_linear']})")
+    linear_rows = page.locator("#linear-terms table.data tbody tr")
+    expect(linear_rows).to_have_count(rules["n_linear"])
+    first = rules["rules"]["linear"][0]
+    expect(linear_rows.first).to_contain_text(first["feature"])
+    expect(linear_rows.first).to_contain_text("[")
+    expect(page.locator("#step .tree-figure").first).to_be_visible()
+    inner = [m for rule in rules["rules"]["rules"] for m in rule["members"] if m.get("leaf") is None]
+    assert inner  # depth-3 trees capped at two conditions: every rule is an inner node
+    expect(page.locator("#step .tree .node.selected").first).to_be_visible()
+    expect(page.locator("#step table.data").first).to_contain_text(f"node {inner[0]['node']}")
+    shoot(page, "terms-job-step")
+
+    # promoted, a row scores with the rules that fired and what each linear term added
+    page.get_by_text("Promote this step to a model").click()
+    page.get_by_label("Model name").fill("abalone-terms-dashboard")
+    page.get_by_role("button", name=re.compile(r"Promote step \d+ to a model")).click()
+    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
+    model_id = page.url.rsplit("/", 1)[1]
+    page.get_by_label("Sex", exact=True).select_option(ROW["Sex"])
+    for column, value in ROW.items():
+        if column != "Sex":
+            page.get_by_label(column, exact=True).fill(str(value))
+    page.get_by_role("button", name="Predict").click()
+    answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [ROW]}).json()
+    expect(page.locator("#prediction")).to_be_visible()
+    assert float(page.locator("#prediction").inner_text()) == pytest.approx(answer["predictions"][0], rel=1e-5)
+    scored_terms = page.locator("#score table.data", has_text="Linear terms for this row").locator("tbody tr")
+    expect(scored_terms).to_have_count(len(answer["linear_contributions"][0]))
+    expect(page.locator("#score .breakdown")).to_contain_text("linear term")
+    shoot(page, "terms-model")
+    assert errors == []
