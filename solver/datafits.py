@@ -75,6 +75,10 @@ LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "poisson": POISSON, "mul
 # Boehning's bound on the subspace its gradients live in, solver.multinomial)
 CURVATURE_BOUND = {SQUARED: 1.0, LOGISTIC: 0.25, MULTINOMIAL: 0.5}
 INTERCEPT_NEWTON_STEPS = 50
+# the most a rule may add to a score (multinomial: the norm of its amounts; Poisson, in a fused tree's steps: its
+# log rate): odds or a rate factor of e^20 (5e8) say certainty; without a bound a nearly pure leaf (or one whose
+# rows count nothing) in MCP's flat region has no finite minimiser and its weight never settles
+MAX_AMOUNT = 20.0
 # golden-section iterations of a Poisson leaf's MCP minimisation on each side of zero (interval shrinks 0.618^k)
 GOLDEN_STEPS = 60
 GOLDEN_RESOLUTION = 1e-9  # a golden-section minimum within this fraction of gamma lam of zero is zero
@@ -215,14 +219,23 @@ def intercept_gradient(problem, state):
 
 
 @njit(cache=True)
-def sync_intercept(problem, state, tol):
-    """At the start of a solve: the squared loss's residual sum and exact intercept recomputed from the
-    residual (no drift across solves); the logistic intercept fitted within ``tol`` (:func:`fit_intercept`)."""
+def resync(problem, state):
+    """The residual sum (and the squared loss's exact intercept; the logistic and Poisson residuals, from the score)
+    recomputed: O(n). Moves keep them by increments, whose rounding grows with the largest values they passed
+    through: a move that is tried and taken back (an Anderson step) may have passed through ``exp(50)``."""
     if problem.loss == SQUARED:
         state.residual_sum[0] = np.dot(problem.sample_weight, state.residual)
         state.intercept[0] = state.residual_sum[0] / problem.weight_total
     else:
-        fit_intercept(problem, state, tol)
+        _shift_intercept(problem, state, 0.0)
+
+
+@njit(cache=True)
+def sync_intercept(problem, state, tol):
+    """At the start of a solve: the residual sum recomputed (:func:`resync`: no drift across solves); the logistic
+    and Poisson intercept fitted within ``tol`` (:func:`fit_intercept`)."""
+    resync(problem, state)
+    fit_intercept(problem, state, tol)
 
 
 @njit(cache=True)

@@ -21,6 +21,15 @@ sorted by leaf (``leaf_rows``; the rows of global leaf j are ``leaf_rows[leaf_pt
 a leaf's gradient ``-v_j (sum_{i in leaf j} s_i residual_i - b S_j)`` and a change of its weight both cost
 O(S_j), a block's O(n), and the full gradient O(n T).
 
+Blocks and candidates (``solver.candidates``). A block is whatever set of columns partitions (part of) the rows:
+the leaves of a tree (the paper's), the nodes of one level of a tree (rules from every node: a row that ended in a
+shallower leaf is in no column of that level, and nothing here assumes every row is in some column), or one linear
+term (a block of one column whose entries vary by row, ``e_ij`` in ``solver.problem``, read only for such
+columns). Fusion runs between neighbouring columns of a block, left to right along a tree's leaves or a level's
+nodes; a one-column block has nothing to fuse, so a linear term's update is its coordinate minimisation whatever
+``lam_f`` (and under the Poisson loss, whose exact one-exponential leaf loss needs ``e_ij = 1``, proximal Newton
+steps on its exact loss).
+
 Bundles (``solver.problem``). The kernels take two typed named tuples, which numba passes as structs and
 caches with the kernels: ``Problem``, everything fixed per training set and penalty (``leaf_rows`` and
 ``leaf_ptr``, v, s, S, c, ``L_t = max_{j in t} c_j``, the per-tree and per-leaf MCP concavities, the penalty
@@ -62,6 +71,7 @@ import numpy as np
 from numba import njit
 
 from .datafits import (
+    MAX_AMOUNT,
     POISSON,
     column_entry,
     fit_intercept,
@@ -71,6 +81,7 @@ from .datafits import (
     move_leaf,
     poisson_leaf_minimum,
     poisson_leaf_value,
+    resync,
     sync_intercept,
 )
 from .penalties import (
@@ -265,6 +276,8 @@ def _poisson_block_steps(problem, t, w, gradient, lam, lam_f, out):
             model = current
             for k in range(size):
                 theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty) if usable[k] else 0.0
+                cap = MAX_AMOUNT / abs(values[k]) if usable[k] else 0.0
+                theta[k] = min(max(theta[k], -cap), cap)  # a leaf whose rows count nothing would run off
                 move = theta[k] - out[k]
                 largest_move = max(largest_move, abs(move))
                 model += local_gradient[k] * move + 0.5 * step_curvature * move * move
@@ -482,6 +495,10 @@ def _anderson_step(problem, state, history, leaves, lam, lam_f):
     if not np.isfinite(z.sum()) or z.sum() == 0.0:
         return False
     extrapolated = (z / z.sum()) @ history[1:]
+    if problem.loss == POISSON:  # a log rate past the bound could overflow exp: no trial there
+        for k in range(leaves.shape[0]):
+            if abs(extrapolated[k] * problem.values[leaves[k]]) > MAX_AMOUNT:
+                return False
     before = objective_value(problem, state, lam, lam_f)
     for k in range(leaves.shape[0]):
         j = leaves[k]
@@ -493,6 +510,7 @@ def _anderson_step(problem, state, history, leaves, lam, lam_f):
         j = leaves[k]
         if history[n_steps, k] != state.w[j]:
             move_leaf(problem, state, j, history[n_steps, k] - state.w[j])
+    resync(problem, state)
     return False
 
 

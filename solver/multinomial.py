@@ -51,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .datafits import column_entry
+from .datafits import MAX_AMOUNT, column_entry
 from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, _leaves_of
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
 
@@ -62,9 +62,6 @@ LOSS_ROUNDING = 1e-13
 DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once the point moves by < 1e-14 relative
 MAX_BACKTRACKS = 10  # step shortenings of a fused MCP block step (_block_steps)
 MAX_HALVINGS = 30  # of a leaf's Newton step in MCP's flat region (_flat_region_newton)
-# the most a rule may add to a class's score (the norm of its amounts): odds of e^20 (5e8) to one say certainty;
-# without a bound a nearly pure leaf in MCP's flat region has no finite minimiser and its weight never settles
-MAX_AMOUNT = 20.0
 SNAP_FRACTION = 1e-10  # amounts below this fraction of the prox point's largest entry are zero (Dykstra's residue)
 
 

@@ -6,9 +6,11 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from solver import TreeEnsemble
+from solver.fitting import fit_rules
 from solver.leaf_matrix import leaf_matrix
 from solver.path import fit_path
 from solver.problem import Problem
+from solver.spec import ForestSpec, PathSpec
 from tests.support.references import poisson_mcp_objective, poisson_objective, solve_poisson
 
 EXACT = {"scaling": "leaf_value", "min_support": 0, "tol": 1e-7, "max_iter": 100_000, "polish": False}
@@ -114,3 +116,16 @@ def test_targets_are_checked():
         fit_path(matrix, y - 1, loss="poisson")
     with pytest.raises(ValueError, match="every count is 0"):
         fit_path(matrix, np.zeros_like(y), loss="poisson")
+
+
+def test_fused_mcp_leaf_of_zero_counts_stays_finite():
+    """A leaf whose rows count nothing has no finite minimiser in MCP's flat region: its steps stop at the bound
+    (solver.datafits.MAX_AMOUNT) and a tried-and-undone Anderson step leaves no drift in the residual sum (this fit,
+    the service worker's warm-up, ran log rates to 50 and its intercept step into the log of a negative number)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 3))
+    y = np.floor(np.exp(X[:, 0] + 0.1 * rng.normal(size=64)))
+    spec = PathSpec(loss="poisson", penalty="mcp", fusion_ratio=1.0, n_lambdas=3)
+    fit = fit_rules(X, y, spec, forest=ForestSpec(n_estimators=3, max_depth=2, max_features=None))
+    assert all(np.isfinite(step.train_loss) and np.isfinite(step.val_loss) for step in fit.path.steps)
+    assert np.all(np.isfinite(fit.rules.predict(X)))
