@@ -74,11 +74,13 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_s
 
 
 def weighted_least_squares(problem, target, weights):
-    """The squared-loss problem of ``target`` under row weights ``weights`` on the same leaves and penalties."""
+    """The squared-loss problem of ``target`` under row weights ``weights`` on the same columns and penalties."""
     n_leaves = problem.values.shape[0]
-    leaf_of_position = np.repeat(np.arange(n_leaves), np.diff(problem.leaf_ptr))
-    leaf_weight = np.bincount(leaf_of_position, weights=weights[problem.leaf_rows], minlength=n_leaves)
-    curvature = leaf_weight * problem.values**2
+    column_of_position = np.repeat(np.arange(n_leaves), np.diff(problem.leaf_ptr))
+    entries = _entries(problem)
+    row_weight = weights[problem.leaf_rows] * entries
+    leaf_weight = np.bincount(column_of_position, weights=row_weight, minlength=n_leaves)
+    curvature = np.bincount(column_of_position, weights=row_weight * entries, minlength=n_leaves) * problem.values**2
     return problem._replace(
         y=target,
         sample_weight=weights,
@@ -92,12 +94,20 @@ def weighted_least_squares(problem, target, weights):
 
 def move_to(problem, state, w, intercept):
     """The Poisson state at weights ``w`` and intercept ``intercept``: scores, residuals and their sum, O(n + rows
-    of the nonzero leaves)."""
+    of the nonzero columns)."""
     state.w[:] = w
     state.intercept[0] = intercept
     state.score[:] = intercept
+    entries = _entries(problem)
     for j in np.flatnonzero(w):
-        rows = problem.leaf_rows[problem.leaf_ptr[j] : problem.leaf_ptr[j + 1]]
-        state.score[rows] += problem.values[j] * w[j]
+        span = slice(problem.leaf_ptr[j], problem.leaf_ptr[j + 1])
+        state.score[problem.leaf_rows[span]] += problem.values[j] * w[j] * entries[span]
     state.residual[:] = problem.y - np.exp(state.score)
     state.residual_sum[0] = problem.sample_weight @ state.residual
+
+
+def _entries(problem):
+    """``e_ij`` at every position (``solver.problem``): 1 for a rule's rows, the linear terms' values after."""
+    entries = np.ones(problem.leaf_rows.shape[0])
+    entries[problem.linear_start :] = problem.linear_values
+    return entries
