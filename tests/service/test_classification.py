@@ -96,9 +96,14 @@ def test_a_string_labelled_table_is_classified_and_agrees_with_the_library(stack
     log_odds = library.decision_function(rows)
     np.testing.assert_allclose(probability(log_odds), probabilities, rtol=0, atol=1e-12)
     assert len(answer["explanations"]) == len(rows) == len(answer["contributions"])
-    for ids, contributions, score in zip(answer["explanations"], answer["contributions"], log_odds):
+    # the rules that fired, then every linear term (the library's explain, entry for entry)
+    fired = library.explain(rows)
+    assert answer["explanations"] == [[entry["id"] for entry in row if "id" in entry] for row in fired]
+    linear = [[entry["contribution"] for entry in row if "linear" in entry] for row in fired]
+    assert answer.get("linear_contributions") == (linear if library.rule_ensemble_.linear else None)
+    for ids, contributions, terms, score in zip(answer["explanations"], answer["contributions"], linear, log_odds):
         assert len(ids) == len(contributions)
-        assert sum(contributions) == pytest.approx(score - model["intercept"], abs=1e-9)
+        assert sum(contributions) + sum(terms) == pytest.approx(score - model["intercept"], abs=1e-9)
 
 
 def test_a_three_class_text_target_is_multiclass(stack):

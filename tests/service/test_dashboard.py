@@ -21,6 +21,7 @@ import uvicorn
 from redis import Redis
 
 from app.main import create_app
+from solver import PathSpec
 from tests.support.data import ABALONE, FIRST_ABALONE_ROW, REPO_ROOT
 from tests.support.service import WorkerProcess, make_settings, remove_session_keys
 from tests.support.synthetic import GRADES, grades_table, visits_table
@@ -182,7 +183,11 @@ def test_the_whole_product_from_the_browser(served, browser):
     rules = api.get(f"/v1/jobs/{job_id}/steps/{clicked}/rules").json()
     assert fact(page, "n_rules") == str(rules["n_rules"])
     assert float(fact(page, "val_loss")) == pytest.approx(rules["val_loss"], rel=1e-5)
-    expect(page.locator("#step table.data tbody tr")).to_have_count(len(rules["rules"]["rules"]))  # leaves merged
+    # the rules table (leaves merged), then the linear terms' (linear terms are on by default)
+    expect(page.locator("#step table.data tbody tr[data-rule]")).to_have_count(len(rules["rules"]["rules"]))
+    linear = rules["rules"].get("linear", [])
+    assert rules["n_linear"] == len(linear) and rules["n_rules"] == len(rules["rules"]["rules"]) + len(linear)
+    expect(page.locator("#linear-terms table.data tbody tr[data-linear]")).to_have_count(len(linear))
     expect(page.locator("#step .tree-figure").first).to_be_visible()  # the trees load after the rules
     all_trees = page.get_by_role("button", name=re.compile("Draw all"))
     if all_trees.count():
@@ -221,7 +226,10 @@ def test_the_whole_product_from_the_browser(served, browser):
     expect(page.locator("#prediction")).to_be_visible()
     answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [ROW]}).json()
     assert float(page.locator("#prediction").inner_text()) == pytest.approx(answer["predictions"][0], rel=1e-5)
-    expect(page.locator("#score table.data tbody tr")).to_have_count(len(answer["explanations"][0]))
+    expect(page.locator("#score table.data tbody tr[data-rule]")).to_have_count(len(answer["explanations"][0]))
+    scored_linear = (answer.get("linear_contributions") or [[]])[0]  # every linear term of the model, per row
+    assert len(scored_linear) == len(model["ensemble"].get("linear", []))
+    expect(page.locator("#score table.data tbody tr[data-linear]")).to_have_count(len(scored_linear))
     shoot(page, "model")
 
     # every view has its own URL: reloads and deep links show the same thing (the key kept for the tab)
@@ -291,7 +299,8 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     rules = api.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
     table = page.locator("#step table.data")
     assert table.locator("thead th").all_inner_texts()[2:9] == GRADES
-    expect(table.locator("tbody tr")).to_have_count(len(rules["rules"]["rules"]))
+    expect(table.locator("tbody tr[data-rule]")).to_have_count(len(rules["rules"]["rules"]))
+    expect(page.locator("#linear-terms tbody tr[data-linear]")).to_have_count(len(rules["rules"].get("linear", [])))
     first = rules["rules"]["rules"][0]
     row = table.locator(f"tbody tr[data-rule='{first['id']}']")
     shown = [float(text) for text in row.locator("td.wide-only .class-amount").all_inner_texts()]
@@ -317,7 +326,9 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     shown = page.locator(f"#probabilities li[data-class='{answer['predictions'][0]}'] .mono").inner_text()
     best = max(answer["probabilities"][0])
     assert float(shown) == pytest.approx(best, rel=1e-3)
-    expect(page.locator("#score table.data tbody tr")).to_have_count(len(answer["explanations"][0]))
+    expect(page.locator("#score table.data tbody tr[data-rule]")).to_have_count(len(answer["explanations"][0]))
+    scored_linear = (answer.get("linear_contributions") or [[]])[0]
+    expect(page.locator("#score table.data tbody tr[data-linear]")).to_have_count(len(scored_linear))
     expect(page.locator("#model-metrics")).to_contain_text("validation log loss")
     shoot(page, "multiclass-model")
 
@@ -359,15 +370,19 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
     page.get_by_label("API key").fill(API_KEY)
     page.get_by_role("button", name="Use", exact=True).click()
 
-    # the three settings, with the API's defaults
+    # the three settings, with the API's defaults: PathSpec's, through the request schema
+    request = api.get("/openapi.json").json()["components"]["schemas"]["PathJobRequest"]["properties"]
+    defaults = PathSpec()
+    assert request["candidates"]["default"] == defaults.candidates
+    assert request["linear_terms"]["default"] is defaults.linear_terms
     candidates = page.get_by_label("Candidate rules", exact=True)
-    expect(candidates).to_have_value("leaves")
+    expect(candidates).to_have_value(defaults.candidates)
     assert candidates.locator("option").all_inner_texts() == ["leaves", "nodes"]
     longest = page.get_by_label("Longest rule (conditions)", exact=True)
     expect(longest).to_have_attribute("type", "number")
     expect(longest).to_have_value("")
     linear = page.get_by_label("Linear terms", exact=True)
-    expect(linear).not_to_be_checked()
+    expect(linear).to_be_checked(checked=defaults.linear_terms)
     candidates.select_option("nodes")
     longest.fill("2")
     linear.check()

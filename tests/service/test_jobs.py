@@ -63,13 +63,17 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert selected["val_loss"] == min(s["val_loss"] for s in result["steps"] if s["n_rules"] <= 15)
 
     step_rules = client.get(f"/v1/jobs/{job['id']}/steps/{result['selected']}/rules").json()
-    assert step_rules["selected"] and len(step_rules["rules"]["rules"]) == selected["n_rules"]
+    # a step's n_rules counts every term the budget counts: rules and linear terms (the default: linear_terms)
+    linear = step_rules["rules"].get("linear", [])
+    assert step_rules["selected"] and step_rules["n_linear"] == len(linear)
+    assert len(step_rules["rules"]["rules"]) + len(linear) == selected["n_rules"]
     assert_problem(client.get(f"/v1/jobs/{job['id']}/steps/999/rules"), 404, "step")
 
     promoted = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings"})
     assert promoted.status_code == 201, promoted.text
     model = client.get(promoted.headers["Location"]).json()
-    assert model["version"] >= 1 and model["n_rules"] == selected["n_rules"]
+    assert model["version"] >= 1 and model["n_rules"] + model["n_linear"] == selected["n_rules"]
+    assert model["n_rules"] == len(step_rules["rules"]["rules"]) and model["metrics"]["n_rules"] == selected["n_rules"]
     assert model["provenance"]["forest_id"] == forest_id and model["provenance"]["step"] == result["selected"]
     assert model["metrics"]["val_loss"] == selected["val_loss"]
 
@@ -83,7 +87,15 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert np.allclose(predictions, rules.predict(X), rtol=0, atol=1e-9)
     same_step = RuleEnsemble.from_dict(step_rules["rules"])
     assert np.allclose(predictions, same_step.predict(X), rtol=0, atol=1e-9)
-    assert scored.json()["explanations"] == [[rule["id"] for rule in fired] for fired in rules.explain(X)]
+    explained = rules.explain(X)  # the rules that fired, then every linear term ({"linear": k}: no id)
+    assert scored.json()["explanations"] == [[entry["id"] for entry in row if "id" in entry] for row in explained]
+    if rules.linear:
+        assert np.allclose(
+            scored.json()["linear_contributions"],
+            [[entry["contribution"] for entry in row if "linear" in entry] for row in explained],
+            rtol=0,
+            atol=1e-9,
+        )
 
     records = frame.head(20).to_dict(orient="records")
     for body in (
@@ -98,7 +110,8 @@ def test_upload_train_path_promote_predict(stack, abalone):
         assert "explanations" not in response.json()
 
     second = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings", "step": 0}).json()
-    assert second["version"] == model["version"] + 1 and second["n_rules"] == result["steps"][0]["n_rules"]
+    assert second["version"] == model["version"] + 1
+    assert second["n_rules"] + second["n_linear"] == result["steps"][0]["n_rules"]
 
 
 def test_bad_scoring_requests_name_the_fault(stack, abalone):

@@ -117,7 +117,9 @@ def test_a_seven_class_text_table_goes_through_the_api_and_agrees_with_the_libra
     assert promoted.status_code == 201, promoted.text
     model = promoted.json()
     assert model["loss"] == "multinomial" and model["classes"] == GRADES
-    assert model["intercept"] == pytest.approx(list(library.intercept_), abs=0)
+    # the rule ensemble's intercept (it holds each linear term's -coefficient * centre; the estimator's
+    # intercept_ is the path's, paired with coef_)
+    assert model["intercept"] == pytest.approx(list(library.rule_ensemble_.intercept), abs=0)
     assert model["metrics"]["val_accuracy"] == selected["val_accuracy"]
     assert model["metrics"]["val_auc"] == selected["val_auc"]
 
@@ -132,11 +134,13 @@ def test_a_seven_class_text_table_goes_through_the_api_and_agrees_with_the_libra
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     np.testing.assert_allclose(probabilities, library.predict_proba(rows), rtol=0, atol=1e-12)
     scores = library.decision_function(rows)
-    fired = library.explain(rows)
-    assert [[rule["id"] for rule in row] for row in fired] == answer["explanations"]
-    for contributions, score in zip(answer["contributions"], scores):
-        assert all(len(amounts) == len(GRADES) for amounts in contributions)
-        total = np.sum(contributions, axis=0) if contributions else np.zeros(len(GRADES))
+    fired = library.explain(rows)  # the rules that fired, then every linear term ({"linear": k}: no id)
+    assert [[entry["id"] for entry in row if "id" in entry] for row in fired] == answer["explanations"]
+    linear = [[entry["contribution"] for entry in row if "linear" in entry] for row in fired]
+    assert answer.get("linear_contributions") == (linear if library.rule_ensemble_.linear else None)
+    for contributions, terms, score in zip(answer["contributions"], linear, scores):
+        assert all(len(amounts) == len(GRADES) for amounts in contributions + terms)
+        total = np.sum(contributions + terms, axis=0) if contributions + terms else np.zeros(len(GRADES))
         np.testing.assert_allclose(total, score - np.array(model["intercept"]), rtol=0, atol=1e-9)
     assert any(answer["contributions"])  # some row has a rule that fired
 
@@ -190,8 +194,12 @@ def test_a_count_table_goes_through_the_api_and_agrees_with_the_library(stack):
     rates = np.array(answer["predictions"])
     assert (rates > 0).all()  # a rate is never below zero, whatever the rules add
     np.testing.assert_allclose(rates, library.predict(rows), rtol=1e-15, atol=0)
-    for contributions, rate in zip(answer["contributions"], rates):
-        assert sum(contributions) == pytest.approx(np.log(rate) - model["intercept"], abs=1e-9)
+    fired = library.explain(rows)  # the rules that fired, then every linear term
+    assert [[entry["id"] for entry in row if "id" in entry] for row in fired] == answer["explanations"]
+    linear = [[entry["contribution"] for entry in row if "linear" in entry] for row in fired]
+    assert answer.get("linear_contributions") == (linear if library.rule_ensemble_.linear else None)
+    for contributions, terms, rate in zip(answer["contributions"], linear, rates):
+        assert sum(contributions) + sum(terms) == pytest.approx(np.log(rate) - model["intercept"], abs=1e-9)
 
     sql = exported(client, model["id"], "sql")
     _header, *values = sql_rows(sql, rows)
