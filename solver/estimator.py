@@ -100,9 +100,13 @@ class _FireEstimator(BaseEstimator):
     ----------
     forest_ : TreeEnsemble; estimator_ : the fitted scikit-learn forest (None when ``forest`` is given as a
     TreeEnsemble); encoding_ : TableEncoding of the training table (None for numeric input);
-    path_ : list of dicts, one per step (``solver.path.PathStep``); coef_path_ : scipy.sparse CSR (steps x
-    leaves, or leaves x classes row-major); selected_step_ : int; coef_ : leaf weights of the selected step ((R,),
-    or (R, K) for K classes); intercept_ : float, or (K,) for K classes;
+    candidates_ : Candidates (``solver.candidates``: the path's columns, rules from the forest's leaves or nodes,
+    then linear terms); path_ : list of dicts, one per step (``solver.path.PathStep``); coef_path_ : scipy.sparse
+    CSR (steps x terms, or terms x classes row-major); selected_step_ : int; coef_ : the weights of the selected
+    step, one per candidate term ((R,), or (R, K) for K classes; ``candidates_.matrix(leaves, X) @ coef_`` plus
+    ``intercept_`` is the score); intercept_ : float, or (K,) for K classes: the selected step's, paired with
+    ``coef_`` (the rule ensemble's also holds each linear term's ``-coefficient * centre``; a model read by
+    ``from_dict``, which has no ``coef_``, holds the rule ensemble's);
     n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : its rules (a tuple of
     ``solver.rule_types.Rule``);
     n_features_in_, feature_names_in_ (the original columns).
@@ -182,14 +186,14 @@ class _FireEstimator(BaseEstimator):
             encoding=self.encoding_,
             classes=getattr(self, "classes_", None),
         )
-        self.estimator_, self.forest_ = fit.estimator, fit.forest
+        self.estimator_, self.forest_, self.candidates_ = fit.estimator, fit.forest, fit.candidates
         self.path_ = [step.to_dict() for step in fit.path.steps]
         self.coef_path_ = fit.path.coef_path
         self.lambda_max_ = fit.path.lambda_max
         self.n_iter_ = sum(step.n_iter for step in fit.path.steps)
         self.selected_step_ = fit.selected
         self.coef_ = fit.path.coef(fit.selected)
-        self.intercept_ = _intercept(fit.rules.intercept)
+        self.intercept_ = _intercept(fit.path.intercepts[fit.selected])
         self.rule_ensemble_ = fit.rules
         return self
 
@@ -282,7 +286,7 @@ class _FireEstimator(BaseEstimator):
 
 
 def _intercept(intercept):
-    """A rule ensemble's intercept as the estimator shows it: a float, or an array (K,) for K classes."""
+    """An intercept as the estimator shows it: a float, or an array (K,) for K classes."""
     return float(intercept) if np.ndim(intercept) == 0 else np.asarray(intercept, dtype=np.float64)
 
 

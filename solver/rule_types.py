@@ -109,15 +109,7 @@ class Condition:
         if not isinstance(entry, Mapping):
             raise RuleSchemaError(field, "must be a condition object")
         check_keys(field, entry, _CONDITION_KEYS, _REQUIRED_CONDITION_KEYS, RuleSchemaError)
-        index = entry["feature_index"]
-        if not is_integer(index) or not 0 <= index < len(feature_names):
-            raise RuleSchemaError(
-                f"{field}/feature_index", f"is {index!r} but must be a column index in [0, {len(feature_names)})"
-            )
-        if entry["feature"] != feature_names[index]:
-            raise RuleSchemaError(
-                f"{field}/feature", f"is {entry['feature']!r} but feature_names[{index}] is {feature_names[index]!r}"
-            )
+        index = _feature_index(entry, field, feature_names)
         if entry["operator"] not in OPERATORS:
             raise RuleSchemaError(f"{field}/operator", f"is {entry['operator']!r} but must be '<=' or '>'")
         if not isinstance(entry["missing"], bool):
@@ -283,15 +275,7 @@ class LinearTerm:
         if not isinstance(entry, Mapping):
             raise RuleSchemaError(field, "must be a linear term object")
         check_keys(field, entry, _LINEAR_KEYS, _REQUIRED_LINEAR_KEYS, RuleSchemaError)
-        index = entry["feature_index"]
-        if not is_integer(index) or not 0 <= index < len(feature_names):
-            raise RuleSchemaError(
-                f"{field}/feature_index", f"is {index!r} but must be a column index in [0, {len(feature_names)})"
-            )
-        if entry["feature"] != feature_names[index]:
-            raise RuleSchemaError(
-                f"{field}/feature", f"is {entry['feature']!r} but feature_names[{index}] is {feature_names[index]!r}"
-            )
+        index = _feature_index(entry, field, feature_names)
         coefficient = amount(entry["coefficient"], f"{field}/coefficient")
         lower = require_finite(entry["lower"], f"{field}/lower", RuleSchemaError)
         upper = require_finite(entry["upper"], f"{field}/upper", RuleSchemaError)
@@ -373,3 +357,17 @@ def _origin_to_dict(origin: Member | Rule) -> dict:
         for key, value in values.items()
         if key not in origin.omitted and (value is not None or key in _NULLABLE)
     }
+
+
+def _feature_index(entry, field: str, feature_names: Sequence[str]) -> int:
+    """The checked ``feature_index`` of an entry naming its feature (``feature``) among ``feature_names``."""
+    index = entry["feature_index"]
+    if not is_integer(index) or not 0 <= index < len(feature_names):
+        raise RuleSchemaError(
+            f"{field}/feature_index", f"is {index!r} but must be a column index in [0, {len(feature_names)})"
+        )
+    if entry["feature"] != feature_names[index]:
+        raise RuleSchemaError(
+            f"{field}/feature", f"is {entry['feature']!r} but feature_names[{index}] is {feature_names[index]!r}"
+        )
+    return index

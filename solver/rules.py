@@ -533,15 +533,7 @@ class RuleEnsemble:
         n_antecedents = document.get("n_antecedents")
         if n_antecedents is not None:
             n_antecedents = count(n_antecedents, "n_antecedents")
-        entries = document["rules"]
-        if not isinstance(entries, list):
-            raise RuleSchemaError("rules", "must be a list of rule objects")
-        if len(entries) > MAX_RULES:
-            raise RuleSchemaError("rules", f"has {len(entries)} rules, above the limit of {MAX_RULES}")
-        rules = [Rule.from_dict(entry, f"rules/{r}", feature_names) for r, entry in enumerate(entries)]
-        for r, entry in enumerate(entries):
-            if entry.get("id", r) != r:
-                raise RuleSchemaError(f"rules/{r}/id", f"is {entry['id']!r}: a rule's id is its position {r}")
+        rules = _entries(document, "rules", "rule", Rule.from_dict, feature_names)
         response = document.get("response")
         if response is not None and not isinstance(response, str):
             raise RuleSchemaError("response", "must be a string or null")
@@ -637,18 +629,24 @@ def _check_linear_entries(document: Mapping[str, Any], feature_names: list[str])
     """The linear terms of an untrusted document (none where it has no ``linear``)."""
     if "linear" not in document:
         return []
-    entries = document["linear"]
     if document["version"] < 3:
         raise RuleSchemaError("linear", f"is a version 3 key, but the document is version {document['version']}")
+    return _entries(document, "linear", "linear term", LinearTerm.from_dict, feature_names)
+
+
+def _entries(document, key: str, noun: str, read, feature_names) -> list:
+    """The list ``document[key]`` of untrusted entries, each read by ``read(entry, field, feature_names)`` and
+    holding its position as its ``id`` where it gives one."""
+    entries = document[key]
     if not isinstance(entries, list):
-        raise RuleSchemaError("linear", "must be a list of linear term objects")
+        raise RuleSchemaError(key, f"must be a list of {noun} objects")
     if len(entries) > MAX_RULES:
-        raise RuleSchemaError("linear", f"has {len(entries)} terms, above the limit of {MAX_RULES}")
-    linear = [LinearTerm.from_dict(entry, f"linear/{k}", feature_names) for k, entry in enumerate(entries)]
+        raise RuleSchemaError(key, f"has {len(entries)} entries, above the limit of {MAX_RULES}")
+    read_entries = [read(entry, f"{key}/{k}", feature_names) for k, entry in enumerate(entries)]
     for k, entry in enumerate(entries):
         if entry.get("id", k) != k:
-            raise RuleSchemaError(f"linear/{k}/id", f"is {entry['id']!r}: a linear term's id is its position {k}")
-    return linear
+            raise RuleSchemaError(f"{key}/{k}/id", f"is {entry['id']!r}: a {noun}'s id is its position {k}")
+    return read_entries
 
 
 def _as_amount(value) -> Amount:

@@ -12,7 +12,7 @@ from sklearn.ensemble import (
 )
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solver import FireClassifier, FireRegressor, TreeEnsemble, leaf_matrix
+from solver import FireClassifier, FireRegressor, TreeEnsemble
 from solver.fitting import holdout_split
 from tests.support.data import DATA
 
@@ -80,11 +80,11 @@ def test_given_forest_is_used_as_is_and_predictions_are_rule_sums(housing):
     )
     assert model.estimator_ is forest
     ensemble = TreeEnsemble.from_sklearn(forest)
-    expected = model.intercept_ + leaf_matrix(ensemble, X.to_numpy()).matvec(model.coef_)
+    expected = model.intercept_ + model.candidates_.matrix(ensemble.apply(X), X.to_numpy()).matvec(model.coef_)
     np.testing.assert_allclose(model.predict(X), expected, rtol=1e-12, atol=1e-12)
     fired = model.explain(X[:20])
     for row, rules in zip(model.predict(X[:20]), fired):
-        assert row == pytest.approx(model.intercept_ + sum(model.rules_[hit["id"]].contribution for hit in rules))
+        assert row == pytest.approx(model.rule_ensemble_.intercept + sum(hit["contribution"] for hit in rules))
 
 
 def test_missing_values_are_routed_and_rendered():

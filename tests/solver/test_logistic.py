@@ -228,7 +228,10 @@ def test_classifier_end_to_end_on_a_text_table(hmda):
     score = model.decision_function(X[1800:])
     encoded = model.encoding_.encode_frame(X[1800:])
     np.testing.assert_allclose(
-        score, model.intercept_ + leaf_matrix(model.forest_, encoded).matvec(model.coef_), rtol=0, atol=1e-12
+        score,
+        model.intercept_ + model.candidates_.matrix(model.forest_.apply(encoded), encoded).matvec(model.coef_),
+        rtol=0,
+        atol=1e-12,
     )
     proba = model.predict_proba(X[1800:])
     np.testing.assert_allclose(proba[:, 1], 1.0 / (1.0 + np.exp(-score)), rtol=0, atol=1e-12)
