@@ -12,6 +12,7 @@ from solver import TableEncoding, TreeEnsemble, count_antecedents, leaf_matrix
 from solver.rule_types import Condition, Member, Rule
 from solver.rules import RuleEnsemble, RuleSchemaError
 from tests.support.data import DATA
+from tests.support.documents import with_value_at
 
 HOUSING = DATA / "california_housing_3000.csv.gz"
 
@@ -288,12 +289,7 @@ VALID = {
     ],
 )
 def test_from_dict_reports_the_offending_field(path, value, field):
-    document = copy.deepcopy(VALID)
-    *parents, last = path.split("/")
-    target = document
-    for key in parents:
-        target = target[int(key)] if isinstance(target, list) else target[key]
-    target[int(last) if isinstance(target, list) else last] = value
+    document = with_value_at(VALID, path, value)
     with pytest.raises(RuleSchemaError) as error:
         RuleEnsemble.from_dict(document)
     assert error.value.field == field and isinstance(error.value, ValueError)

@@ -2,7 +2,6 @@
 solver.export: scores as the mapping matrix gives them, the document read back, the exports computing the
 model's mean (probabilities, rates) on rows with missing values and a text column."""
 
-import copy
 import json
 import sqlite3
 from typing import NamedTuple
@@ -18,6 +17,7 @@ from solver.export import export_rules, to_python, to_sql
 from solver.rule_types import Rule
 from solver.rules import RuleEnsemble, RuleSchemaError
 from tests.support.data import ABALONE
+from tests.support.documents import with_value_at
 
 CLASSES = ["young", 'mid "aged"', 3]  # a label that needs quoting in SQL, and a number
 
@@ -302,13 +302,8 @@ PER_CLASS = {
     ],
 )
 def test_per_class_documents_name_the_offending_field(path, value, field):
-    document = copy.deepcopy(PER_CLASS)
-    RuleEnsemble.from_dict(document)  # valid as it is
-    *parents, last = path.split("/")
-    target = document
-    for key in parents:
-        target = target[int(key)] if isinstance(target, list) else target[key]
-    target[int(last) if isinstance(target, list) else last] = value
+    RuleEnsemble.from_dict(PER_CLASS)  # valid as it is
+    document = with_value_at(PER_CLASS, path, value)
     with pytest.raises(RuleSchemaError) as error:
         RuleEnsemble.from_dict(document)
     assert error.value.field == field

@@ -15,6 +15,7 @@ from solver.candidates import Candidates, LinearTerms
 from solver.export import to_python, to_sql
 from solver.rule_types import LinearTerm
 from solver.rules import RuleEnsemble, RuleSchemaError
+from tests.support.documents import with_value_at
 from tests.support.exports import python_predictions, sql_predictions
 
 NAMES = ["a", "b", "c", "d"]
@@ -273,12 +274,7 @@ LINEAR = {
     ],
 )
 def test_linear_documents_name_the_offending_field(path, value, field):
-    document = copy.deepcopy(LINEAR)
-    *parents, last = path.split("/")
-    target = document
-    for key in parents:
-        target = target[int(key)] if isinstance(target, list) else target[key]
-    target[int(last) if isinstance(target, list) else last] = value
+    document = with_value_at(LINEAR, path, value)
     with pytest.raises(RuleSchemaError) as error:
         RuleEnsemble.from_dict(document)
     assert error.value.field == field
