@@ -262,10 +262,12 @@ def test_class_and_sample_weights_change_the_fit(hmda):
     forest = GradientBoostingClassifier(n_estimators=30, max_depth=2, random_state=0).fit(
         TableEncoding.infer(X).encode_frame(X), y
     )
-    plain = FireClassifier(forest=forest, n_lambdas=15, random_state=0).fit(X, y)
-    balanced = FireClassifier(forest=forest, n_lambdas=15, class_weight="balanced", random_state=0).fit(X, y)
+    plain = FireClassifier(forest=forest, n_lambdas=15, max_rules=15, random_state=0).fit(X, y)
+    balanced = FireClassifier(forest=forest, n_lambdas=15, max_rules=15, class_weight="balanced", random_state=0).fit(
+        X, y
+    )
     assert balanced.predict_proba(X)[:, 1].mean() > plain.predict_proba(X)[:, 1].mean() + 0.1
-    as_weights = FireClassifier(forest=forest, n_lambdas=15, random_state=0).fit(
+    as_weights = FireClassifier(forest=forest, n_lambdas=15, max_rules=15, random_state=0).fit(
         X, y, sample_weight=np.where(y == "yes", (y == "no").mean() / (y == "yes").mean(), 1.0)
     )
     # the same problem solved twice to the solver's tolerance (no polish for the logistic loss by default)
