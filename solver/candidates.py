@@ -86,16 +86,6 @@ class LinearTerms:
         terms = (np.clip(X[:, self.features], self.lower, self.upper) - self.center) * self.scale
         return np.ascontiguousarray(np.where(np.isnan(terms), 0.0, terms))
 
-    def to_dict(self) -> dict:
-        return {
-            "features": self.features.tolist(),
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "center": self.center.tolist(),
-            "scale": self.scale.tolist(),
-            "quantile": self.quantile,
-        }
-
 
 _DTYPES = (np.int64, np.float64, np.float64, np.float64, np.float64)
 
@@ -206,8 +196,12 @@ class Candidates:
                     columns["trees"].append(t)
                     columns["nodes"].append(node)
                     columns["depths"].append(depth[node])
-                    leaf = forest.leaf_offsets[t] + leaf_position.get(node, 0)
-                    columns["values"].append(1.0 if kind == "nodes" else float(forest.leaf_values[leaf]))
+                    if kind == "nodes":
+                        columns["values"].append(1.0)
+                    else:
+                        columns["values"].append(
+                            float(forest.leaf_values[forest.leaf_offsets[t] + leaf_position[node]])
+                        )
                     path = []
                     above = parent[node]
                     while above != -1:

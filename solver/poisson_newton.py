@@ -98,10 +98,12 @@ def move_to(problem, state, w, intercept):
     state.w[:] = w
     state.intercept[0] = intercept
     state.score[:] = intercept
-    entries = _entries(problem)
     for j in np.flatnonzero(w):
-        span = slice(problem.leaf_ptr[j], problem.leaf_ptr[j + 1])
-        state.score[problem.leaf_rows[span]] += problem.values[j] * w[j] * entries[span]
+        start, stop = problem.leaf_ptr[j], problem.leaf_ptr[j + 1]
+        change = problem.values[j] * w[j]
+        if j >= problem.first_linear:  # a linear term's rows move by its value: e_ij (solver.problem)
+            change = change * problem.linear_values[start - problem.linear_start : stop - problem.linear_start]
+        state.score[problem.leaf_rows[start:stop]] += change
     state.residual[:] = problem.y - np.exp(state.score)
     state.residual_sum[0] = problem.sample_weight @ state.residual
 
