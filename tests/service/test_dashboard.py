@@ -110,6 +110,16 @@ def fact(page, field: str, scope: str = "#step-facts") -> str:
     return page.locator(f"{scope} dd[data-field='{field}']").inner_text()
 
 
+def promote(page, name: str, button=re.compile(r"Promote step \d+ to a model")) -> str:
+    """Promote the step on screen to model ``name`` through its dialog (``button``: the confirming button's name);
+    returns the new model's id from the page it lands on."""
+    page.get_by_text("Promote this step to a model").click()
+    page.get_by_label("Model name").fill(name)
+    page.get_by_role("button", name=button).click()
+    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
+    return page.url.rsplit("/", 1)[1]
+
+
 def record_progress_texts(page) -> None:
     """Keep every text the page shows in a progress field, in order, in window.progressSeen."""
     page.evaluate("""() => {
@@ -210,11 +220,7 @@ def test_the_whole_product_from_the_browser(served, browser):
     shoot(page, "job-step")
 
     # promote the step, then score a row typed into the form
-    page.get_by_text("Promote this step to a model").click()
-    page.get_by_label("Model name").fill("abalone-dashboard")
-    page.get_by_role("button", name=f"Promote step {clicked} to a model").click()
-    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
-    model_id = page.url.rsplit("/", 1)[1]
+    model_id = promote(page, "abalone-dashboard", button=f"Promote step {clicked} to a model")
     model = api.get(f"/v1/models/{model_id}").json()
     assert model["provenance"]["step"] == clicked and model["n_rules"] == len(rules["rules"]["rules"])
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Model abalone-dashboard v{model['version']}")
@@ -310,11 +316,7 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     shoot(page, "multiclass-job-step")
 
     # promoted, a row scores to a class with a probability per class and the rules that fired
-    page.get_by_text("Promote this step to a model").click()
-    page.get_by_label("Model name").fill("grades-dashboard")
-    page.get_by_role("button", name=re.compile(r"Promote step \d+ to a model")).click()
-    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
-    model_id = page.url.rsplit("/", 1)[1]
+    model_id = promote(page, "grades-dashboard")
     page.get_by_label("region", exact=True).select_option(GRADES_ROW["region"])
     for column in ("size", "age", "score"):
         page.get_by_label(column, exact=True).fill(str(GRADES_ROW[column]))
@@ -424,11 +426,7 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
     shoot(page, "terms-job-step")
 
     # promoted, a row scores with the rules that fired and what each linear term added
-    page.get_by_text("Promote this step to a model").click()
-    page.get_by_label("Model name").fill("abalone-terms-dashboard")
-    page.get_by_role("button", name=re.compile(r"Promote step \d+ to a model")).click()
-    page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
-    model_id = page.url.rsplit("/", 1)[1]
+    model_id = promote(page, "abalone-terms-dashboard")
     page.get_by_label("Sex", exact=True).select_option(ROW["Sex"])
     for column, value in ROW.items():
         if column != "Sex":
