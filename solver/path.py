@@ -6,10 +6,11 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import softmax
 from sklearn.metrics import roc_auc_score
 
 from . import gbcd, multinomial, poisson_newton
-from .datafits import LOGISTIC, MULTINOMIAL, POISSON, SQUARED, mean_loss, multinomial_log_loss
+from .datafits import LOGISTIC, MULTINOMIAL, POISSON, SQUARED, mean_loss, multinomial_log_loss, probability
 from .leaf_matrix import count_antecedents
 from .polish import polish
 from .problem import Problem, State
@@ -19,12 +20,28 @@ SOLVERS = {"greedy": gbcd.solve_greedy, "cyclic": gbcd.solve_cyclic}
 CLASS_SOLVERS = {"greedy": multinomial.solve_greedy, "cyclic": multinomial.solve_cyclic}
 
 
+# the metrics of a step beside its losses (those of its loss; see PathStep), each as a train_* and a val_* field
+METRIC_NAMES = ("auc", "accuracy", "mae", "r2", "rmse", "brier")
+METRICS = tuple(f"{rows}_{name}" for name in METRIC_NAMES for rows in ("train", "val"))
+
+
 @dataclass
 class PathStep:
-    """What one lambda step of a path produced. Losses are per-row means: squared error, log loss for the
-    logistic loss, which also records AUC and accuracy (label 1 where the score is positive), or the Poisson
-    deviance, which also records the mean absolute error of the rate; the metrics a path does not have (no
-    validation rows, a squared loss) are None. JSON-ready through ``to_dict``."""
+    """What one lambda step of a path produced, on the training rows (weighted by ``sample_weight``) and the
+    validation rows. Losses are per-row means, beside the metrics people read for each loss:
+
+    - squared loss: the loss is the mean squared error (not halved); ``r2`` (1 - MSE / variance of the target,
+      scikit-learn's ``r2_score``; None where the target is constant), ``rmse`` (its square root) and ``mae``
+      (mean absolute error of the prediction);
+    - logistic and multinomial losses: the loss is the mean log loss; ``auc`` (macro one-vs-rest for K classes),
+      ``accuracy`` (label 1 where the score is positive; the most probable class) and ``brier``, the Brier
+      score: for two classes the mean (p - y)^2 of the probability of label 1, in [0, 1]; for K classes the
+      mean over rows of sum_k (p_k - 1[y = k])^2, in [0, 2] (Brier's definition). Both are scikit-learn's
+      ``brier_score_loss`` with its default ``scale_by_half="auto"`` (which halves only the binary score);
+    - Poisson loss: the loss is the mean Poisson deviance; ``mae`` of the rate.
+
+    The metrics a path does not have (another loss's, or every ``val_*`` without validation rows) are None.
+    JSON-ready through ``to_dict``."""
 
     index: int
     lambda_s: float
@@ -40,6 +57,12 @@ class PathStep:
     val_accuracy: float | None
     train_mae: float | None
     val_mae: float | None
+    train_r2: float | None
+    val_r2: float | None
+    train_rmse: float | None
+    val_rmse: float | None
+    train_brier: float | None
+    val_brier: float | None
     objective: float
     n_iter: int
     converged: bool
@@ -50,10 +73,9 @@ class PathStep:
 
     @classmethod
     def from_dict(cls, record):
-        """The step of a ``to_dict()`` record (keys it does not know are ignored; the classification metrics
+        """The step of a ``to_dict()`` record (keys it does not know are ignored; the metrics beside the losses
         may be missing, as in records written before they existed)."""
-        optional = {"train_auc", "val_auc", "train_accuracy", "val_accuracy", "train_mae", "val_mae"}
-        return cls(**{f.name: record.get(f.name) if f.name in optional else record[f.name] for f in fields(cls)})
+        return cls(**{f.name: record.get(f.name) if f.name in METRICS else record[f.name] for f in fields(cls)})
 
 
 def best_step(steps, max_rules=None, selection=PathSpec().selection):
@@ -329,12 +351,11 @@ def _record_step(
         n_antecedents=n_antecedents,
         train_loss=train["loss"],
         val_loss=val.get("loss"),
-        train_auc=train.get("auc"),
-        val_auc=val.get("auc"),
-        train_accuracy=train.get("accuracy"),
-        val_accuracy=val.get("accuracy"),
-        train_mae=train.get("mae"),
-        val_mae=val.get("mae"),
+        **{
+            f"{rows}_{name}": found.get(name)
+            for rows, found in (("train", train), ("val", val))
+            for name in METRIC_NAMES
+        },
         objective=float(objective),
         n_iter=int(n_iter),
         converged=bool(converged),
@@ -344,20 +365,29 @@ def _record_step(
 
 def _metrics(loss, y, score, sample_weight=None):
     """The step's metrics on rows with targets ``y`` and scores ``score`` (weighted means where weights are
-    given): {"loss"} for the squared loss; {"loss", "auc", "accuracy"} for the logistic loss; {"loss", "mae"} (of
-    the rate) for the Poisson loss."""
+    given), as PathStep defines them: {"loss", "r2", "rmse", "mae"} for the squared loss; {"loss", "auc",
+    "accuracy", "brier"} for the logistic and multinomial losses; {"loss", "mae"} (of the rate) for the Poisson
+    loss."""
     if loss == MULTINOMIAL:
+        indicator = y[:, None] == np.arange(score.shape[1])
         return {
             "loss": multinomial_log_loss(y, score, sample_weight),
             "auc": macro_auc(y, score, sample_weight),
             "accuracy": float(np.average(score.argmax(axis=1) == y, weights=sample_weight)),
+            "brier": float(np.average(((softmax(score, axis=1) - indicator) ** 2).sum(axis=1), weights=sample_weight)),
         }
     metrics = {"loss": mean_loss(loss, y, score, sample_weight)}
+    if loss == SQUARED:
+        variance = np.average((y - np.average(y, weights=sample_weight)) ** 2, weights=sample_weight)
+        metrics["r2"] = float(1.0 - metrics["loss"] / variance) if variance > 0 else None
+        metrics["rmse"] = float(np.sqrt(metrics["loss"]))
+        metrics["mae"] = float(np.average(np.abs(y - score), weights=sample_weight))
     if loss == POISSON:
         metrics["mae"] = float(np.average(np.abs(y - np.exp(score)), weights=sample_weight))
     if loss == LOGISTIC:
         metrics["auc"] = float(roc_auc_score(y, score, sample_weight=sample_weight)) if np.ptp(y) else None
         metrics["accuracy"] = float(np.average((score > 0) == (y == 1), weights=sample_weight))
+        metrics["brier"] = float(np.average((probability(score) - y) ** 2, weights=sample_weight))
     return metrics
 
 
