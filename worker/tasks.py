@@ -35,6 +35,7 @@ from app.core.job_documents import (
     TrainJobSpec,
     TrainResult,
     TrainSummary,
+    step_values,
 )
 from app.core.records import now
 from solver import TreeEnsemble
@@ -155,19 +156,6 @@ class JobRun(Generic[SpecT]):
         self._last_progress = time.monotonic()
         step = self.steps[-1]
         best = best_step(self.steps, path.max_rules, path.selection)
-        best_so_far = (
-            None
-            if best is None
-            else BestStep(
-                step=self.steps[best].index,
-                n_rules=self.steps[best].n_rules,
-                val_loss=self.steps[best].val_loss,
-                train_loss=self.steps[best].train_loss,
-                val_auc=self.steps[best].val_auc,
-                val_accuracy=self.steps[best].val_accuracy,
-                val_mae=self.steps[best].val_mae,
-            )
-        )
         self.records.report_progress(
             self.job_id,
             self.attempt,
@@ -175,17 +163,8 @@ class JobRun(Generic[SpecT]):
                 phase="path",
                 step=step.index + 1,
                 n_steps=path.n_steps,
-                n_rules=step.n_rules,
-                lambda_s=step.lambda_s,
-                train_loss=step.train_loss,
-                val_loss=step.val_loss,
-                train_auc=step.train_auc,
-                val_auc=step.val_auc,
-                train_accuracy=step.train_accuracy,
-                val_accuracy=step.val_accuracy,
-                train_mae=step.train_mae,
-                val_mae=step.val_mae,
-                best=best_so_far,
+                best=None if best is None else BestStep.of(self.steps[best]),
+                **step_values(step, Progress),  # rule count, lambda_s, losses and metrics
             ),
         )
 

@@ -6,7 +6,8 @@ Path and forest settings are the library's own ``PathSpec`` and ``ForestSpec`` (
 the dataclasses they are, so their checks run on every read).
 """
 
-from typing import Annotated, Literal, get_args
+from dataclasses import fields
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_serializer
 
@@ -58,6 +59,13 @@ JobSpec = TrainJobSpec | GridJobSpec | PathJobSpec
 
 # ---- records ------------------------------------------------------------------------------------------------
 
+_STEP_FIELDS = {field.name for field in fields(PathStep)}
+
+
+def step_values(step: PathStep, model: type[Document]) -> dict[str, Any]:
+    """The fields of ``model`` that a path step has (rule count, losses, metrics), as ``model``'s keywords."""
+    return {name: getattr(step, name) for name in model.model_fields if name in _STEP_FIELDS}
+
 
 class BestStep(Document):
     """The best step so far (solver.path.best_step: within the rule budget)."""
@@ -70,7 +78,16 @@ class BestStep(Document):
         None, description="classifiers (logistic, multinomial loss): validation AUC (macro one-vs-rest for K classes)"
     )
     val_accuracy: float | None = Field(None, description="classifiers: validation accuracy")
-    val_mae: float | None = Field(None, description="counts (Poisson loss): validation mean absolute error of the rate")
+    val_brier: float | None = Field(None, description="classifiers: validation Brier score")
+    val_mae: float | None = Field(
+        None, description="regression and counts: validation mean absolute error of the prediction (of the rate)"
+    )
+    val_r2: float | None = Field(None, description="regression (squared loss): validation R²")
+    val_rmse: float | None = Field(None, description="regression (squared loss): validation root mean squared error")
+
+    @classmethod
+    def of(cls, step: PathStep) -> "BestStep":
+        return cls(step=step.index, **step_values(step, cls))
 
 
 class Progress(Document):
@@ -93,11 +110,23 @@ class Progress(Document):
     val_auc: float | None = None
     train_accuracy: float | None = None
     val_accuracy: float | None = None
+    train_brier: float | None = Field(None, description="classifiers only, as val_brier: Brier score")
+    val_brier: float | None = None
+    train_r2: float | None = Field(
+        None,
+        description=(
+            "regression (squared loss) only, as val_r2, train_rmse and val_rmse: R² and root mean squared error; "
+            "the losses are then mean squared error"
+        ),
+    )
+    val_r2: float | None = None
+    train_rmse: float | None = None
+    val_rmse: float | None = None
     train_mae: float | None = Field(
         None,
         description=(
-            "counts (Poisson loss) only, as val_mae: mean absolute error of the rate; the losses are then mean "
-            "Poisson deviance"
+            "regression and counts (Poisson loss), as val_mae: mean absolute error of the prediction (of the rate "
+            "for counts, whose losses are then mean Poisson deviance)"
         ),
     )
     val_mae: float | None = None
@@ -135,7 +164,10 @@ class PathSummary(Document):
     train_loss: float
     val_auc: float | None = Field(None, description="classifiers (logistic, multinomial loss): the selected step's")
     val_accuracy: float | None = None
-    val_mae: float | None = Field(None, description="counts (Poisson loss): the selected step's")
+    val_brier: float | None = None
+    val_r2: float | None = Field(None, description="regression (squared loss): the selected step's, as val_rmse")
+    val_rmse: float | None = None
+    val_mae: float | None = Field(None, description="regression and counts (Poisson loss): the selected step's")
     stop_reason: str
 
 
@@ -211,17 +243,11 @@ class PathResultBase(Document):
     )
 
     def summary(self) -> PathSummary:
-        chosen = self.steps[self.selected]
         return PathSummary(
             n_steps=len(self.steps),
             selected=self.selected,
-            n_rules=chosen.n_rules,
-            val_loss=chosen.val_loss,
-            train_loss=chosen.train_loss,
-            val_auc=chosen.val_auc,
-            val_accuracy=chosen.val_accuracy,
-            val_mae=chosen.val_mae,
             stop_reason=self.stop_reason,
+            **step_values(self.steps[self.selected], PathSummary),
         )
 
 
