@@ -19,7 +19,7 @@ from app.api.deps import CpuLane, require_redis, require_tenant
 from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
-from app.api.routes import datasets, forests, health, jobs, models
+from app.api.routes import datasets, forests, health, jobs, models, registered_models
 from app.api.schemas import PredictRequest
 from app.core.config import Settings, get_settings
 from app.core.connections import REDIS_FAILURES
@@ -30,6 +30,7 @@ DASHBOARD = Path(__file__).parent / "static"
 PROBE_SECONDS = 0.5
 GIL_SWITCH_SECONDS = 0.001
 UPLOAD_ROUTES = {("POST", "/v1/datasets"), ("POST", "/v1/forests")}  # they count their bodies themselves
+SCORING_PATHS = ("/predict", "/invocations", "/infer")  # bodies up to FIRE_MAX_SCORING_BYTES
 SCHEMAS_OUTSIDE_ROUTES = (Problem, PredictRequest)  # referenced by hand in responses and request bodies
 
 
@@ -60,7 +61,7 @@ def body_limit(settings: Settings):
     def limit_for(method: str, path: str) -> int | None:
         if (method, path.rstrip("/")) in UPLOAD_ROUTES:
             return None
-        return settings.max_scoring_bytes if path.endswith("/predict") else settings.max_json_bytes
+        return settings.max_scoring_bytes if path.endswith(SCORING_PATHS) else settings.max_json_bytes
 
     return limit_for
 
@@ -124,7 +125,13 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     app.add_middleware(BodyLimitMiddleware, limit_for=body_limit(core.settings))
     install_problem_handlers(app)
     protected = [Depends(require_tenant), Depends(require_redis)]
-    for router in (datasets.router, forests.router, jobs.router, models.router):
+    for router in (
+        datasets.router,
+        forests.router,
+        jobs.router,
+        models.router,
+        registered_models.router,
+    ):
         app.include_router(router, dependencies=protected, responses=problem_responses(401, 503))
     app.include_router(health.router)
     app.mount("/dashboard/assets", StaticFiles(directory=DASHBOARD), name="dashboard-assets")

@@ -289,13 +289,31 @@ class DataframeSplit(BaseModel):
     index: list[Any] | None = None
 
 
+class ScoringParams(BaseModel):
+    """MLflow's ``params`` of a scoring body."""
+
+    explain: bool = Field(False, description="as the explain query parameter of /predict (ignored by /invocations)")
+    predict_method: Literal["predict", "predict_proba"] = Field(
+        "predict",
+        description=(
+            "/invocations: predict answers the predictions; predict_proba (classifiers) a record per row of each "
+            "class's probability, keyed by the class label, as MLflow serves a scikit-learn classifier logged with "
+            "pyfunc_predict_fn='predict_proba'. /predict always answers both"
+        ),
+    )
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
 class PredictRequest(StrictBody):
-    """MLflow scoring-server body: exactly one of the four fields, in the dataset's original columns."""
+    """MLflow scoring-server body: exactly one of the four fields, in the dataset's original columns, and
+    optionally ``params``."""
 
     dataframe_split: DataframeSplit | None = None
     dataframe_records: list[dict[str, Any]] | None = None
     instances: list[Any] | None = None
     inputs: list[Any] | dict[str, list[Any]] | None = None
+    params: ScoringParams | None = None
 
     model_config = ConfigDict(
         extra="forbid",
@@ -407,6 +425,12 @@ def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tup
 # ---- responses ----------------------------------------------------------------------------------------------
 
 
+class AnsweringModel(BaseModel):
+    id: str
+    name: str
+    version: int
+
+
 class PredictResponse(BaseModel):
     """A regression model's predictions are numbers, a count model's (Poisson loss) rates; a classifier's are
     labels, with probabilities: a binary classifier's (logistic loss) the probability of classes[1] per row (as
@@ -446,6 +470,7 @@ class PredictResponse(BaseModel):
             "term in the order of `linear` (lin0, lin1, ...), a list of K for a K-class model"
         ),
     )
+    model: AnsweringModel = Field(description="the model version that answered (also in the X-Model-* headers)")
 
 
 class JobLinks(BaseModel):

@@ -14,9 +14,11 @@ from app.core.idempotency import IdempotencyKeys
 from app.core.job_lifecycle import JobLifecycle
 from app.core.job_results import JobResults
 from app.core.job_submission import JobSubmission
+from app.core.keys import Keys
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.models import ModelStore
 from app.core.records import JobRecords
+from app.core.registry import ModelRegistry
 from app.core.results import ResultStore
 from app.core.tenants import TenantKeys
 from app.core.workers import WorkerRegistry
@@ -57,7 +59,8 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
     jobs = JobLifecycle(settings, redis, records, results)
     job_submission = JobSubmission(settings, datasets, forests, records, jobs, idempotency)
     job_results = JobResults(jobs, results, datasets, forests)
-    models = ModelStore(settings, blobs, datasets, job_results, idempotency)
+    registry = ModelRegistry(redis, Keys.from_settings(settings))
+    models = ModelStore(settings, blobs, datasets, job_results, idempotency, registry)
     leaf_cache = LeafMatrixCache(settings, BlobStore(cache, settings.chunk_bytes), redis)
     return Core(
         settings=settings,

@@ -24,6 +24,10 @@ scope ``datasets``/``forests``/       the tenant's datasets, forests, models, jo
 ``models``/``jobs``
 scope ``active-jobs``                 the tenant's admitted, unfinished submissions (sorted set)
 scope ``model-version:{name}``        the last version number given to a model name (counter)
+scope ``model-names``                 the tenant's model names by last change (sorted set, ``ModelRegistry``)
+scope ``model-name:{name}:versions``  version -> model id (hash); ``:aliases`` alias -> version (hash);
+                                      ``:history`` the name's events, oldest first (list of JSON)
+scope ``model-names-registered``      set once the models promoted before names were registered are (marker)
 scope ``idempotency:{kind}:{hash}``   the id an idempotency key was given (string)
 ====================================  ==========================================================================
 """
@@ -76,6 +80,21 @@ class Keys:
 
     def model_version(self, tenant: str, name: str) -> str:
         return f"{self.scope(tenant)}model-version:{name}"
+
+    def model_names(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}model-names"
+
+    def name_versions(self, tenant: str, name: str) -> str:
+        return f"{self.scope(tenant)}model-name:{name}:versions"
+
+    def name_aliases(self, tenant: str, name: str) -> str:
+        return f"{self.scope(tenant)}model-name:{name}:aliases"
+
+    def name_history(self, tenant: str, name: str) -> str:
+        return f"{self.scope(tenant)}model-name:{name}:history"
+
+    def names_registered(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}model-names-registered"
 
     # ---- jobs ------------------------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import PathJobSpec
 from app.core.job_results import JobResults
 from app.core.keys import Keys
+from app.core.mlflow_export import mlflow_model_zip
+from app.core.registry import ModelRef, ModelRegistry, RegisteredModel
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
@@ -48,11 +50,23 @@ class ModelMetrics(Document):
     val_auc: float | None = None
     train_accuracy: float | None = None
     val_accuracy: float | None = None
+    train_brier: float | None = Field(None, description="classifiers only, as val_brier: Brier score")
+    val_brier: float | None = None
+    train_r2: float | None = Field(
+        None,
+        description=(
+            "regression (squared loss) only, as val_r2, train_rmse and val_rmse: R² and root mean squared error; "
+            "the losses are then mean squared error"
+        ),
+    )
+    val_r2: float | None = None
+    train_rmse: float | None = None
+    val_rmse: float | None = None
     train_mae: float | None = Field(
         None,
         description=(
-            "counts (Poisson loss) only, as val_mae: mean absolute error of the rate; the losses are then mean "
-            "Poisson deviance"
+            "regression and counts (Poisson loss), as val_mae: mean absolute error of the prediction (of the rate "
+            "for counts, whose losses are then mean Poisson deviance)"
         ),
     )
     val_mae: float | None = None
@@ -121,6 +135,10 @@ class ModelInfo(ModelSummary):
         )
     )
     text: str
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="the aliases of the model's name that point at this version now (GET /v1/registered-models/{name})",
+    )
 
 
 # column names in the model's order -> (column -> values, n_rows, the field holding the rows)
@@ -130,11 +148,22 @@ TableReader = Callable[[list[str]], tuple[Mapping[str, Sequence], int, str]]
 
 @dataclass
 class ScoringModel:
+    id: str
+    name: str
+    version: int
     tenant: str
     ensemble: RuleEnsemble
     encoding: TableEncoding
     checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
     classes: list | None = None  # a classifier's labels (binary: its rules add log-odds of classes[1])
+
+
+@dataclass
+class Resolution:
+    """Which model id a name reference named, when it was looked up (time.monotonic)."""
+
+    model_id: str
+    resolved_at: float
 
 
 @dataclass
@@ -154,15 +183,16 @@ class Scores:
     linear_contributions: list[list] | None = None
 
 
-EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python"}
-EXPORT_SUFFIXES = {"sql": "sql", "python": "py"}
+# solver.export's formats, and "mlflow": a zipped MLflow model around the Python export (app.core.mlflow_export)
+EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python", "mlflow": "application/zip"}
+EXPORT_SUFFIXES = {"sql": ".sql", "python": ".py", "mlflow": "-mlflow.zip"}
 EXPORT_COMMENTS = {"sql": "--", "python": "#"}
-assert set(EXPORT_MEDIA_TYPES) == set(EXPORT_FORMATS)
+assert set(EXPORT_MEDIA_TYPES) == {*EXPORT_FORMATS, "mlflow"}
 
 
 @dataclass
 class ModelExport:
-    text: str  # the code, its first comment lines saying what it computes
+    content: str | bytes  # the code, its first comment lines saying what it computes; the zip of an MLflow model
     filename: str
     media_type: str
     output: str  # what the code computes: "prediction of 'target'", or "log-odds of 'class'" for a classifier
@@ -176,16 +206,20 @@ class ModelStore:
         datasets: DatasetStore,
         job_results: JobResults,
         idempotency: IdempotencyKeys,
+        registry: ModelRegistry,
     ):
         self.settings = settings
         self.blobs = blobs
         self.datasets = datasets
         self.job_results = job_results
         self.idempotency = idempotency
+        self.registry = registry
         self.keys = Keys.from_settings(settings)
         self._scoring_cache: OrderedDict[str, ScoringModel] = OrderedDict()
+        self._resolutions: OrderedDict[tuple[str, ModelRef], Resolution] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._rechecking: set[str] = set()  # model ids a background recheck is looking up
+        self._rechecking: set[str | tuple[str, ModelRef]] = set()  # what a background recheck is looking up
+        self._registered_tenants: set[str] = set()  # tenants whose earlier models are known to be registered
         self._recheck_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-recheck")
 
     def promote(
@@ -214,6 +248,7 @@ class ModelStore:
     def _promote(
         self, model_id: str, job_id: str, step: int | None, name: str, description: str | None, tenant: str
     ) -> ModelInfo:
+        self._register_earlier_models(tenant)
         result = self.job_results.path_result(job_id, tenant=tenant)
         step = result.selected if step is None else step
         result, ensemble = self.job_results.step_rules(job_id, step, tenant=tenant)
@@ -249,6 +284,7 @@ class ModelStore:
         )
         self.blobs.put_document(self.keys.model(model.id), model)
         self.blobs.index(self.keys.models(tenant), model.id, model.created_at)
+        self.registry.add_version(tenant, name, model.version, model.id)
         return model
 
     def _find(self, model_id: str, tenant: str) -> ModelInfo | None:
@@ -256,10 +292,46 @@ class ModelStore:
         return model if model is not None and model.tenant == tenant else None
 
     def get(self, model_id: str, *, tenant: str) -> ModelInfo:
+        """The model with the aliases that point at it now."""
         model = self._find(model_id, tenant)
         if model is None:
             raise NotFound("model", model_id)
+        self._register_earlier_models(tenant)
+        model.aliases = self.registry.aliases_of(tenant, model.name, model.version)
         return model
+
+    def resolve(self, ref: ModelRef, *, tenant: str) -> ModelInfo:
+        """The model a name, version or alias names now."""
+        self._register_earlier_models(tenant)
+        model_id, _ = self.registry.resolve(ref, tenant=tenant)
+        return self.get(model_id, tenant=tenant)
+
+    def registered(self, name: str, *, tenant: str) -> RegisteredModel:
+        self._register_earlier_models(tenant)
+        return self.registry.get(tenant, name)
+
+    def registered_names(self, *, tenant: str) -> list[RegisteredModel]:
+        self._register_earlier_models(tenant)
+        return self.registry.names(tenant)
+
+    def set_alias(self, name: str, alias: str, version: int, *, tenant: str) -> RegisteredModel:
+        self._register_earlier_models(tenant)
+        registered = self.registry.set_alias(tenant, name, alias, version)
+        self._forget_resolution(tenant, ModelRef(name, alias=alias))
+        return registered
+
+    def remove_alias(self, name: str, alias: str, *, tenant: str) -> None:
+        self.registry.remove_alias(tenant, name, alias)
+        self._forget_resolution(tenant, ModelRef(name, alias=alias))
+
+    def _register_earlier_models(self, tenant: str) -> None:
+        """Register the versions of models promoted before names were registered (once per tenant)."""
+        if tenant in self._registered_tenants:
+            return
+        if self.blobs.redis.set(self.keys.names_registered(tenant), 1, nx=True):
+            for model in sorted(self.list(tenant=tenant, limit=1_000_000), key=lambda m: m.created_at):
+                self.registry.add_version(tenant, model.name, model.version, model.id, model.created_at)
+        self._registered_tenants.add(tenant)
 
     def export(self, model_id: str, format: str, *, tenant: str) -> ModelExport:
         """The model's rules as code a user deploys without us (solver.export): a SQL expression over the
@@ -267,16 +339,19 @@ class ModelStore:
         code computes depends on the model (its first comment lines say so, and ``output``): a binary classifier's
         gives the log-odds of classes[1] and says how to turn it into a probability; a K-class one the probability
         of each class (SQL: a column per class named by its label; Python: a dict {class: probability}); a count
-        model's the rate exp(log rate); a regression model's the prediction."""
+        model's the rate exp(log rate); a regression model's the prediction. ``mlflow``: a zipped MLflow model
+        directory (app.core.mlflow_export) around the Python module, predicting as the service scores (a
+        classifier's labels, or probabilities with predict_method predict_proba)."""
         model = self.get(model_id, tenant=tenant)
         ensemble = RuleEnsemble.from_dict(model.ensemble)
-        code = export_rules(ensemble, format)
+        language = "python" if format == "mlflow" else format
+        code = export_rules(ensemble, language)
         title = f"FIRE model {model.name!r} v{model.version} ({model.id})"
         if ensemble.link == "softmax":
             output = f"probabilities of the classes of {model.target!r}"
             shape = (
                 "one column per class, named by its label"
-                if format == "sql"
+                if language == "sql"
                 else "predict(row) returns {class: probability}"
             )
             notes = [
@@ -300,11 +375,15 @@ class ModelStore:
         else:
             output = f"prediction of {model.target!r}"
             notes = [f"{title}: predicts {model.target!r}"]
-        comment = EXPORT_COMMENTS[format]
-        header = "".join(f"{comment} {line}\n" for line in notes)
+        comment = EXPORT_COMMENTS[language]
+        text = "".join(f"{comment} {line}\n" for line in notes) + code
+        content: str | bytes = text
+        if format == "mlflow":  # its predict answers as the service scores: a classifier's labels
+            output = f"class of {model.target!r}" if model.classes else output
+            content = mlflow_model_zip(model, text, output)
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
         return ModelExport(
-            header + code, f"{safe_name}-v{model.version}.{EXPORT_SUFFIXES[format]}", EXPORT_MEDIA_TYPES[format], output
+            content, f"{safe_name}-v{model.version}{EXPORT_SUFFIXES[format]}", EXPORT_MEDIA_TYPES[format], output
         )
 
     def list(self, *, tenant: str, limit: int = 100) -> list[ModelInfo]:
@@ -313,26 +392,42 @@ class ModelStore:
     def delete(self, model_id: str, *, tenant: str) -> None:
         """Remove the model; its name's version numbers are never reused."""
         model = self.get(model_id, tenant=tenant)
+        self.registry.remove_version(tenant, model.name, model.version, model.id)  # Conflict where an alias points
         self.blobs.delete(self.keys.model(model.id))
         self.blobs.unindex(self.keys.models(tenant), model.id)
         with self._cache_lock:
             self._scoring_cache.pop(model.id, None)
+            for key in [key for key, found in self._resolutions.items() if found.model_id == model.id]:
+                del self._resolutions[key]
 
-    def recently_checked(self, model_id: str, tenant: str) -> ScoringModel | None:
-        """The cached scoring model if it was seen in Redis within MODEL_RECHECK_SECONDS: usable without a
-        Redis call (another API process may delete a model; this one notices within that time). Past half that
-        time, one background recheck looks again: a model scored steadily never sends a request to Redis (under
-        50 clients, requests that did so waited for the GIL behind the event loop: a p99 of 0.5 s, not 40 ms)."""
+    def recently_checked(self, target: "str | ModelRef", tenant: str) -> ScoringModel | None:
+        """The cached scoring model of a model id, or of the model a name reference resolved to, if both were seen
+        in Redis within MODEL_RECHECK_SECONDS: usable without a Redis call (another API process may delete a model
+        or move an alias; this one notices within that time). Past half that time, one background recheck looks
+        again: a model scored steadily never sends a request to Redis (under 50 clients, requests that did so
+        waited for the GIL behind the event loop: a p99 of 0.5 s, not 40 ms)."""
         now = time.monotonic()
         with self._cache_lock:
-            cached = self._scoring_cache.get(model_id)
+            if isinstance(target, ModelRef):
+                resolution = self._resolutions.get((tenant, target))
+                if resolution is None or now - resolution.resolved_at >= MODEL_RECHECK_SECONDS:
+                    return None
+                if now - resolution.resolved_at >= MODEL_RECHECK_SECONDS / 2:
+                    self._recheck_later((tenant, target), self._reresolve, tenant, target)
+                target = resolution.model_id
+            cached = self._scoring_cache.get(target)
             if cached is None or cached.tenant != tenant or now - cached.checked_at >= MODEL_RECHECK_SECONDS:
                 return None
-            self._scoring_cache.move_to_end(model_id)
-            if now - cached.checked_at >= MODEL_RECHECK_SECONDS / 2 and model_id not in self._rechecking:
-                self._rechecking.add(model_id)
-                self._recheck_thread.submit(self._recheck, model_id, cached)
+            self._scoring_cache.move_to_end(target)
+            if now - cached.checked_at >= MODEL_RECHECK_SECONDS / 2:
+                self._recheck_later(target, self._recheck, target, cached)
         return cached
+
+    def _recheck_later(self, what: "str | tuple[str, ModelRef]", recheck: Callable, *args) -> None:
+        """Submit one background recheck of ``what`` (none while one is under way); the cache lock is held."""
+        if what not in self._rechecking:
+            self._rechecking.add(what)
+            self._recheck_thread.submit(recheck, *args)
 
     def _recheck(self, model_id: str, cached: ScoringModel) -> None:
         looked_at = time.monotonic()
@@ -347,14 +442,49 @@ class ModelStore:
             elif exists is False and self._scoring_cache.get(model_id) is cached:
                 del self._scoring_cache[model_id]
 
-    def scoring_model(self, model_id: str, tenant: str) -> ScoringModel:
+    def _reresolve(self, tenant: str, ref: ModelRef) -> None:
+        looked_at = time.monotonic()
+        key = (tenant, ref)
+        try:
+            model_id = self.registry.resolve(ref, tenant=tenant)[0]
+        except (NotFound, RedisError) as error:
+            with self._cache_lock:
+                self._rechecking.discard(key)
+                if isinstance(error, NotFound):  # gone: the next request looks itself and answers 404
+                    self._resolutions.pop(key, None)
+            return  # RedisError: left stale, as in _recheck
+        with self._cache_lock:
+            self._rechecking.discard(key)
+            self._resolutions[key] = Resolution(model_id, looked_at)
+
+    def _forget_resolution(self, tenant: str, ref: ModelRef) -> None:
+        with self._cache_lock:
+            self._resolutions.pop((tenant, ref), None)
+
+    def scoring_model(self, target: "str | ModelRef", tenant: str) -> ScoringModel:
+        """The scoring model of a model id, or of the model a name reference names now (looked up in Redis)."""
+        if isinstance(target, ModelRef):
+            self._register_earlier_models(tenant)
+            model_id, _ = self.registry.resolve(target, tenant=tenant)
+            with self._cache_lock:
+                self._resolutions[(tenant, target)] = Resolution(model_id, time.monotonic())
+                self._resolutions.move_to_end((tenant, target))
+                while len(self._resolutions) > self.settings.model_cache_size:
+                    self._resolutions.popitem(last=False)
+        else:
+            model_id = target
         with self._cache_lock:
             cached = self._scoring_cache.get(model_id)
         if cached is not None and cached.tenant == tenant and self.blobs.exists(self.keys.model(model_id)):
             cached.checked_at = time.monotonic()
             return cached
-        model = self.get(model_id, tenant=tenant)
+        model = self._find(model_id, tenant)
+        if model is None:
+            raise NotFound("model", model_id)
         scoring = ScoringModel(
+            model.id,
+            model.name,
+            model.version,
             tenant,
             RuleEnsemble.from_dict(model.ensemble),
             TableEncoding.from_dict(model.columns),

@@ -92,6 +92,11 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
             keys.jobs(tenant),
             keys.active_jobs(tenant),
             keys.model_version(tenant, ANY),
+            keys.model_names(tenant),
+            keys.name_versions(tenant, ANY),
+            keys.name_aliases(tenant, ANY),
+            keys.name_history(tenant, ANY),
+            keys.names_registered(tenant),
             keys.idempotency(tenant, ANY, ANY),
         ]
 

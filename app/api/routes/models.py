@@ -1,15 +1,12 @@
-import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
-from app.api.schemas import PredictRequest, PredictResponse, PromoteRequest
-from app.core.container import Core
-from app.core.models import ModelInfo, ModelSummary, ScoringModel
+from app.api.schemas import PredictResponse, PromoteRequest
+from app.api.scoring import scoring_route
+from app.core.models import ModelInfo, ModelSummary
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -53,7 +50,7 @@ def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
 @router.get(
     "/{model_id}/export",
     response_class=Response,
-    summary="The rules as SQL or a Python function",
+    summary="The rules as SQL, a Python function or an MLflow model",
     description=(
         "``format=sql``: one SQL expression (a sum of ``CASE`` terms) over the training table's "
         "original columns, to put in a ``SELECT``; ``format=python``: a dependency-free Python "
@@ -62,7 +59,10 @@ def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
         "of classes[1] (probability = 1/(1+exp(-score))); a K-class classifier's the probability of "
         "each class (SQL: one column per class, named by its label; Python: a dict {class: "
         "probability}); a count model's the rate exp(log rate); as their first comment lines and the "
-        "X-Fire-Output header say."
+        "X-Fire-Output header say. ``format=mlflow``: a zip of an MLflow model directory (``python_function`` "
+        "flavor around the Python module, a signature of the training columns, an input example): "
+        "``mlflow.pyfunc.load_model(...).predict(frame)`` gives the served predictions (a classifier's "
+        "labels; ``params={'predict_method': 'predict_proba'}``: one probability column per class)."
     ),
     responses={
         200: {
@@ -72,13 +72,14 @@ def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
                 "X-Fire-Output": {
                     "description": "what the code computes: prediction of 'target', log-odds of "
                     "'classes[1]' for a binary classifier, probabilities of the classes of 'target', "
-                    "or rate of 'target' for counts",
+                    "or rate of 'target' for counts; format=mlflow: class of 'target' for a classifier",
                     "schema": {"type": "string"},
                 },
             },
             "content": {
                 "application/sql": {"schema": {"type": "string"}},
                 "text/x-python": {"schema": {"type": "string"}},
+                "application/zip": {"schema": {"type": "string", "format": "binary"}},
             },
         },
         **problem_responses(404, 422),
@@ -88,11 +89,11 @@ def export_model(
     model_id: str,
     core: CoreDep,
     tenant: TenantDep,
-    format: Annotated[Literal["sql", "python"], Query(description="sql or python")],
+    format: Annotated[Literal["sql", "python", "mlflow"], Query(description="sql, python or mlflow")],
 ) -> Response:
     exported = core.models.export(model_id, format, tenant=tenant)
     return Response(
-        exported.text,
+        exported.content,
         media_type=exported.media_type,
         headers={
             "Content-Disposition": f'attachment; filename="{exported.filename}"',
@@ -102,43 +103,42 @@ def export_model(
 
 
 @router.delete(
-    "/{model_id}", status_code=204, response_class=Response, summary="Delete a model", responses=problem_responses(404)
+    "/{model_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a model (a version an alias points at: 409, move or remove the alias first)",
+    responses=problem_responses(404, 409),
 )
 def delete_model(model_id: str, core: CoreDep, tenant: TenantDep) -> Response:
     core.deletion.model(model_id, tenant=tenant)
     return Response(status_code=204)
 
 
-def scoring_answer(
-    core: Core, model_id: str, body: bytes, explain: bool, tenant: str, model: ScoringModel | None = None
-) -> Response:
-    """Parse (the request schema), score and serialize one scoring request (reading the model where not given)."""
-    try:
-        request = PredictRequest.model_validate_json(body)
-    except ValidationError as error:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from error
-    scores = core.models.score(model or core.models.scoring_model(model_id, tenant), request.table, explain)
-    answer = {"predictions": scores.predictions}
-    for name in ("probabilities", "classes", "explanations", "contributions", "linear_contributions"):
-        if getattr(scores, name) is not None:
-            answer[name] = getattr(scores, name)
-    return Response(json.dumps(answer), media_type="application/json")
+SCORING_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/PredictRequest"}},
+            "text/csv": {"schema": {"type": "string", "description": "a header line of column names, a row per line"}},
+        },
+    }
+}
+EXPLAIN_DESCRIPTION = (
+    "add the ids of the rules that fired and what each adds (log-odds for a binary classifier, one amount per class "
+    "for K classes, log rate for counts), and what each linear term adds"
+)
+PREDICT_RESPONSES = {
+    200: {"model": PredictResponse, "content": {"application/json": {}}},
+    **problem_responses(404, 413, 415, 422),
+}
 
 
 @router.post(
     "/{model_id}/predict",
     response_class=Response,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PredictRequest"}}},
-        }
-    },
-    responses={
-        200: {"model": PredictResponse, "content": {"application/json": {}}},
-        **problem_responses(404, 413, 422),
-    },
-    summary="Score rows given in the dataset's original columns (MLflow body shapes)",
+    openapi_extra=SCORING_BODY,
+    responses=PREDICT_RESPONSES,
+    summary="Score rows given in the dataset's original columns (MLflow body shapes, or CSV)",
 )
 async def predict(
     model_id: str,
@@ -146,21 +146,6 @@ async def predict(
     core: CoreDep,
     cpu: CpuDep,
     tenant: TenantDep,
-    explain: Annotated[
-        bool,
-        Query(
-            description=(
-                "add the ids of the rules that fired and what each adds (log-odds for a binary classifier, "
-                "one amount per class for K classes, log rate for counts), and what each linear term adds"
-            )
-        ),
-    ] = False,
+    explain: Annotated[bool, Query(description=EXPLAIN_DESCRIPTION)] = False,
 ):
-    # the body is read raw (its size bounded by FIRE_MAX_SCORING_BYTES): a small one for a model in this
-    # process's cache is parsed and scored right here, faster than a thread hop and with no Redis call; anything
-    # else in a worker thread, never holding the event loop
-    body = await request.body()
-    model = core.models.recently_checked(model_id, tenant)
-    if model is not None and len(body) <= core.settings.inline_scoring_bytes:
-        return scoring_answer(core, model_id, body, explain, tenant, model)
-    return await cpu.run(scoring_answer, core, model_id, body, explain, tenant)
+    return await scoring_route(core, cpu, request, model_id, "fire", tenant, explain)
