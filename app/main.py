@@ -19,7 +19,7 @@ from app.api.deps import CpuLane, require_redis, require_tenant
 from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
-from app.api.routes import datasets, forests, health, jobs, models, registered_models
+from app.api.routes import datasets, forests, health, inference, jobs, models, registered_models
 from app.api.schemas import PredictRequest
 from app.core.config import Settings, get_settings
 from app.core.connections import REDIS_FAILURES
@@ -131,6 +131,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         jobs.router,
         models.router,
         registered_models.router,
+        inference.router,
     ):
         app.include_router(router, dependencies=protected, responses=problem_responses(401, 503))
     app.include_router(health.router)
