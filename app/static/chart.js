@@ -6,8 +6,11 @@ import { fieldLabel, formatCount, formatNumber, h, svg } from "./dom.js";
 const MARGIN = { left: 60, right: 16, top: 14, bottom: 44 };
 const CELL_COLORS = ["#1f56b3", "#c2410c", "#17803d", "#7c3aed", "#b42318", "#0e7490", "#a16207", "#be185d"];
 
-/** The metrics the step records carry, as train/validation pairs: [{name: "loss", train: "train_loss",
- * val: "val_loss"}, …], whatever the loss (a classification path's `val_auc` gives an "auc" pair). */
+/** The order metrics are offered in: the loss, then regression's, then classifiers'; others after them. */
+const METRIC_ORDER = ["loss", "r2", "rmse", "mae", "auc", "accuracy", "brier"];
+
+/** The metrics the step records carry, as train/validation pairs in METRIC_ORDER: [{name: "loss", train:
+ * "train_loss", val: "val_loss"}, …], whatever the loss (a regression path's `val_r2` gives an "r2" pair). */
 export function metricPairs(steps) {
   const pairs = new Map();
   for (const key of Object.keys(steps[0] ?? {})) {
@@ -17,15 +20,42 @@ export function metricPairs(steps) {
     pair[found[1]] = key;
     pairs.set(found[2], pair);
   }
-  return [...pairs.values()];
+  const rank = pair => (METRIC_ORDER.includes(pair.name) ? METRIC_ORDER.indexOf(pair.name) : METRIC_ORDER.length);
+  return [...pairs.values()].sort((a, b) => rank(a) - rank(b));
 }
 
-const LOSS_NAMES = { logistic: "log loss", multinomial: "log loss", poisson: "deviance" };
-const METRIC_NAMES = { auc: "AUC", mae: "MAE" };
+const LOSS_NAMES = { squared: "MSE", logistic: "log loss", multinomial: "log loss", poisson: "deviance" };
+const METRIC_NAMES = { auc: "AUC", mae: "MAE", r2: "R²", rmse: "RMSE", brier: "Brier score" };
 
-/** A metric's name in words; the loss as the path's `loss` measures it: log loss (classifiers; AUC macro
- * one-vs-rest for K classes), Poisson deviance (counts, beside the MAE of the rate). */
+/** A metric's name in words; the loss as the path's `loss` measures it: mean squared error (regression, beside
+ * R², RMSE and MAE), log loss (classifiers, beside AUC, macro one-vs-rest for K classes, accuracy and the Brier
+ * score), Poisson deviance (counts, beside the MAE of the rate). */
 export const metricLabel = (name, loss) => (name === "loss" ? LOSS_NAMES[loss] ?? "loss" : METRIC_NAMES[name] ?? fieldLabel(name));
+
+/** The metrics people read first of each loss, most telling first: what summaries and lists show. */
+const READABLE = { squared: ["r2", "rmse", "mae", "loss"], logistic: ["auc", "accuracy", "brier", "loss"],
+                   multinomial: ["auc", "accuracy", "brier", "loss"], poisson: ["loss", "mae"] };
+
+/** The first `count` readable validation metrics of a record (a step, a job's summary or progress, a model's
+ * metrics) in words: "R² 0.5234, RMSE 2.141" (regression), "AUC 0.8123, accuracy 0.52" (classifiers), "deviance
+ * 1.02, MAE 0.87" (counts), after "validation " where `named`; "train MSE 4.1" where it has no validation
+ * metric (no validation rows). A record from before R² was recorded shows its loss. */
+export function metricsText(record, loss, { count = Infinity, named = false } = {}) {
+  const names = READABLE[loss] ?? ["loss"];
+  for (const side of ["val", "train"]) {
+    const shown = names.filter(name => Number.isFinite(record?.[`${side}_${name}`])).slice(0, count);
+    if (!shown.length) continue;
+    const text = shown.map(name => `${metricLabel(name, loss)} ${formatNumber(record[`${side}_${name}`], 4)}`).join(", ");
+    return side === "train" ? `train ${text}` : named ? `validation ${text}` : text;
+  }
+  return "—";
+}
+
+/** The metric a path's chart opens on: R² for regression, which for a fixed set of rows is 1 − MSE / variance,
+ * so its curve has the loss's shape (upside down: the selected step is its peak) on a scale that reads without
+ * the target's units (an MSE of 1.3e9 says little); a classifier's or a count path's loss otherwise, the
+ * quantity it selects on (AUC and the Brier score can order the steps differently). */
+const defaultMetric = (pairs, loss) => (loss === "squared" && pairs.some(pair => pair.name === "r2") ? "r2" : pairs[0]?.name);
 
 /** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
 function stepFacts(step, loss) {
@@ -121,7 +151,7 @@ let chartCount = 0;
  */
 export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path", loss = null }) {
   const id = `chart-${chartCount += 1}`;
-  const state = { steps, shown, metric: 0, xField: "n_rules" };
+  const state = { steps, shown, metric: null, xField: "n_rules" }; // metric: a pair's name, the default until chosen
   const plot = h("div", { class: "chart" });
   const tooltip = h("div", { class: "tooltip", hidden: true });
   const controls = h("div", { class: "toolbar" });
@@ -129,13 +159,18 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   const element = h("div", null, controls, plot, legendSlot);
 
   const metrics = () => metricPairs(state.steps);
+  const currentPair = () => {
+    const pairs = metrics();
+    const name = pairs.some(pair => pair.name === state.metric) ? state.metric : defaultMetric(pairs, loss);
+    return pairs.find(pair => pair.name === name) ?? {};
+  };
   const xValue = step => step[state.xField];
 
   function drawControls() {
     const choices = [];
     if (metrics().length > 1) {
-      choices.push(selectControl(`${id}-metric`, "Metric", metrics().map((pair, i) => [String(i), metricLabel(pair.name, loss)]),
-                                 String(state.metric), value => { state.metric = Number(value); draw(); }));
+      choices.push(selectControl(`${id}-metric`, "Metric", metrics().map(pair => [pair.name, metricLabel(pair.name, loss)]),
+                                 currentPair().name, value => { state.metric = value; draw(); }));
     }
     if (state.steps.some(step => Number.isFinite(step.n_antecedents))) {
       choices.push(selectControl(`${id}-x`, "Against", [["n_rules", "rules"], ["n_antecedents", "antecedents"]],
@@ -145,7 +180,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   }
 
   function nearestStep(px, py, scales) {
-    const pair = metrics()[state.metric] ?? {};
+    const pair = currentPair();
     let best = null, bestDistance = Infinity;
     state.steps.forEach((step, index) => {
       for (const key of [pair.train, pair.val]) {
@@ -171,7 +206,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   function draw() {
     tooltip.hidden = true; // placed for the previous drawing
     drawControls();
-    const pair = metrics()[state.metric] ?? {};
+    const pair = currentPair();
     const { width, height } = plotSize(plot);
     const points = state.steps.filter(step => Number.isFinite(xValue(step)));
     const ys = points.flatMap(step => [step[pair.train], step[pair.val]]);
@@ -255,18 +290,19 @@ function stepValueText(step, loss) {
  */
 export function gridChart({ cells, budget = null, loss = null }) {
   const plot = h("div", { class: "chart" });
-  const pair = metricPairs(cells.find(cell => cell.steps.length)?.steps ?? [])[0] ?? { name: "loss" };
+  const pairs = metricPairs(cells.find(cell => cell.steps.length)?.steps ?? []);
+  const pair = pairs.find(candidate => candidate.name === defaultMetric(pairs, loss)) ?? { name: "loss" };
   const key = cells.every(cell => cell.steps.every(step => Number.isFinite(step[pair.val]))) ? pair.val : pair.train;
+  const yTitle = `${key === pair.val ? "validation" : "train"} ${metricLabel(pair.name, loss)}`;
   const color = index => CELL_COLORS[index % CELL_COLORS.length];
   drawAtWidth(plot, () => {
     const { width, height } = plotSize(plot);
     const all = cells.flatMap(cell => cell.steps);
     const scales = plotFrame(width, height, extent([...all.map(step => step.n_rules), ...(budget !== null ? [budget] : [])], { zero: true }),
-                             extent(all.map(step => step[key])), "rules",
-                             `${key === pair.val ? "validation" : "train"} ${metricLabel(pair.name, loss)}`);
+                             extent(all.map(step => step[key])), "rules", yTitle);
     const { x, y } = scales;
     plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-                                      "aria-label": `Every cell's path: ${fieldLabel(key)} against rules` },
+                                      "aria-label": `Every cell's path: ${yTitle} against rules` },
       scales.group,
       budget !== null ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
       cells.map((cell, index) => svg("g", null,

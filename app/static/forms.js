@@ -50,6 +50,7 @@ function reportProblem(form, slot, error) {
     if (!control) continue;
     const message = h("span", { class: "field-error", id: `${control.id}-error` }, fault.message, fault.fix ? ` (${fault.fix})` : "");
     control.after(message);
+    control.closest("details")?.setAttribute("open", ""); // a folded input (optional columns) must show its error
     control.setAttribute("aria-invalid", "true");
     control.setAttribute("aria-describedby", [control.getAttribute("aria-describedby"), message.id].filter(Boolean).join(" "));
     marked.push(control);

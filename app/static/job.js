@@ -2,10 +2,10 @@
 // succeeded, its path (chart and steps), its grid, and the step chosen on the chart with rules and trees.
 
 import { get, jobEvents } from "./api.js";
-import { gridChart, metricLabel, pathChart } from "./chart.js";
+import { gridChart, metricLabel, metricPairs, metricsText, pathChart } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
-import { cancelJob, isActive, lossText, progressMeter } from "./jobs.js";
+import { cancelJob, isActive, progressMeter } from "./jobs.js";
 import { stepPanel } from "./step.js";
 
 const CELL_RESULTS_AT_ONCE = 4;
@@ -31,27 +31,25 @@ function overview(job) {
 /** The loss a job's path fits (its spec's), which names its metrics. */
 const lossOf = job => job.spec.path?.loss ?? null;
 
-/** A classifier's AUC and accuracy, a count model's MAE, of the selected step: ", AUC 0.81, accuracy 0.52". */
-function summaryMetrics(summary) {
-  return [["AUC", summary.val_auc], ["accuracy", summary.val_accuracy], ["MAE", summary.val_mae]]
-    .filter(([, value]) => value !== null && value !== undefined).map(([name, value]) => `, ${name} ${formatNumber(value, 4)}`).join("");
-}
+/** The selected step of a finished path or grid job and every readable metric of it: "Selected step 12 (9 rules):
+ * validation R² 0.5234, RMSE 2.141, MAE 1.52, MSE 4.58". */
+const selectedText = job => `Selected step ${job.summary.selected} (${formatCount(job.summary.n_rules)} rules): `
+  + metricsText(job.summary, lossOf(job), { named: true });
 
 function progressFacts(job) {
   const { progress } = job;
   const loss = lossOf(job);
-  const now = (name, digits = 5) => (progress[name] !== undefined ? formatNumber(progress[name], digits) : null);
+  // the current step's validation metrics, those its loss has (R² and RMSE of regression, AUC of classifiers, …)
+  const current = metricPairs([progress]).filter(pair => pair.val)
+    .map(pair => [`validation ${metricLabel(pair.name, loss)} now`, formatNumber(progress[pair.val], 5), pair.val]);
   return definitions([
     ["phase", progress.phase, "phase"],
     ["lambda step", progress.step !== undefined ? `${progress.step} of ≤${progress.n_steps}` : null, "step"],
     ["rules now", progress.n_rules !== undefined ? formatCount(progress.n_rules) : null, "n_rules"],
     ["λs now", progress.lambda_s !== undefined ? formatNumber(progress.lambda_s) : null],
-    [`train ${metricLabel("loss", loss)} now`, now("train_loss")],
-    [`validation ${metricLabel("loss", loss)} now`, now("val_loss"), "val_loss"],
-    ["validation AUC now", now("val_auc", 4), "val_auc"],
-    ["validation accuracy now", now("val_accuracy", 4), "val_accuracy"],
-    ["validation MAE now", now("val_mae"), "val_mae"],
-    ["best so far", progress.best ? `${formatNumber(progress.best.val_loss ?? progress.best.train_loss, 5)} at step `
+    [`train ${metricLabel("loss", loss)} now`, progress.train_loss !== undefined ? formatNumber(progress.train_loss, 5) : null],
+    ...current,
+    ["best so far", progress.best ? `${metricsText(progress.best, loss, { count: 2, named: true })} at step `
       + `${progress.best.step} (${progress.best.n_rules} rules)` : null, "best"],
     ["cells running", progress.unfinished !== undefined ? formatCount(progress.unfinished) : null],
   ]);
@@ -123,15 +121,19 @@ function gridSection(result, signal) {
       { label: "Status", cell: cell => statusBadge(cell.status) },
       { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
       { label: "Rules", numeric: true, cell: cell => cell.summary ? formatCount(cell.summary.n_rules) : "—" },
-      { label: `Validation ${metricLabel("loss", result.parameters.path.loss)}`, numeric: true,
-        cell: cell => formatNumber(cell.summary?.val_loss ?? cell.summary?.train_loss, 5) },
+      { label: "Validation", cell: cell => (cell.summary ? metricsText(cell.summary, result.parameters.path.loss, { count: 2 }) : "—") },
       { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
     chartSlot);
 }
 
 function stepsTable(result, jobId) {
-  const loss = metricLabel("loss", result.parameters.path.loss);
-  const has = name => result.steps.some(step => step[name] != null);
+  const loss = result.parameters.path.loss;
+  // every metric the steps record beside the loss, of the validation rows (the training rows' without them): R²,
+  // RMSE and MAE of regression; AUC (macro one-vs-rest for K classes), accuracy and Brier score of classifiers;
+  // the MAE of the rate of counts
+  const metrics = metricPairs(result.steps).filter(pair => pair.name !== "loss").map(pair => ({
+    label: `${pair.val ? "Validation" : "Train"} ${metricLabel(pair.name, loss)}`, numeric: true,
+    cell: step => formatNumber(step[pair.val ?? pair.train], ["auc", "accuracy", "r2"].includes(pair.name) ? 4 : 5) }));
   return dataTable({
     rows: result.steps,
     rowProps: step => ({ "data-step": step.index, class: step.index === result.selected ? "chosen" : null }),
@@ -140,18 +142,9 @@ function stepsTable(result, jobId) {
       { label: "λs", numeric: true, cell: step => formatNumber(step.lambda_s) },
       { label: "Rules", numeric: true, cell: step => formatCount(step.n_rules) },
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
-      { label: `Train ${loss}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
-      { label: `Validation ${loss}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
-      // a classifier's path (logistic, multinomial loss) also records AUC (macro one-vs-rest for K classes) and
-      // accuracy per step, a count path (Poisson loss) the mean absolute error of the rate
-      ...(has("val_auc") ? [
-        { label: "Validation AUC", numeric: true, cell: step => formatNumber(step.val_auc, 4) },
-        { label: "Validation accuracy", numeric: true, cell: step => formatNumber(step.val_accuracy, 4) },
-      ] : []),
-      ...(has("val_mae") || has("train_mae") ? [
-        { label: `${has("val_mae") ? "Validation" : "Train"} MAE`, numeric: true,
-          cell: step => formatNumber(step.val_mae ?? step.train_mae, 5) },
-      ] : []),
+      { label: `Train ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
+      { label: `Validation ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      ...metrics,
       { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
     ],
   });
@@ -228,13 +221,13 @@ export function showJob(main, { jobId, step }, context) {
   function render(job) {
     status.replaceChildren(overview(job));
     progress.replaceChildren(progressMeter(job), isActive(job) ? h("div", { id: "progress-facts" }, progressFacts(job))
-      : job.summary && "val_loss" in job.summary ? h("p", { id: "selected-summary" }, `Selected step: validation ${metricLabel("loss", lossOf(job))} `,
-                                                     lossText(job), summaryMetrics(job.summary)) : null);
+      : job.summary && "val_loss" in job.summary ? h("p", { id: "selected-summary" }, selectedText(job)) : null);
     details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
     cancel.hidden = !isActive(job);
     const p = job.progress;
     if (job.kind === "path" && p.step && p.n_rules !== undefined) {
-      // every metric the progress carries (the losses; AUC and accuracy of classifiers; MAE of counts)
+      // every metric the progress carries (the losses; R², RMSE and MAE of regression; AUC, accuracy and Brier
+      // score of classifiers; MAE of counts)
       const metrics = Object.fromEntries(Object.entries(p).filter(([key]) => /^(train|val)_/.test(key)));
       livePoints[p.step - 1] = { index: p.step - 1, n_rules: p.n_rules, lambda_s: p.lambda_s, ...metrics };
       const points = livePoints.filter(Boolean);

@@ -2,6 +2,7 @@
 // from the training table's original columns.
 
 import { get, post } from "./api.js";
+import { metricsText } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
 import { field, onSubmit } from "./forms.js";
@@ -11,7 +12,7 @@ import { stepFactPairs } from "./step.js";
 const versionColumns = [
   { label: "Version", cell: model => link(`/dashboard/models/${model.id}`, `${model.name} v${model.version}`) },
   { label: "Rules", numeric: true, cell: model => formatCount(model.n_rules) },
-  { label: "Validation loss", numeric: true, cell: model => formatNumber(model.metrics.val_loss ?? model.metrics.train_loss, 5) },
+  { label: "Validation", cell: model => metricsText(model.metrics, model.provenance.parameters.path.loss, { count: 2 }) },
   { label: "From", cell: model => link(`/dashboard/jobs/${model.provenance.job_id}/steps/${model.provenance.step}`,
                                        `step ${model.provenance.step} of ${model.provenance.job_id}`) },
   { label: "Promoted", cell: model => formatTime(model.created_at) },
@@ -29,18 +30,37 @@ export function showModels(main, params, { signal }) {
   });
 }
 
-/** One input per original column: categories as a drop-down, numbers as number fields; empty is missing. */
+/** The training table's columns that the model's rules and linear terms read, most important first (their share
+ * of `ensemble.importance`; table order where it has none), and the others in table order: {used, unused}. */
+function columnsByUse(model) {
+  // each encoded feature's column: a numeric column is one feature, a text column one indicator per category
+  const featureColumn = model.columns.flatMap(column => (column.kind === "categorical" ? column.categories.map(() => column) : [column]));
+  const ensemble = model.ensemble;
+  const features = [...ensemble.rules.flatMap(rule => rule.conditions), ...(ensemble.linear ?? [])].map(term => term.feature_index);
+  const read = new Set(features.map(index => featureColumn[index]));
+  const share = column => ensemble.importance?.[column.name] ?? 0;
+  return { used: model.columns.filter(column => read.has(column)).sort((a, b) => share(b) - share(a)),
+           unused: model.columns.filter(column => !read.has(column)) };
+}
+
+/** One input per original column, those the model uses first (with their share of its importance) and the others
+ * folded away: categories as a drop-down, numbers as number fields; empty is missing (null), as a folded column is
+ * unless it is filled. */
 function rowForm(model, onScore) {
-  const inputs = model.columns.map(column => {
-    const control = column.kind === "categorical"
-      ? h("select", null, h("option", { value: "" }, "(missing)"), column.categories.map(category => h("option", { value: category }, category)))
-      : h("input", { type: "number", step: "any", placeholder: "missing", inputmode: "decimal" });
-    return { column, control };
-  });
+  const { used, unused } = columnsByUse(model);
+  const share = column => model.ensemble.importance?.[column.name];
+  const inputs = [...used, ...unused].map(column => ({ column, control: column.kind === "categorical"
+    ? h("select", null, h("option", { value: "" }, "(missing)"), column.categories.map(category => h("option", { value: category }, category)))
+    : h("input", { type: "number", step: "any", placeholder: "missing", inputmode: "decimal" }) }));
+  const fields = (columns, help) => h("div", { class: "fields" }, inputs.filter(({ column }) => columns.includes(column))
+    .map(({ column, control }) => field(column.name, control, { name: `dataframe_records.${column.name}`, help: help(column) })));
   const slot = h("div");
   const form = h("form", { "aria-label": "Score one row" },
-    h("div", { class: "fields" }, inputs.map(({ column, control }) =>
-      field(column.name, control, { name: `dataframe_records.${column.name}` }))),
+    used.length ? fields(used, column => (share(column) === undefined ? null : `${formatNumber(100 * share(column), 3)}% of the importance`))
+      : h("p", { class: "muted" }, "The model reads no column: every row gets its intercept."),
+    unused.length ? h("details", { class: "unused-columns" },
+      h("summary", null, `${unused.length} other ${unused.length === 1 ? "column" : "columns"} the model does not use — optional`),
+      fields(unused, () => null)) : null,
     h("button", { type: "submit" }, "Predict"), slot);
   onSubmit(form, slot, async () => {
     const record = Object.fromEntries(inputs.map(({ column, control }) => [column.name,
@@ -124,7 +144,8 @@ export function showModel(main, { modelId }, { signal }) {
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
         card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss))))),
-      card("Predict one row", h("p", { class: "muted" }, `The training table's columns; leave a value empty for a missing one.`),
+      card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
+        + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),
       model.ensemble.linear?.length ? card(`Linear terms (${model.ensemble.linear.length})`, linearTable(model.ensemble)) : null,

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 import uvicorn
 from redis import Redis
 
 from app.main import create_app
 from solver import PathSpec
-from tests.support.data import ABALONE, FIRST_ABALONE_ROW, REPO_ROOT
+from tests.support.data import ABALONE, ELEVATORS, FIRST_ABALONE_ROW, REPO_ROOT
 from tests.support.service import WorkerProcess, make_settings, remove_session_keys
 from tests.support.synthetic import GRADES, grades_table, visits_table
 
@@ -118,6 +119,22 @@ def promote(page, name: str, button=re.compile(r"Promote step \d+ to a model")) 
     page.get_by_role("button", name=button).click()
     page.wait_for_url(re.compile(r".*/dashboard/models/mdl_\w+$"))
     return page.url.rsplit("/", 1)[1]
+
+
+def fill_row(page, row: dict) -> None:
+    """Type ``row`` into the model page's prediction form, opening its fold of the columns the model does not use."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("button", name="Predict")).to_be_visible()  # the form is drawn
+    folded = page.locator("details.unused-columns:not([open]) > summary")
+    if folded.count():
+        folded.click()
+    for column, value in row.items():
+        control = page.get_by_label(column, exact=True)
+        if control.evaluate("element => element.tagName") == "SELECT":
+            control.select_option(str(value))
+        else:
+            control.fill(str(value))
 
 
 def record_progress_texts(page) -> None:
@@ -224,10 +241,7 @@ def test_the_whole_product_from_the_browser(served, browser):
     model = api.get(f"/v1/models/{model_id}").json()
     assert model["provenance"]["step"] == clicked and model["n_rules"] == len(rules["rules"]["rules"])
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Model abalone-dashboard v{model['version']}")
-    page.get_by_label("Sex", exact=True).select_option(ROW["Sex"])
-    for column, value in ROW.items():
-        if column != "Sex":
-            page.get_by_label(column, exact=True).fill(str(value))
+    fill_row(page, ROW)
     page.get_by_role("button", name="Predict").click()
     expect(page.locator("#prediction")).to_be_visible()
     answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [ROW]}).json()
@@ -290,13 +304,20 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     selected = result["steps"][result["selected"]]
     # the path and the selected step's rules are drawn once they have loaded
     expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {result['selected']}\b"))
-    expect(page.locator("#selected-summary")).to_contain_text("validation log loss")
-    expect(page.locator("#selected-summary")).to_contain_text(f"AUC {selected['val_auc']:.4g}"[:9])
+    expect(page.locator("#selected-summary")).to_contain_text(f"validation AUC {selected['val_auc']:.4g}"[:20])
+    expect(page.locator("#selected-summary")).to_contain_text("Brier score")
+    expect(page.locator("#selected-summary")).to_contain_text("log loss")
     expect(page.locator("dd[data-field='classes']")).to_have_text(", ".join(GRADES))
     headers = page.locator("details table.data thead th").all_text_contents()
-    assert {"Train log loss", "Validation log loss", "Validation AUC", "Validation accuracy"} <= set(headers), headers
+    assert {
+        "Train log loss",
+        "Validation log loss",
+        "Validation AUC",
+        "Validation accuracy",
+        "Validation Brier score",
+    } <= set(headers), headers
     metric = page.locator(".chart").first.locator("..").get_by_label("Metric")
-    assert metric.locator("option").all_inner_texts() == ["log loss", "AUC", "accuracy"]
+    assert metric.locator("option").all_inner_texts() == ["log loss", "AUC", "accuracy", "Brier score"]
     metric.select_option(label="AUC")
     expect(page.locator(".chart svg title").first).to_contain_text("AUC against rules")
     expect(page.locator("#step-facts dd[data-field='val_auc']")).to_be_visible()
@@ -317,9 +338,7 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
 
     # promoted, a row scores to a class with a probability per class and the rules that fired
     model_id = promote(page, "grades-dashboard")
-    page.get_by_label("region", exact=True).select_option(GRADES_ROW["region"])
-    for column in ("size", "age", "score"):
-        page.get_by_label(column, exact=True).fill(str(GRADES_ROW[column]))
+    fill_row(page, GRADES_ROW)
     page.get_by_role("button", name="Predict").click()
     answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [GRADES_ROW]}).json()
     expect(page.locator("#prediction")).to_have_text(answer["predictions"][0])
@@ -427,10 +446,7 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
 
     # promoted, a row scores with the rules that fired and what each linear term added
     model_id = promote(page, "abalone-terms-dashboard")
-    page.get_by_label("Sex", exact=True).select_option(ROW["Sex"])
-    for column, value in ROW.items():
-        if column != "Sex":
-            page.get_by_label(column, exact=True).fill(str(value))
+    fill_row(page, ROW)
     page.get_by_role("button", name="Predict").click()
     answer = api.post(f"/v1/models/{model_id}/predict?explain=true", json={"dataframe_records": [ROW]}).json()
     expect(page.locator("#prediction")).to_be_visible()
@@ -439,4 +455,110 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
     expect(scored_terms).to_have_count(len(answer["linear_contributions"][0]))
     expect(page.locator("#score .breakdown")).to_contain_text("linear term")
     shoot(page, "terms-model")
+    assert errors == []
+
+
+def columns_by_use(model: dict) -> tuple[list[str], list[str]]:
+    """The columns a model's rules and linear terms read, by importance (the table's order on ties), and the others."""
+    owners = [c["name"] for c in model["columns"] for _ in (c["categories"] if c["kind"] == "categorical" else [0])]
+    ensemble = model["ensemble"]
+    terms = [c for rule in ensemble["rules"] for c in rule["conditions"]] + ensemble.get("linear", [])
+    read = {owners[term["feature_index"]] for term in terms}
+    used = sorted((c["name"] for c in model["columns"] if c["name"] in read), key=lambda c: -ensemble["importance"][c])
+    return used, [c["name"] for c in model["columns"] if c["name"] not in read]
+
+
+def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_uses(served, browser):
+    """Issue 19: a regression path's chart opens on R² and offers RMSE (the raw squared error of a target near 0.02
+    reads as 4e-05); the summary, steps and lists say R² and RMSE; the model's form lists the columns its terms read,
+    most important first, and folds the others, which a prediction leaves missing."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=SIZES["1280"])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base, api = served.base_url, served.api
+    uploaded = api.post(
+        "/v1/datasets?target=Goal", content=ELEVATORS.read_bytes(), headers={"Content-Type": "application/gzip"}
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    job = api.post(
+        "/v1/jobs", json={"dataset_id": uploaded.json()["id"], "forest": MULTICLASS_FOREST, **MULTICLASS_PATH}
+    )
+    assert job.status_code == 202, job.text
+    job_id = job.json()["id"]
+    page.goto(f"{base}/dashboard/datasets")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Use", exact=True).click()
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=90_000)
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    steps, selected = result["steps"], result["steps"][result["selected"]]
+    expect(page.locator("#step-title")).to_have_text(re.compile(rf"^Step {result['selected']}\b"))
+    expect(page.locator("#selected-summary")).to_contain_text(f"validation R² {selected['val_r2']:.4g}"[:18])
+    expect(page.locator("#selected-summary")).to_contain_text("RMSE")
+    headers = page.locator("details table.data thead th").all_text_contents()
+    assert {"Validation MSE", "Validation R²", "Validation RMSE", "Validation MAE"} <= set(headers), headers
+
+    # the chart opens on R² (the selected step is its peak), RMSE one choice away
+    metric = page.locator(".chart").first.locator("..").get_by_label("Metric")
+    assert metric.locator("option").all_inner_texts() == ["MSE", "R²", "RMSE", "MAE"]
+    expect(metric).to_have_value("r2")
+    chart = page.locator(".chart svg[role=slider]")
+    expect(chart.locator("title")).to_contain_text("R² against rules")
+    dots = chart.locator("circle.dot-validation")
+    expect(dots).to_have_count(len(steps))
+
+    def highest_dot(name):  # the step drawn highest: the largest value of the metric
+        heights = [-float(dot.get_attribute("cy")) for dot in dots.all()]
+        return steps[heights.index(max(heights))][name]
+
+    assert highest_dot("val_r2") == max(step["val_r2"] for step in steps)
+    page.screenshot(path="/tmp/dashboard-r2-chart.png", full_page=True)
+    metric.select_option(label="RMSE")
+    expect(chart.locator("title")).to_contain_text("RMSE against rules")
+    expect(page.locator(".legend").first).to_contain_text("validation RMSE")
+    assert highest_dot("val_rmse") == max(step["val_rmse"] for step in steps)
+    page.screenshot(path="/tmp/dashboard-rmse-chart.png", full_page=True)
+    shoot(page, "regression-job")
+
+    # the form: the columns the model reads, by importance, then the others folded and optional
+    model_id = promote(page, "elevators-readable")
+    model = api.get(f"/v1/models/{model_id}").json()
+    used, unused = columns_by_use(model)
+    assert used and unused, (used, unused)
+    form = page.get_by_role("form", name="Score one row")
+    expect(form.locator(":scope > .fields .field > label")).to_have_text(used)
+    folded = form.locator("details.unused-columns")
+    expect(folded).not_to_have_attribute("open", "")
+    expect(folded.locator("summary")).to_have_text(f"{len(unused)} other columns the model does not use — optional")
+    expect(folded.locator(".field > label")).to_have_text(unused)
+    expect(page.get_by_label(unused[0], exact=True)).to_be_hidden()
+    expect(page.locator("#model-metrics dd[data-field='val_r2']")).to_contain_text(
+        f"{model['metrics']['val_r2']:.6g}"[:6]
+    )
+    page.screenshot(path="/tmp/dashboard-model-form.png", full_page=True)
+
+    row = pd.read_csv(ELEVATORS).drop(columns="Goal").iloc[0].to_dict()
+    for column in used:
+        page.get_by_label(column, exact=True).fill(str(row[column]))
+    page.get_by_role("button", name="Predict").click()
+    expect(page.locator("#prediction")).to_be_visible()
+    sent = {column: value if column in used else None for column, value in row.items()}  # as the form sends it
+    answer = api.post(f"/v1/models/{model_id}/predict", json={"dataframe_records": [sent]}).json()
+    whole = api.post(f"/v1/models/{model_id}/predict", json={"dataframe_records": [row]}).json()
+    assert answer["predictions"][0] == pytest.approx(whole["predictions"][0], rel=1e-12)  # the others do not count
+    assert float(page.locator("#prediction").inner_text()) == pytest.approx(answer["predictions"][0], rel=1e-5)
+    page.screenshot(path="/tmp/dashboard-model-predicted.png", full_page=True)
+    shoot(page, "regression-model")
+
+    # the lists say R² too
+    page.goto(f"{base}/dashboard/models")
+    expect(page.locator("table.data", has_text="elevators-readable")).to_contain_text(
+        f"R² {selected['val_r2']:.4g}"[:7]
+    )
+    page.screenshot(path="/tmp/dashboard-models.png", full_page=True)
+    page.goto(f"{base}/dashboard/jobs")
+    expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text(f"R² {selected['val_r2']:.4g}"[:7])
+    page.screenshot(path="/tmp/dashboard-jobs.png", full_page=True)
     assert errors == []
