@@ -63,6 +63,9 @@ DOMAIN_STATUS = {
 }
 
 
+INFERENCE_PROTOCOL_PREFIX = "/v2"  # app/api/routes/inference.py
+
+
 class ProblemFault(BaseModel):
     field: str = Field(
         description="where the request carried the thing at fault: path.X, query.X, header.X, "
@@ -81,6 +84,11 @@ class Problem(BaseModel):
     detail: str = Field(examples=["No dataset with id 'ds_0123'."])
     instance: str = Field(examples=["/v1/datasets/ds_0123"])
     errors: list[ProblemFault] = Field(default=[], description="one entry per thing at fault")
+    error: str | None = Field(
+        None,
+        description="under /v2 only: the Open Inference Protocol's error message (the detail, then each fault as "
+        "'field: message (fix)'), which its clients (tritonclient) raise",
+    )
 
 
 class ProblemError(Exception):
@@ -115,6 +123,8 @@ def problem_response(
         instance=request.url.path,
         errors=[ProblemFault(field=f.field, message=f.message, fix=f.fix) for f in faults],
     )
+    if request.url.path.startswith(INFERENCE_PROTOCOL_PREFIX):
+        body.error = " ".join([detail, "; ".join(f"{f.field}: {f.message} ({f.fix})" for f in body.errors)]).strip()
     return JSONResponse(
         body.model_dump(exclude_defaults=True), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers
     )

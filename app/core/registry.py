@@ -101,7 +101,7 @@ class ModelRegistry:
             return _text(model_id), ref.version
         stored = _versions(self.redis.hgetall(versions_key))
         if not stored:
-            raise NotFound("model name", ref.name, "name", "promote a job step under this name, or list the names")
+            raise _unknown_name(ref.name)
         latest = max(stored)
         return stored[latest], latest
 
@@ -158,6 +158,9 @@ class ModelRegistry:
                 try:
                     pipe.watch(aliases_key)
                     version = pipe.hget(aliases_key, alias)
+                    if version is None and not pipe.exists(self.keys.name_history(tenant, name)):
+                        pipe.unwatch()
+                        raise _unknown_name(name)
                     if version is None:
                         pipe.unwatch()
                         return
@@ -211,7 +214,7 @@ class ModelRegistry:
             pipe.lrange(self.keys.name_history(tenant, name), 0, -1)
             stored, aliases, history = pipe.execute()
         if not history:
-            raise NotFound("model name", name, "name", "promote a job step under this name, or list the names")
+            raise _unknown_name(name)
         versions = _versions(stored)
         return RegisteredModel(
             name=name,
@@ -237,6 +240,10 @@ class ModelRegistry:
         target.rpush(history_key, event.model_dump_json(exclude_none=True))
         target.ltrim(history_key, -HISTORY_LENGTH, -1)
         target.zadd(self.keys.model_names(tenant), {name: event.at})
+
+
+def _unknown_name(name: str) -> NotFound:
+    return NotFound("model name", name, "name", "promote a job step under this name, or list the names")
 
 
 def _text(value: bytes | str) -> str:

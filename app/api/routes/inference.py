@@ -18,17 +18,15 @@ so that V2 clients (``tritonclient.http``, KServe's) score with our models as th
 
 import json
 import struct
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Path, Request, Response
-from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, ValidationError
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
-from app.api.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem_responses, validation_faults
+from app.api.problems import INFERENCE_PROTOCOL_PREFIX, ProblemError, problem_responses, validation_faults
 from app.api.routes.registered_models import NamePath, latest
 from app.core.container import Core
 from app.core.errors import FieldFault
@@ -51,33 +49,7 @@ JSON_ELEMENTS: dict[str, tuple[type, ...]] = {
 OUTPUT_TYPES = {"FP64": "<f8", "INT64": "<i8", "BOOL": "?"}  # BYTES outputs are length-prefixed
 
 
-class ProtocolRoute(APIRoute):
-    """A route whose errors are answered by the app's problem handlers, with the protocol's ``error`` member."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handle = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handle(request)
-            except Exception as error:
-                handlers = request.app.exception_handlers
-                kind = next(kind for kind in type(error).__mro__ if kind in handlers)  # Exception has one
-                return with_error_member(await handlers[kind](request, error))
-
-        return route
-
-
-def with_error_member(problem: Response) -> JSONResponse:
-    """The problem with ``error``: its detail, then each fault as ``field: message (fix)``."""
-    body = json.loads(bytes(problem.body))
-    faults = [f"{fault['field']}: {fault['message']} ({fault['fix']})" for fault in body.get("errors", [])]
-    body["error"] = " ".join([body["detail"], "; ".join(faults)]).strip()
-    headers = {name: value for name, value in problem.headers.items() if name not in ("content-length", "content-type")}
-    return JSONResponse(body, problem.status_code, headers, media_type=PROBLEM_MEDIA_TYPE)
-
-
-router = APIRouter(prefix="/v2", tags=["open inference protocol"], route_class=ProtocolRoute)
+router = APIRouter(prefix=INFERENCE_PROTOCOL_PREFIX, tags=["open inference protocol"])
 
 
 class Live(BaseModel):

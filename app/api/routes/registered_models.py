@@ -27,6 +27,15 @@ class AliasRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"version": 3}]})
 
 
+class InvocationsResponse(BaseModel):
+    """MLflow's scoring server's answer."""
+
+    predictions: list[float | str | bool | int] | list[dict[str, float]] = Field(
+        description="per row: the prediction (a number, a count model's rate, a classifier's label), or with params "
+        "predict_method=predict_proba a record of each class's probability keyed by its label"
+    )
+
+
 def latest(name: NamePath) -> ModelRef:
     return ModelRef(name)
 
@@ -70,6 +79,7 @@ def set_alias(name: NamePath, alias: AliasPath, body: AliasRequest, core: CoreDe
     status_code=204,
     response_class=Response,
     summary="Remove an alias (removing one that is not set changes nothing)",
+    responses=problem_responses(404),
 )
 def remove_alias(name: NamePath, alias: AliasPath, core: CoreDep, tenant: TenantDep) -> Response:
     core.models.remove_alias(name, alias, tenant=tenant)
@@ -109,9 +119,9 @@ def _reference_routes(prefix: str, reference, which: str) -> None:
         openapi_extra=SCORING_BODY,
         responses={
             200: {
-                "description": 'MLflow\'s answer: {"predictions": [...]} (labels, numbers or rates; with params '
-                "predict_method=predict_proba a record of class probabilities per row); the model that answered "
-                "in the X-Model-Id, X-Model-Name and X-Model-Version headers",
+                "model": InvocationsResponse,
+                "description": "MLflow's answer; the model that answered in the X-Model-Id, X-Model-Name and "
+                "X-Model-Version headers",
                 "content": {"application/json": {}},
             },
             **problem_responses(404, 413, 415, 422),
@@ -125,7 +135,13 @@ def _reference_routes(prefix: str, reference, which: str) -> None:
         f"{prefix}/ping",
         response_class=Response,
         summary=f"200 where {which} exists (MLflow's scoring server's health check)",
-        responses=problem_responses(404),
+        responses={
+            200: {
+                "description": "a line break, as MLflow's",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            **problem_responses(404),
+        },
     )
     def ping(ref: Reference, core: CoreDep, tenant: TenantDep) -> Response:
         core.models.scoring_model(ref, tenant)
