@@ -151,6 +151,14 @@ def test_a_regression_model_by_name_version_and_alias_answers_as_predict(stack, 
             assert response["model_version"] == str(model["version"]) and response["id"] == f"rings-{version}"
             assert result.as_numpy("predictions").tolist() == expected
 
+    # the champion over MLflow's protocol, in JSON and in CSV: the same numbers
+    champion = "/v1/registered-models/oip-rings/aliases/champion/invocations"
+    split = {"columns": list(rows.columns), "data": rows.astype(object).where(rows.notna(), None).to_numpy().tolist()}
+    as_json = stack.client.post(champion, json={"dataframe_split": split})
+    as_csv = stack.client.post(champion, content=rows.to_csv(index=False), headers={"Content-Type": "text/csv"})
+    assert as_json.json() == as_csv.json() == {"predictions": predict(stack, first, rows)["predictions"]}
+    assert as_json.headers["X-Model-Version"] == as_csv.headers["X-Model-Version"] == str(first["version"])
+
 
 @pytest.mark.parametrize(
     ("name", "classes"), [("oip-credit", ["bad", "good"]), ("oip-grades", GRADES), ("oip-visits", None)]
