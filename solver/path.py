@@ -1,7 +1,7 @@
 """Warm-started regularization paths over the sparsity parameter lambda_s."""
 
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import KW_ONLY, asdict, dataclass, fields
 from functools import partial
 
 import numpy as np
@@ -51,22 +51,23 @@ class PathStep:
     n_antecedents: int | None
     train_loss: float
     val_loss: float | None
-    train_auc: float | None
-    val_auc: float | None
-    train_accuracy: float | None
-    val_accuracy: float | None
-    train_mae: float | None
-    val_mae: float | None
-    train_r2: float | None
-    val_r2: float | None
-    train_rmse: float | None
-    val_rmse: float | None
-    train_brier: float | None
-    val_brier: float | None
     objective: float
     n_iter: int
     converged: bool
     seconds: float
+    _: KW_ONLY  # the metrics beside the losses, None by default: records written before one existed read back
+    train_auc: float | None = None
+    val_auc: float | None = None
+    train_accuracy: float | None = None
+    val_accuracy: float | None = None
+    train_mae: float | None = None
+    val_mae: float | None = None
+    train_r2: float | None = None
+    val_r2: float | None = None
+    train_rmse: float | None = None
+    val_rmse: float | None = None
+    train_brier: float | None = None
+    val_brier: float | None = None
 
     def to_dict(self):
         return asdict(self)
@@ -75,7 +76,7 @@ class PathStep:
     def from_dict(cls, record):
         """The step of a ``to_dict()`` record (keys it does not know are ignored; the metrics beside the losses
         may be missing, as in records written before they existed)."""
-        return cls(**{f.name: record.get(f.name) if f.name in METRICS else record[f.name] for f in fields(cls)})
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name not in METRICS or f.name in record})
 
 
 def best_step(steps, max_rules=None, selection=PathSpec().selection):

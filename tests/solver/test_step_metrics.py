@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import TypeAdapter
 from scipy.special import expit, softmax
 from sklearn.metrics import (
     brier_score_loss,
@@ -103,3 +104,5 @@ def test_records_written_before_the_metrics_read_back_without_them():
     read = PathStep.from_dict(old)
     assert read.val_r2 is None and read.val_loss == step.val_loss
     assert PathStep.from_dict(step.to_dict()) == step
+    # the service reads stored results through pydantic, which takes the metrics' defaults as well
+    assert TypeAdapter(PathStep).validate_python(old) == read
