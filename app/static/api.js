@@ -61,6 +61,21 @@ export async function request(path, { method = "GET", body, signal } = {}) {
 
 export const get = (path, signal) => request(path, { signal });
 export const post = (path, body) => request(path, { method: "POST", body });
+export const put = (path, body) => request(path, { method: "PUT", body });
+export const remove = path => request(path, { method: "DELETE" });
+
+/** Save the answer of GET `path` as a file (the name its Content-Disposition gives, else `fallback`). */
+export async function download(path, fallback) {
+  const response = await send(path, { headers: {} });
+  if (!response.ok) throw new ApiError(response.status, await readProblem(response));
+  const name = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") ?? "")?.[1] ?? fallback;
+  const url = URL.createObjectURL(await response.blob());
+  const anchor = Object.assign(document.createElement("a"), { href: url, download: name });
+  document.body.append(anchor);
+  anchor.click();
+  anchor.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}
 
 let openApi = null;
 

@@ -5,6 +5,7 @@ import { get, post } from "./api.js";
 import { metricsText } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
+import { deployCard } from "./deploy.js";
 import { field, onSubmit } from "./forms.js";
 import { classLabels, columnImportance, interceptText, linearTable, longestRule, ruleId, rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
@@ -18,15 +19,22 @@ const versionColumns = [
   { label: "Promoted", cell: model => formatTime(model.created_at) },
 ];
 
+/** The versions table's columns with an Aliases column from the name's `aliases` (alias → version). */
+const withAliases = aliases => [versionColumns[0], {
+  label: "Aliases", cell: model => Object.entries(aliases).filter(([, version]) => version === model.version).map(([alias]) => alias).join(", "),
+}, ...versionColumns.slice(1)];
+
 export function showModels(main, params, { signal }) {
   const body = h("div");
   main.append(pageHeading("Models"),
-              h("p", { class: "muted" }, "Promote a step from a finished job's page; each name counts its versions."), body);
+              h("p", { class: "muted" }, "Promote a step from a finished job's page; each name counts its versions, and "
+                + "aliases (champion, staging) point apps at one of them."), body);
   fill(body, async () => {
-    const models = await get("/v1/models", signal);
+    const [models, names] = await Promise.all([get("/v1/models", signal), get("/v1/registered-models", signal)]);
     if (!models.length) return h("p", { class: "muted" }, "No model yet: open a finished job and promote a step.");
+    const aliases = new Map(names.map(registered => [registered.name, registered.aliases]));
     const byName = Map.groupBy(models, model => model.name);
-    return [...byName].map(([name, versions]) => card(name, dataTable({ rows: versions, columns: versionColumns })));
+    return [...byName].map(([name, versions]) => card(name, dataTable({ rows: versions, columns: withAliases(aliases.get(name) ?? {}) })));
   });
 }
 
@@ -125,9 +133,11 @@ function predictsText(model) {
   return model.target;
 }
 
-export function showModel(main, { modelId }, { signal }) {
+export function showModel(main, { modelId }, { signal, navigate }) {
   loadedView(main, "Model", async () => {
-    const [model, all] = await Promise.all([get(`/v1/models/${encodeURIComponent(modelId)}`, signal), get("/v1/models", signal)]);
+    const model = await get(`/v1/models/${encodeURIComponent(modelId)}`, signal);
+    const [all, registered] = await Promise.all([get("/v1/models", signal),
+                                                 get(`/v1/registered-models/${encodeURIComponent(model.name)}`, signal)]);
     const source = model.provenance;
     const scored = h("div", { "aria-live": "polite", id: "score" });
     // the step's count of terms is the metrics' n_rules: with linear terms, say how many are linear
@@ -135,7 +145,8 @@ export function showModel(main, { modelId }, { signal }) {
     return { title: `Model ${model.name} v${model.version}`, content: [
       h("div", { class: "columns" },
         card("Model", definitions([
-          ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)], ["promoted", formatTime(model.created_at)],
+          ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)],
+          ["aliases", model.aliases.join(", ") || null], ["promoted", formatTime(model.created_at)],
           ["predicts", predictsText(model)], ["classes", model.classes?.join(", ")],
           ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))],
           ["longest rule", `${longestRule(model.ensemble)} conditions`], ["description", model.description],
@@ -147,10 +158,11 @@ export function showModel(main, { modelId }, { signal }) {
       card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
         + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
+      deployCard(model, registered, () => navigate(location.pathname, { replace: true })),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),
       model.ensemble.linear?.length ? card(`Linear terms (${model.ensemble.linear.length})`, linearTable(model.ensemble)) : null,
       model.ensemble.importance ? card("Columns by importance", columnImportance(model.ensemble.importance)) : null,
-      card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: versionColumns,
+      card(`Versions of ${model.name}`, dataTable({ rows: all.filter(other => other.name === model.name), columns: withAliases(registered.aliases),
                                                     rowProps: other => ({ class: other.id === model.id ? "chosen" : null }) })),
     ] };
   });

@@ -552,11 +552,39 @@ def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_us
     page.screenshot(path="/tmp/dashboard-model-predicted.png", full_page=True)
     shoot(page, "regression-model")
 
-    # the lists say R² too
+    # serve it: an alias set, moved here again (nothing changes), shown with the addresses apps call; exports
+    aliases = page.locator("#aliases")
+    page.get_by_label("Alias", exact=True).fill("champion")
+    page.get_by_role("button", name="Point at v1").click()
+    expect(aliases.locator("table.data")).to_contain_text("champion")
+    expect(aliases.locator("table.data")).to_contain_text("v1 (this one)")
+    registered = api.get("/v1/registered-models/elevators-readable").json()
+    assert registered["aliases"] == {"champion": 1}
+    addresses = page.get_by_role("table", name="Scoring addresses")
+    expect(addresses).to_contain_text("/v1/registered-models/elevators-readable/aliases/champion/invocations")
+    expect(addresses).to_contain_text("/v2/models/elevators-readable/versions/champion/infer")
+    expect(page.get_by_role("table", name="What happened to the name")).to_contain_text("champion set to v1")
+    with page.expect_download() as downloaded:
+        page.get_by_role("button", name="MLflow model (zip)").click()
+    assert downloaded.value.suggested_filename == "elevators-readable-v1-mlflow.zip"
+    assert Path(downloaded.value.path()).read_bytes()[:2] == b"PK"
+    page.screenshot(path="/tmp/dashboard-model-serve.png", full_page=True)
+    page.get_by_role("button", name="Remove alias champion").click()
+    expect(page.get_by_role("table", name="What happened to the name")).to_contain_text("champion removed (was v1)")
+    assert api.get("/v1/registered-models/elevators-readable").json()["aliases"] == {}
+    page.get_by_label("Alias", exact=True).fill("latest")
+    page.get_by_role("button", name="Point at v1").click()
+    expect(page.get_by_role("alert")).to_contain_text("not 'latest'")
+    page.get_by_label("Alias", exact=True).fill("champion")
+    page.get_by_role("button", name="Point at v1").click()
+    expect(aliases.locator("table.data")).to_contain_text("champion")
+
+    # the lists say R² too, and the aliases
     page.goto(f"{base}/dashboard/models")
     expect(page.locator("table.data", has_text="elevators-readable")).to_contain_text(
         f"R² {selected['val_r2']:.4g}"[:7]
     )
+    expect(page.locator("table.data", has_text="elevators-readable")).to_contain_text("champion")
     page.screenshot(path="/tmp/dashboard-models.png", full_page=True)
     page.goto(f"{base}/dashboard/jobs")
     expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text(f"R² {selected['val_r2']:.4g}"[:7])
