@@ -370,7 +370,7 @@ class PredictRequest(StrictBody):
         """(column -> values, n_rows, body field holding the rows) of whichever of the four shapes was sent."""
         if self.dataframe_split is not None:
             split = self.dataframe_split
-            return *_columns_from_rows(split.columns, split.data, "dataframe_split.data"), "dataframe_split.columns"
+            return *columns_from_rows(split.columns, split.data, "dataframe_split.data"), "dataframe_split.columns"
         if self.dataframe_records is not None:
             return *_columns_from_records(self.dataframe_records, "dataframe_records"), "dataframe_records"
         name = "instances" if self.instances is not None else "inputs"
@@ -387,7 +387,7 @@ class PredictRequest(StrictBody):
         if payload and all(isinstance(row, dict) for row in payload):
             return *_columns_from_records(payload, name), name
         if all(isinstance(row, list) for row in payload):
-            return *_columns_from_rows(column_names, payload, name), name
+            return *columns_from_rows(column_names, payload, name), name
         raise Invalid(
             f"'{name}' must be a list of records, a list of rows or an object of columns.",
             [FieldFault(name, "unrecognized shape", f"send rows in the column order {column_names}, or records")],
@@ -410,7 +410,7 @@ def _columns_from_records(records: list[dict], location: str) -> tuple[dict, int
     return {name: [row[name] for row in records] for name in names}, len(records)
 
 
-def _columns_from_rows(names: list[str], rows: list[list], location: str) -> tuple[dict, int]:
+def columns_from_rows(names: list[str], rows: list[list], location: str) -> tuple[dict, int]:
     faults = [
         FieldFault(f"{location}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
         for i, row in enumerate(rows)

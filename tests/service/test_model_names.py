@@ -124,6 +124,9 @@ def test_csv_bodies_score_as_json_ones_and_other_content_types_are_415(stack, ve
     csv_body = text.getvalue().encode()
     bad_csv = stack.client.post(f"{base}/predict", content=b"Sex,Length\nM,abc\n", headers={"Content-Type": "text/csv"})
     assert_problem(bad_csv, 422)
+    for body, field in ((b"", "body"), (b"Sex,Length\nM\n", "csv[0]"), (b"\xff\xfe", "body")):
+        response = stack.client.post(f"{base}/predict", content=body, headers={"Content-Type": "text/csv"})
+        assert_problem(response, 422, field)
     for content_type in ("application/x-www-form-urlencoded", "text/plain", "application/json; charset=latin-1"):
         response = stack.client.post(f"{base}/invocations", content=csv_body, headers={"Content-Type": content_type})
         assert_problem(response, 415, "Content-Type")
