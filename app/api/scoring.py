@@ -2,6 +2,7 @@
 into our answer (``/predict``) or MLflow's scoring server's (``/invocations``), and the route flow that scores a
 small request for a cached model right on the event loop and anything else in a worker thread."""
 
+import asyncio
 import csv
 import io
 import json
@@ -132,5 +133,8 @@ async def scoring_route(
     body = await request.body()
     content_type = request.headers.get("content-type")
     if core.models.recently_checked(target, tenant) is not None and len(body) <= core.settings.inline_scoring_bytes:
+        # yield once: requests scored on the loop without a single await starved some connections of a saturated
+        # loop (p99 0.8-1.0 s, p90 75 ms under 50 clients that never pause; 0.25-0.36 s with this)
+        await asyncio.sleep(0)
         return score_request(core, target, body, content_type, shape, explain, tenant)
     return await cpu.run(score_request, core, target, body, content_type, shape, explain, tenant)

@@ -18,7 +18,7 @@ so that V2 clients (``tritonclient.http``, KServe's) score with our models as th
 
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import numpy as np
@@ -142,7 +142,7 @@ def server_metadata(request: Request):
     return ServerMetadata(name=PLATFORM, version=request.app.version, extensions=EXTENSIONS)
 
 
-def version_or_alias(
+async def version_or_alias(
     request: Request,
     name: NamePath,
     version: Annotated[str, Path(description="a version number, or an alias (not in the protocol)")],
@@ -153,7 +153,7 @@ def version_or_alias(
     return ModelRef(name, alias=version)
 
 
-def _model_routes(prefix: str, reference: Callable[..., ModelRef], which: str) -> None:
+def _model_routes(prefix: str, reference: Callable[..., Awaitable[ModelRef]], which: str) -> None:
     """Metadata, readiness and inference under ``prefix`` for the model that ``reference`` names."""
     Reference = Annotated[ModelRef, Depends(reference)]
 
