@@ -6,6 +6,7 @@ import asyncio
 import csv
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -127,14 +128,23 @@ def score_request(
 async def scoring_route(
     core: Core, cpu: CpuLane, request: Request, target: "str | ModelRef", shape: Shape, tenant: str, explain: bool
 ) -> Response:
-    """The body is read raw (its size bounded by FIRE_MAX_SCORING_BYTES): a small one for a model in this process's
-    cache is parsed and scored right here, faster than a thread hop and with no Redis call; anything else in a
-    worker thread, never holding the event loop."""
+    """Score a request's body (read raw, its size bounded by FIRE_MAX_SCORING_BYTES) as ``run_scoring`` does."""
     body = await request.body()
     content_type = request.headers.get("content-type")
-    if core.models.recently_checked(target, tenant) is not None and len(body) <= core.settings.inline_scoring_bytes:
+    return await run_scoring(
+        core, cpu, target, tenant, len(body), score_request, core, target, body, content_type, shape, explain, tenant
+    )
+
+
+async def run_scoring(
+    core: Core, cpu: CpuLane, target: "str | ModelRef", tenant: str, size: int, score: Callable[..., Response], *args
+) -> Response:
+    """``score(*args)`` right here for a body of ``size`` bytes at most FIRE_INLINE_SCORING_BYTES and a model in this
+    process's cache, faster than a thread hop and with no Redis call; else in a worker thread, never holding the
+    event loop (every scoring route: /predict, /invocations, /v2 infer)."""
+    if core.models.recently_checked(target, tenant) is not None and size <= core.settings.inline_scoring_bytes:
         # yield once: requests scored on the loop without a single await starved some connections of a saturated
         # loop (p99 0.8-1.0 s, p90 75 ms under 50 clients that never pause; 0.25-0.36 s with this)
         await asyncio.sleep(0)
-        return score_request(core, target, body, content_type, shape, explain, tenant)
-    return await cpu.run(score_request, core, target, body, content_type, shape, explain, tenant)
+        return score(*args)
+    return await cpu.run(score, *args)

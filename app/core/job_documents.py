@@ -67,39 +67,9 @@ def step_values(step: PathStep, model: type[Document]) -> dict[str, Any]:
     return {name: getattr(step, name) for name in model.model_fields if name in _STEP_FIELDS}
 
 
-class BestStep(Document):
-    """The best step so far (solver.path.best_step: within the rule budget)."""
+class ReadableMetrics(Document):
+    """The metrics of a step that a loss has (None where it has not), train and validation: what people read."""
 
-    step: int
-    n_rules: int
-    val_loss: float | None
-    train_loss: float
-    val_auc: float | None = Field(
-        None, description="classifiers (logistic, multinomial loss): validation AUC (macro one-vs-rest for K classes)"
-    )
-    val_accuracy: float | None = Field(None, description="classifiers: validation accuracy")
-    val_brier: float | None = Field(None, description="classifiers: validation Brier score")
-    val_mae: float | None = Field(
-        None, description="regression and counts: validation mean absolute error of the prediction (of the rate)"
-    )
-    val_r2: float | None = Field(None, description="regression (squared loss): validation R²")
-    val_rmse: float | None = Field(None, description="regression (squared loss): validation root mean squared error")
-
-    @classmethod
-    def of(cls, step: PathStep) -> "BestStep":
-        return cls(step=step.index, **step_values(step, cls))
-
-
-class Progress(Document):
-    """Where a job stands; only the fields that apply to its phase are set (and sent)."""
-
-    phase: str
-    step: int | None = Field(None, description="steps done so far")
-    n_steps: int | None = Field(None, description="steps planned (the path may stop earlier at the rule budget)")
-    n_rules: int | None = None
-    lambda_s: float | None = None
-    train_loss: float | None = None
-    val_loss: float | None = None
     train_auc: float | None = Field(
         None,
         description=(
@@ -130,6 +100,41 @@ class Progress(Document):
         ),
     )
     val_mae: float | None = None
+
+
+class BestStep(Document):
+    """The best step so far (solver.path.best_step: within the rule budget)."""
+
+    step: int
+    n_rules: int
+    val_loss: float | None
+    train_loss: float
+    val_auc: float | None = Field(
+        None, description="classifiers (logistic, multinomial loss): validation AUC (macro one-vs-rest for K classes)"
+    )
+    val_accuracy: float | None = Field(None, description="classifiers: validation accuracy")
+    val_brier: float | None = Field(None, description="classifiers: validation Brier score")
+    val_mae: float | None = Field(
+        None, description="regression and counts: validation mean absolute error of the prediction (of the rate)"
+    )
+    val_r2: float | None = Field(None, description="regression (squared loss): validation R²")
+    val_rmse: float | None = Field(None, description="regression (squared loss): validation root mean squared error")
+
+    @classmethod
+    def of(cls, step: PathStep) -> "BestStep":
+        return cls(step=step.index, **step_values(step, cls))
+
+
+class Progress(ReadableMetrics):
+    """Where a job stands; only the fields that apply to its phase are set (and sent)."""
+
+    phase: str
+    step: int | None = Field(None, description="steps done so far")
+    n_steps: int | None = Field(None, description="steps planned (the path may stop earlier at the rule budget)")
+    n_rules: int | None = None
+    lambda_s: float | None = None
+    train_loss: float | None = None
+    val_loss: float | None = None
     best: BestStep | None = None
     unfinished: int | None = Field(None, description="grid cells still running")
     retry_of_attempt: int | None = None

@@ -18,7 +18,7 @@ from app.core.config import Settings
 from app.core.datasets import MAX_ABS_VALUE, DatasetStore, table_invalid
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge
 from app.core.idempotency import IdempotencyKeys
-from app.core.job_documents import PathJobSpec
+from app.core.job_documents import PathJobSpec, ReadableMetrics
 from app.core.job_results import JobResults
 from app.core.keys import Keys
 from app.core.mlflow_export import mlflow_model_zip
@@ -32,7 +32,7 @@ from solver.rules import INVERSE_LINKS
 from solver.spec import DEFAULT_LOSS, Loss
 
 
-class ModelMetrics(Document):
+class ModelMetrics(ReadableMetrics):
     train_loss: float
     val_loss: float | None
     n_rules: int
@@ -40,36 +40,6 @@ class ModelMetrics(Document):
     n_antecedents: int | None
     lambda_s: float
     lambda_f: float
-    train_auc: float | None = Field(
-        None,
-        description=(
-            "classifiers (logistic and multinomial loss) only, as the other AUC and accuracy metrics: AUC (macro "
-            "one-vs-rest for K classes) and accuracy; the losses are then mean log loss"
-        ),
-    )
-    val_auc: float | None = None
-    train_accuracy: float | None = None
-    val_accuracy: float | None = None
-    train_brier: float | None = Field(None, description="classifiers only, as val_brier: Brier score")
-    val_brier: float | None = None
-    train_r2: float | None = Field(
-        None,
-        description=(
-            "regression (squared loss) only, as val_r2, train_rmse and val_rmse: R² and root mean squared error; "
-            "the losses are then mean squared error"
-        ),
-    )
-    val_r2: float | None = None
-    train_rmse: float | None = None
-    val_rmse: float | None = None
-    train_mae: float | None = Field(
-        None,
-        description=(
-            "regression and counts (Poisson loss), as val_mae: mean absolute error of the prediction (of the rate "
-            "for counts, whose losses are then mean Poisson deviance)"
-        ),
-    )
-    val_mae: float | None = None
 
 
 class ModelProvenance(Document):

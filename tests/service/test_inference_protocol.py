@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from app.main import create_app
 from tests.support.data import ABALONE, DATA
-from tests.support.jobs import FEATURE_COLUMNS, submit
+from tests.support.jobs import FEATURE_COLUMNS, submit, upload_frame
 from tests.support.problems import assert_problem
 from tests.support.synthetic import GRADES, grades_table, visits_table
 
@@ -68,14 +68,8 @@ def models(stack):
     (the rings: step 1 as version 2 and the alias champion on version 1)."""
     jobs, known = {}, tables()
     for name, (frame, target, query) in known.items():
-        params = "".join(f"&{key}={value}" for key, value in query.items())
-        uploaded = stack.client.post(
-            f"/v1/datasets?target={target}{params}",
-            content=frame.to_csv(index=False).encode(),
-            headers={"Content-Type": "text/csv"},
-        )
-        assert uploaded.status_code in (200, 201), uploaded.text
-        jobs[name] = submit(stack, {"dataset_id": uploaded.json()["id"], "forest": FOREST, **PATH})["id"]
+        dataset_id = upload_frame(stack, frame, target, **query)
+        jobs[name] = submit(stack, {"dataset_id": dataset_id, "forest": FOREST, **PATH})["id"]
     found = {}
     for name, job_id in jobs.items():
         stack.wait_for(job_id, ("succeeded",), timeout=120)

@@ -19,7 +19,7 @@ from mlflow.pyfunc import scoring_server
 
 from app.core.mlflow_export import mlflow_model_zip
 from tests.support.data import abalone_frame
-from tests.support.jobs import submit
+from tests.support.jobs import submit, upload_frame
 from tests.support.synthetic import GRADES, grades_table, visits_table
 
 pytestmark = pytest.mark.integration
@@ -36,17 +36,6 @@ def promote(stack, dataset_id: str, name: str, **job) -> dict:
     promoted = stack.client.post("/v1/models", json={"job_id": submitted["id"], "name": name})
     assert promoted.status_code == 201, promoted.text
     return promoted.json()
-
-
-def upload(stack, frame: pd.DataFrame, target: str, **query) -> str:
-    params = "".join(f"&{name}={value}" for name, value in query.items())
-    response = stack.client.post(
-        f"/v1/datasets?target={target}{params}",
-        content=frame.to_csv(index=False).encode(),
-        headers={"Content-Type": "text/csv"},
-    )
-    assert response.status_code in (200, 201), response.text
-    return response.json()["id"]
 
 
 def with_gaps(rows: pd.DataFrame, text_column: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -124,7 +113,7 @@ def test_a_classifier_predicts_labels_and_probabilities_as_served(stack, tmp_pat
     frame = grades_table(n_rows=300)
     if len(classes) == 2:
         frame["grade"] = np.where(frame["grade"] < "D", "low", "high")
-    model = promote(stack, upload(stack, frame, "grade"), f"grades-mlflow-{len(classes)}")
+    model = promote(stack, upload_frame(stack, frame, "grade"), f"grades-mlflow-{len(classes)}")
     assert model["classes"] == classes
     types = {"size": "double", "age": "double", "region": "string", "score": "double"}
     loaded = load_export(stack, model, tmp_path, types)
@@ -147,7 +136,7 @@ def test_a_classifier_predicts_labels_and_probabilities_as_served(stack, tmp_pat
 
 def test_a_count_model_predicts_the_served_rates(stack, tmp_path):
     frame = visits_table(n_rows=300)
-    model = promote(stack, upload(stack, frame, "visits", task="count"), "visits-mlflow")
+    model = promote(stack, upload_frame(stack, frame, "visits", task="count"), "visits-mlflow")
     types = {"age": "double", "chronic": "double", "insurance": "string", "income": "double"}
     loaded = load_export(stack, model, tmp_path, types)
     rows, sent = with_gaps(frame.drop(columns=["visits"]).iloc[::5], "insurance")

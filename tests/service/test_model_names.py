@@ -91,8 +91,8 @@ def test_bad_references_and_aliases_are_clear_problems(stack, versions):
     assert_problem(stack.client.get("/v1/registered-models/no-such-name"), 404, "name")
 
 
-def test_deleting_a_version_an_alias_points_at_is_a_conflict_naming_the_alias(stack, abalone, versions):
-    name, (first, second) = versions
+def test_deleting_a_version_an_alias_points_at_is_a_conflict_naming_the_alias(stack, versions):
+    name, (_, second) = versions
     base = f"/v1/registered-models/{name}"
     stack.client.put(f"{base}/aliases/prod", json={"version": 2})
     problem = assert_problem(stack.client.delete(f"/v1/models/{second['id']}"), 409, "prod")

@@ -20,6 +20,18 @@ def submit(stack, body: dict, **headers) -> dict:
     return response.json()
 
 
+def upload_frame(stack, frame, target: str, **query) -> str:
+    """The id of ``frame`` uploaded as CSV with target column ``target`` (``query``: upload parameters, e.g. task)."""
+    params = "".join(f"&{name}={value}" for name, value in query.items())
+    response = stack.client.post(
+        f"/v1/datasets?target={target}{params}",
+        content=frame.to_csv(index=False).encode(),
+        headers={"Content-Type": "text/csv"},
+    )
+    assert response.status_code in (200, 201), response.text
+    return response.json()["id"]
+
+
 def train_forest(stack, dataset_id: str, **params) -> str:
     response = stack.client.post("/v1/forests/train", json={"dataset_id": dataset_id, **SMALL_FOREST, **params})
     assert response.status_code == 202, response.text

@@ -5,6 +5,7 @@ from app.api.deps import CoreDep
 from app.api.problems import ProblemError, problem_responses
 from app.api.schemas import Health, Readiness
 from app.core.connections import REDIS_FAILURES
+from app.core.container import Core
 from app.core.errors import FieldFault
 from app.core.workers import READY, WARMING
 
@@ -23,13 +24,7 @@ def healthz():
     summary="Redis answers and at least one worker beats (ready, or still compiling the solver)",
 )
 def readyz(core: CoreDep):
-    if not core.redis_health.probe():
-        raise ProblemError(
-            503,
-            "Redis does not answer.",
-            [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
-            headers={"Retry-After": "1"},
-        )
+    require_redis_answers(core)
     try:
         workers = core.workers.alive(core.settings.queue_name)
         queued = core.jobs.queue.count
@@ -75,3 +70,14 @@ def readyz(core: CoreDep):
 )
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def require_redis_answers(core: Core) -> None:
+    """A 503 (Retry-After 1 s) unless Redis answers a ping now: the readiness of /readyz and /v2/health/ready."""
+    if not core.redis_health.probe():
+        raise ProblemError(
+            503,
+            "Redis does not answer.",
+            [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
+            headers={"Retry-After": "1"},
+        )

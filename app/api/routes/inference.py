@@ -27,7 +27,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import INFERENCE_PROTOCOL_PREFIX, ProblemError, problem_responses, validation_faults
+from app.api.routes.health import require_redis_answers
 from app.api.routes.registered_models import NamePath, latest
+from app.api.scoring import run_scoring
 from app.core.container import Core
 from app.core.errors import FieldFault
 from app.core.models import Scores, ScoringModel
@@ -127,13 +129,7 @@ def server_live():
 
 @router.get("/health/ready", response_model=Ready, summary="Redis answers", responses=problem_responses(503))
 def server_ready(core: CoreDep):
-    if not core.redis_health.probe():
-        raise ProblemError(
-            503,
-            "Redis does not answer.",
-            [FieldFault("redis", "unreachable", "check FIRE_REDIS_URL and the Redis server")],
-            headers={"Retry-After": "1"},
-        )
+    require_redis_answers(core)
     return Ready()
 
 
@@ -195,13 +191,11 @@ def _model_routes(prefix: str, reference: Callable[..., Awaitable[ModelRef]], wh
         summary=f"Score rows with {which}",
     )
     async def infer(ref: Reference, request: Request, core: CoreDep, cpu: CpuDep, tenant: TenantDep) -> Response:
-        # as /v1 scoring (app/api/scoring.py): a small body for a model in this process's cache is scored right
-        # here, anything else in a worker thread
         body = await request.body()
         header_length = request.headers.get(HEADER_LENGTH)
-        if core.models.recently_checked(ref, tenant) is not None and len(body) <= core.settings.inline_scoring_bytes:
-            return score_inference(core, ref, body, header_length, tenant)
-        return await cpu.run(score_inference, core, ref, body, header_length, tenant)
+        return await run_scoring(
+            core, cpu, ref, tenant, len(body), score_inference, core, ref, body, header_length, tenant
+        )
 
 
 def score_inference(core: Core, ref: ModelRef, body: bytes, header_length: str | None, tenant: str) -> Response:
