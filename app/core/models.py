@@ -298,7 +298,7 @@ class ModelStore:
         """Register the versions of models promoted before names were registered (once per tenant)."""
         if tenant in self._registered_tenants:
             return
-        if self.blobs.redis.set(self.keys.names_registered(tenant), 1, nx=True):
+        if self.registry.claim_earlier_models(tenant):
             for model in sorted(self.list(tenant=tenant, limit=1_000_000), key=lambda m: m.created_at):
                 self.registry.add_version(tenant, model.name, model.version, model.id, model.created_at)
         self._registered_tenants.add(tenant)

@@ -76,6 +76,11 @@ class ModelRegistry:
         self._record(tenant, name, event)
         self.redis.hset(self.keys.name_versions(tenant, name), str(version), model_id)
 
+    def claim_earlier_models(self, tenant: str) -> bool:
+        """True for the one caller ever that is to register the tenant's models promoted before names were
+        registered (``add_version`` each): a marker set once."""
+        return bool(self.redis.set(self.keys.names_registered(tenant), 1, nx=True))
+
     def resolve(self, ref: ModelRef, *, tenant: str) -> tuple[str, int]:
         """(model id, version) that ``ref`` names now: NotFound naming the version, alias or name."""
         versions_key = self.keys.name_versions(tenant, ref.name)

@@ -6,6 +6,10 @@ import uuid
 
 import pytest
 
+from app.core.container import build_core
+from app.core.keys import Keys
+from app.core.registry import ModelRef
+from app.core.tenants import DEFAULT_TENANT
 from tests.support.jobs import ABALONE_ROW, submit
 from tests.support.problems import assert_problem
 
@@ -144,3 +148,24 @@ def test_params_of_the_mlflow_body(stack, versions):
     assert_problem(stack.client.post(f"{base}/invocations", json={"inputs": ROWS, "params": {"nope": 1}}), 422, "nope")
     regression_proba = {"inputs": ROWS, "params": {"predict_method": "predict_proba"}}
     assert_problem(stack.client.post(f"{base}/invocations", json=regression_proba), 422, "predict_method")
+
+
+def test_models_promoted_before_names_were_registered_are_registered_once(stack, abalone):
+    """A model stored before this registry (no versions, aliases, history nor marker) resolves by name in an API
+    process started afterwards, its version and promotion time kept."""
+    dataset, forest_id = abalone
+    name = f"older-{uuid.uuid4().hex[:8]}"
+    job = submit(stack, {"dataset_id": dataset["id"], "forest_id": forest_id, "n_lambdas": 10, "max_rules": 3})
+    stack.wait_for(job["id"], ("succeeded",))
+    model = stack.client.post("/v1/models", json={"job_id": job["id"], "name": name}).json()
+    keys = Keys.from_settings(stack.settings)
+    for key in ("name_versions", "name_aliases", "name_history"):
+        stack.redis.delete(getattr(keys, key)(DEFAULT_TENANT, name))
+    stack.redis.delete(keys.names_registered(DEFAULT_TENANT))
+
+    later = build_core(stack.settings)  # another API process, started after the upgrade
+    assert later.models.resolve(ModelRef(name), tenant=DEFAULT_TENANT).id == model["id"]
+    registered = later.models.registered(name, tenant=DEFAULT_TENANT)
+    assert [(v.version, v.model_id) for v in registered.versions] == [(1, model["id"])]
+    assert registered.history[0].at == model["created_at"]
+    assert not later.models.registry.claim_earlier_models(DEFAULT_TENANT)  # done once
