@@ -164,8 +164,10 @@ def fit_path(
     steepest-direction entry and no block's proximal move exceeds ``tol * lambda_max``. ``max_iter`` caps the
     passes (working-set passes and full sweeps) per step (``PathStep.converged`` is False where it was hit).
     ``callback(step)`` runs after every step; a truthy return stops the path (progress, cancel, deadline).
-    The path also stops after the first step whose rule count passes ``max_rules``. The validation split
-    settings of the spec are the caller's business (``solver.fitting``): here validation rows are given.
+    The path also stops after the first step whose rule count passes ``max_rules``, and once it is past its best
+    step (``PathSpec.past_its_best``: ``patience`` steps with no better validation loss and twice the rules). The
+    validation split settings of the spec are the caller's business (``solver.fitting``): here validation rows are
+    given.
     With ``scaling="unit"`` the solver runs on M with unit-norm columns (``LeafMatrix.unit_columns``;
     ``lambda_s``, ``lambda_f`` and ``objective`` are in those units) and every recorded weight is mapped back to
     M's. Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
@@ -267,6 +269,9 @@ def fit_path(
             break
         if max_rules is not None and step.n_rules > max_rules:
             stop_reason = "max_rules"
+            break
+        if spec.past_its_best(steps, best_step(steps, max_rules, spec.selection)):
+            stop_reason = "past_its_best"
             break
 
     indptr = np.cumsum([0] + [len(idx) for idx, _ in rows])

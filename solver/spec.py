@@ -9,6 +9,7 @@ A failed check raises :class:`SpecError`, a ``ValueError`` that names the settin
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from numbers import Integral, Real
 from typing import Literal, get_args
@@ -53,6 +54,11 @@ DEFAULT_LINEAR_TERMS = True
 # against MCP alone at 10-15 terms in bench/results/quality.md (it replaced fusion_ratio=1, whose 33% fewer
 # antecedents at +4% error did not hold on every table).
 READABLE = {"candidates": "nodes", "max_rule_length": 2, "linear_terms": True}
+# A path with validation rows ends DEFAULT_PATIENCE steps past its best step once it holds PAST_BEST_RULE_FACTOR
+# times the best step's rules: the long tail of a path (thousands of rules at 1e-3 lambda_max, most of its time) is
+# past any step the selection would take.
+DEFAULT_PATIENCE = 10
+PAST_BEST_RULE_FACTOR = 2
 
 
 class SpecError(ValueError):
@@ -164,6 +170,14 @@ class PathSpec(_Spec):
     lambda_min_ratio: float = field(default=1e-3, metadata=_doc("smallest lambda_s as a fraction of lambda_max"))
     max_rules: int | None = field(
         default=None, metadata=_doc("rule budget of the selected step; the path stops after the first step past it")
+    )
+    patience: int | None = field(
+        default=DEFAULT_PATIENCE,
+        metadata=_doc(
+            "a path with validation rows stops once this many steps have passed its best one (the selection within "
+            f"max_rules) and it holds at least {PAST_BEST_RULE_FACTOR} times the best step's rules; None: every step "
+            "of the grid"
+        ),
     )
     selection: str = field(
         default="loss",
@@ -281,6 +295,11 @@ class PathSpec(_Spec):
             f"must be a non-negative integer or None, got {self.max_rules!r}",
         )
         _require(
+            self.patience is None or (_is_count(self.patience) and self.patience >= 1),
+            "patience",
+            f"must be an integer >= 1 or None, got {self.patience!r}",
+        )
+        _require(
             self.selection in SELECTIONS, "selection", f"must be one of {list(SELECTIONS)}, got {self.selection!r}"
         )
         _require(
@@ -364,6 +383,17 @@ class PathSpec(_Spec):
     def polishes(self) -> bool:
         """Whether each step is polished: ``polish``, or where it is None, for the squared loss only."""
         return self.loss == "squared" if self.polish is None else self.polish
+
+    def past_its_best(self, steps: Sequence, best: int | None) -> bool:
+        """Whether a path whose steps so far are ``steps`` (``solver.path.PathStep``), the best of them at position
+        ``best`` (``solver.path.best_step``), is done: it has validation losses, ``patience`` steps passed since its
+        best and it holds at least PAST_BEST_RULE_FACTOR times the best step's rules."""
+        if self.patience is None or best is None or steps[-1].val_loss is None:
+            return False
+        last, chosen = steps[-1], steps[best]
+        return last.index - chosen.index >= self.patience and last.n_rules >= PAST_BEST_RULE_FACTOR * max(
+            chosen.n_rules, 1
+        )
 
     def fusion_strength(self, lambda_s: float) -> float:
         """lambda_f at the step with sparsity ``lambda_s``."""

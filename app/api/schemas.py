@@ -172,6 +172,7 @@ class PathJobRequest(StrictBody):
     n_lambdas: int = path_setting("n_lambdas")
     lambda_min_ratio: float = path_setting("lambda_min_ratio")
     max_rules: int | None = path_setting("max_rules")
+    patience: int | None = path_setting("patience")
     selection: Selection = path_setting("selection")
     tol: float = path_setting("tol")
     max_iter: int = path_setting("max_iter")
