@@ -3,21 +3,25 @@
 (issue 20: 110 s and 3,224 rules at the last step, the selected step at 78 of 100): time, steps, the selected step
 and its rules, side by side in one run, the forest and leaf matrix shared.
 
-Usage: PYTHONPATH=. python bench/early_stop.py [--tables elevators wind] [--out bench/results/early_stop.md]
+Usage: python bench/early_stop.py [--tables elevators wind] [--out bench/results/early_stop.md]
 Reads ../shared/datasets (benchmarks only).
 """
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from solver import ForestSpec, PathSpec, TableEncoding, fit_rules
-from solver.fitting import holdout_split
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]  # bench/solver.py
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+from solver import ForestSpec, PathSpec, TableEncoding, fit_rules  # noqa: E402
+from solver.fitting import holdout_split  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "datasets"
 FOREST = ForestSpec(n_estimators=300, max_depth=6)
 
 
@@ -60,7 +64,7 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "# A path that stops when it is done (issue 20, item 4)",
         "",
-        "`PYTHONPATH=. python bench/early_stop.py`: the service's default path job (no rule budget, 50 lambdas to "
+        "`python bench/early_stop.py`: the service's default path job (no rule budget, 50 lambdas to "
         "1e-3 lambda_max, MCP with fusion 0.5, linear terms) on a random forest of 300 trees of depth 6 fitted on the "
         "training rows (80%, seed 0), validation on the other 20%; `patience=None` (the whole grid) beside the "
         f"default patience {PathSpec().patience} in one run. Path seconds are the steps' own (no forest, no matrix).",
