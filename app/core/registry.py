@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 from redis import Redis
-from redis.exceptions import WatchError
+from redis.client import Pipeline
 
 from app.core.blobs import Document
 from app.core.errors import Conflict, FieldFault, Invalid, NotFound
@@ -73,8 +73,10 @@ class ModelRegistry:
 
     def add_version(self, tenant: str, name: str, version: int, model_id: str, at: float | None = None) -> None:
         event = NameEvent(at=at or time.time(), event="version_added", version=version, model_id=model_id)
-        self._record(tenant, name, event)
-        self.redis.hset(self.keys.name_versions(tenant, name), str(version), model_id)
+        with self.redis.pipeline(transaction=True) as pipe:  # the version and its event at once
+            pipe.hset(self.keys.name_versions(tenant, name), str(version), model_id)
+            self._record(tenant, name, event, pipe)
+            pipe.execute()
 
     def claim_earlier_models(self, tenant: str) -> bool:
         """True for the one caller ever that is to register the tenant's models promoted before names were
@@ -125,92 +127,70 @@ class ModelRegistry:
                 ],
             )
         versions_key, aliases_key = self.keys.name_versions(tenant, name), self.keys.name_aliases(tenant, name)
-        with self.redis.pipeline() as pipe:
-            while True:
-                try:
-                    pipe.watch(versions_key, aliases_key)
-                    model_id = pipe.hget(versions_key, str(version))
-                    if model_id is None:
-                        raise NotFound(
-                            "version", f"{name}/{version}", "version", f"set the alias to a version of '{name}'"
-                        )
-                    previous = pipe.hget(aliases_key, alias)
-                    if previous is not None and int(previous) == version:
-                        pipe.unwatch()
-                        break
-                    event = NameEvent(
-                        at=time.time(),
-                        event="alias_set",
-                        alias=alias,
-                        version=version,
-                        previous_version=None if previous is None else int(previous),
-                        model_id=_text(model_id),
-                    )
-                    pipe.multi()
-                    pipe.hset(aliases_key, alias, str(version))
-                    self._record(tenant, name, event, pipe)
-                    pipe.execute()
-                    break
-                except WatchError:  # the name changed meanwhile: look again
-                    continue
+
+        def point(pipe: Pipeline) -> None:
+            model_id = pipe.hget(versions_key, str(version))
+            if model_id is None:
+                raise NotFound("version", f"{name}/{version}", "version", f"set the alias to a version of '{name}'")
+            previous = pipe.hget(aliases_key, alias)
+            if previous is not None and int(previous) == version:
+                return
+            event = NameEvent(
+                at=time.time(),
+                event="alias_set",
+                alias=alias,
+                version=version,
+                previous_version=None if previous is None else int(previous),
+                model_id=_text(model_id),
+            )
+            pipe.multi()
+            pipe.hset(aliases_key, alias, str(version))
+            self._record(tenant, name, event, pipe)
+
+        self.redis.transaction(point, versions_key, aliases_key)
         return self.get(tenant, name)
 
     def remove_alias(self, tenant: str, name: str, alias: str) -> None:
         """Remove ``alias`` (nothing happens where it is not set: removing twice is one removal)."""
         aliases_key = self.keys.name_aliases(tenant, name)
-        with self.redis.pipeline() as pipe:
-            while True:
-                try:
-                    pipe.watch(aliases_key)
-                    version = pipe.hget(aliases_key, alias)
-                    if version is None and not pipe.exists(self.keys.name_history(tenant, name)):
-                        pipe.unwatch()
-                        raise _unknown_name(name)
-                    if version is None:
-                        pipe.unwatch()
-                        return
-                    pipe.multi()
-                    pipe.hdel(aliases_key, alias)
-                    self._record(
-                        tenant,
-                        name,
-                        NameEvent(at=time.time(), event="alias_removed", alias=alias, version=int(version)),
-                        pipe,
-                    )
-                    pipe.execute()
-                    return
-                except WatchError:
-                    continue
+
+        def remove(pipe: Pipeline) -> None:
+            version = pipe.hget(aliases_key, alias)
+            if version is None and not pipe.exists(self.keys.name_history(tenant, name)):
+                raise _unknown_name(name)
+            if version is None:
+                return
+            pipe.multi()
+            pipe.hdel(aliases_key, alias)
+            event = NameEvent(at=time.time(), event="alias_removed", alias=alias, version=int(version))
+            self._record(tenant, name, event, pipe)
+
+        self.redis.transaction(remove, aliases_key)
 
     def remove_version(self, tenant: str, name: str, version: int, model_id: str) -> None:
         """Unregister a version about to be deleted: a Conflict naming the aliases that point at it."""
         versions_key, aliases_key = self.keys.name_versions(tenant, name), self.keys.name_aliases(tenant, name)
-        with self.redis.pipeline() as pipe:
-            while True:
-                try:
-                    pipe.watch(versions_key, aliases_key)
-                    pointing = sorted(alias for alias, v in _pairs(pipe.hgetall(aliases_key)) if int(v) == version)
-                    if pointing:
-                        pipe.unwatch()
-                        raise Conflict(
-                            f"Version {version} of '{name}' is what {', '.join(pointing)} point(s) at.",
-                            [
-                                FieldFault(
-                                    f"aliases.{alias}",
-                                    f"points at version {version}",
-                                    f"move it (PUT /v1/registered-models/{name}/aliases/{alias}) or remove it first",
-                                )
-                                for alias in pointing
-                            ],
+
+        def remove(pipe: Pipeline) -> None:
+            pointing = _aliases_at(pipe.hgetall(aliases_key), version)
+            if pointing:
+                raise Conflict(
+                    f"Version {version} of '{name}' is what {', '.join(pointing)} point(s) at.",
+                    [
+                        FieldFault(
+                            f"aliases.{alias}",
+                            f"points at version {version}",
+                            f"move it (PUT /v1/registered-models/{name}/aliases/{alias}) or remove it first",
                         )
-                    pipe.multi()
-                    pipe.hdel(versions_key, str(version))
-                    event = NameEvent(at=time.time(), event="version_deleted", version=version, model_id=model_id)
-                    self._record(tenant, name, event, pipe)
-                    pipe.execute()
-                    return
-                except WatchError:
-                    continue
+                        for alias in pointing
+                    ],
+                )
+            pipe.multi()
+            pipe.hdel(versions_key, str(version))
+            event = NameEvent(at=time.time(), event="version_deleted", version=version, model_id=model_id)
+            self._record(tenant, name, event, pipe)
+
+        self.redis.transaction(remove, versions_key, aliases_key)
 
     def get(self, tenant: str, name: str) -> RegisteredModel:
         with self.redis.pipeline(transaction=True) as pipe:
@@ -235,16 +215,14 @@ class ModelRegistry:
         return [self.get(tenant, name) for name in names]
 
     def aliases_of(self, tenant: str, name: str, version: int) -> list[str]:
-        return sorted(
-            alias for alias, v in _pairs(self.redis.hgetall(self.keys.name_aliases(tenant, name))) if int(v) == version
-        )
+        return _aliases_at(self.redis.hgetall(self.keys.name_aliases(tenant, name)), version)
 
-    def _record(self, tenant: str, name: str, event: NameEvent, pipe=None) -> None:
-        target = pipe if pipe is not None else self.redis
+    def _record(self, tenant: str, name: str, event: NameEvent, pipe: Pipeline) -> None:
+        """Queue ``event`` in the name's history (the newest HISTORY_LENGTH kept) on ``pipe``'s transaction."""
         history_key = self.keys.name_history(tenant, name)
-        target.rpush(history_key, event.model_dump_json(exclude_none=True))
-        target.ltrim(history_key, -HISTORY_LENGTH, -1)
-        target.zadd(self.keys.model_names(tenant), {name: event.at})
+        pipe.rpush(history_key, event.model_dump_json(exclude_none=True))
+        pipe.ltrim(history_key, -HISTORY_LENGTH, -1)
+        pipe.zadd(self.keys.model_names(tenant), {name: event.at})
 
 
 def _unknown_name(name: str) -> NotFound:
@@ -257,6 +235,11 @@ def _text(value: bytes | str) -> str:
 
 def _pairs(mapping: dict) -> list[tuple[str, str]]:
     return [(_text(k), _text(v)) for k, v in mapping.items()]
+
+
+def _aliases_at(aliases: dict, version: int) -> list[str]:
+    """The aliases of an alias -> version hash that point at ``version``, sorted."""
+    return sorted(alias for alias, pointed in _pairs(aliases) if int(pointed) == version)
 
 
 def _versions(mapping: dict) -> dict[int, str]:
