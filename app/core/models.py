@@ -437,10 +437,7 @@ class ModelStore:
             self._register_earlier_models(tenant)
             model_id, _ = self.registry.resolve(target, tenant=tenant)
             with self._cache_lock:
-                self._resolutions[(tenant, target)] = Resolution(model_id, time.monotonic())
-                self._resolutions.move_to_end((tenant, target))
-                while len(self._resolutions) > self.settings.model_cache_size:
-                    self._resolutions.popitem(last=False)
+                self._remember(self._resolutions, (tenant, target), Resolution(model_id, time.monotonic()))
         else:
             model_id = target
         with self._cache_lock:
@@ -461,11 +458,17 @@ class ModelStore:
             time.monotonic(),
             model.classes,
         )
-        with self._cache_lock:
-            self._scoring_cache[model_id] = scoring  # a model never changes: an entry is stale only once deleted
-            while len(self._scoring_cache) > self.settings.model_cache_size:
-                self._scoring_cache.popitem(last=False)
+        with self._cache_lock:  # a model never changes: an entry is stale only once deleted
+            self._remember(self._scoring_cache, model_id, scoring)
         return scoring
+
+    def _remember(self, cache: OrderedDict, key, value) -> None:
+        """Put ``value`` in an LRU ``cache`` as its newest entry, dropping the oldest past FIRE_MODEL_CACHE_SIZE; the
+        cache lock is held."""
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self.settings.model_cache_size:
+            cache.popitem(last=False)
 
     def score(self, scoring: ScoringModel, read_table: TableReader, explain: bool) -> Scores:
         """Predictions for rows in the training table's original columns. ``read_table(column_names)`` gives

@@ -198,10 +198,12 @@ def _model_routes(prefix: str, reference: Callable[..., Awaitable[ModelRef]], wh
         )
 
 
-def score_inference(core: Core, ref: ModelRef, body: bytes, header_length: str | None, tenant: str) -> Response:
-    """Read, score and answer one inference request."""
+def score_inference(
+    cached: ScoringModel | None, core: Core, ref: ModelRef, body: bytes, header_length: str | None, tenant: str
+) -> Response:
+    """Read, score and answer one inference request (``cached``: as ``run_scoring`` gives it)."""
     request, binary = parse_request(body, header_length)
-    scoring = core.models.recently_checked(ref, tenant) or core.models.scoring_model(ref, tenant)
+    scoring = cached or core.models.scoring_model(ref, tenant)
     table, n_rows = read_inputs(request, binary, scoring.encoding)
     outputs = requested_outputs(request, scoring)
     scores = core.models.score(scoring, lambda names: (table, n_rows, "inputs"), explain=False)
