@@ -10,6 +10,7 @@ orchestration (split, forest, candidates, path, selected step, rules) that the e
 service's workers both run.
 """
 
+from . import threads  # noqa: F401 (first: it picks the threading layer before any parallel loop runs)
 from .candidates import Candidates, LinearTerms
 from .datafits import probability
 from .encoding import TableEncoding, TableError

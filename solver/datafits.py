@@ -141,6 +141,12 @@ def leaf_gradient(problem, state, j):
         for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
             i = problem.leaf_rows[p]
             total += problem.sample_weight[i] * state.residual[i] * problem.linear_values[p - problem.linear_start]
+    return gradient_of_sum(problem, state, j, total)
+
+
+@njit(cache=True, inline="always")
+def gradient_of_sum(problem, state, j, total):
+    """Column j's loss gradient from ``total = sum_{i in j} s_i e_ij residual_i`` (:func:`leaf_gradient`)."""
     # arithmetic, not an `if`: a branch on the loss here kept LLVM from inlining this function into the
     # solver's per-leaf loops, and each call then cost a reference count change per array of the bundles
     # (1.3-1.9x slower squared-loss paths, bench/results/solver_since_3f76ca6.md); the linear terms' loop made

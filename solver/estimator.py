@@ -27,6 +27,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import threads
 from .datafits import probability
 from .encoding import TableEncoding, has_text_columns
 from .fitting import class_labels, fit_rules
@@ -93,6 +94,9 @@ class _FireEstimator(BaseEstimator):
         None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
     penalty, gamma, mcp_scaling, scaling, ... : every other :class:`solver.spec.PathSpec` field, where each is
         documented with its default.
+    n_jobs : int or None, default=None
+        Threads of the solver's parallel kernels during ``fit``: a count, -1 for every core, None for
+        ``FIRE_NUM_THREADS`` or every core (:mod:`solver.threads`). The rules do not depend on it.
     random_state : int, RandomState or None
         Seeds the forest and the validation split (an int is used as both seeds, as the service does).
 
@@ -150,6 +154,10 @@ class _FireEstimator(BaseEstimator):
 
     def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
         """Fit the forest (unless given), the FIRE path, and select the step within the rule budget."""
+        with threads.limit(self.n_jobs):
+            return self._fit(X, y, X_val, y_val, sample_weight)
+
+    def _fit(self, X, y, X_val, y_val, sample_weight):
         self.encoding_ = TableEncoding.infer(X) if has_text_columns(X) else None
         if self.encoding_ is None:
             X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
@@ -293,7 +301,7 @@ def _intercept(intercept):
 REGRESSION_LOSSES = ("squared", "poisson")
 
 
-class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss="squared")):
+class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss="squared", n_jobs=None)):
     """FIRE as a scikit-learn regressor. ``loss="squared"``: ``predict`` is the rules' sum. ``loss="poisson"``
     (counts or rates, y >= 0, log link): the rules add log rates, ``predict`` is the rate ``exp(sum)`` and each
     rule multiplies it by ``exp(contribution)``; exposure goes in as scikit-learn's ``PoissonRegressor`` takes
@@ -319,7 +327,7 @@ class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss=
         return self.rule_ensemble_.predict_mean(self._table(X, reset=False))
 
 
-class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None)):
+class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None, n_jobs=None)):
     """FIRE as a scikit-learn classifier. Two labels: the logistic loss; the rules add log-odds of ``classes_[1]``.
     K > 2 labels: the multinomial loss; each rule adds one amount per class to the class scores (in or out for
     all classes at once) and the probabilities are their softmax.

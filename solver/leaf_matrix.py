@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from ._tree_kernels import count_distinct_ancestors, leaf_column_sums, leaf_matvec, leaf_rmatvec
+from ._tree_kernels import count_distinct_ancestors, group_rows, leaf_column_sums, leaf_matvec, leaf_rmatvec
 from .sklearn_adapters import as_tree_ensemble
 
 
@@ -93,21 +93,22 @@ class LeafMatrix:
         return LeafMatrix(self.leaves, np.where(usable, 1.0 / root, 0.0), self.offsets, linear), scale
 
     def columns(self, selected) -> scipy.sparse.csc_matrix:
-        """The columns ``selected`` (indices into the R + p columns) as a sparse (n, k) matrix: O(n k)."""
+        """The columns ``selected`` (distinct indices into the R + p columns) as a sparse (n, k) matrix: one pass over
+        the rows of the blocks they are in (``group_rows``), O(n k) for linear ones."""
         selected = np.asarray(selected, dtype=np.int64)
         n_rows = self.shape[0]
-        blocks = np.searchsorted(self.offsets, selected, side="right") - 1
-        parts = []
-        for column, block in zip(selected, blocks):
-            if column >= self.n_rules:
-                parts.append(scipy.sparse.csc_matrix(self.linear[:, [column - self.n_rules]]))
-                continue
-            hit = np.flatnonzero(self.leaves[:, block].astype(np.int64) == column - self.offsets[block])
-            data = np.full(len(hit), self.values[column])
-            parts.append(scipy.sparse.csc_matrix((data, (hit, np.zeros(len(hit), np.int64))), shape=(n_rows, 1)))
-        if not parts:
-            return scipy.sparse.csc_matrix((n_rows, 0))
-        return scipy.sparse.hstack(parts, format="csc")
+        is_rule = selected < self.n_rules
+        rules = selected[is_rule]
+        group = np.full(self.n_rules, -1, dtype=np.int64)
+        group[rules] = np.arange(len(rules))
+        rows, ptr = group_rows(self.leaves, self.offsets, group, len(rules))
+        data = np.repeat(self.values[rules], np.diff(ptr))
+        matrix = scipy.sparse.csc_matrix((data, rows, ptr), shape=(n_rows, len(rules)))
+        if is_rule.all():
+            return matrix
+        linear = scipy.sparse.csc_matrix(self.linear[:, selected[~is_rule] - self.n_rules])
+        stacked = scipy.sparse.hstack([matrix, linear], format="csc")
+        return stacked[:, np.argsort(np.concatenate([np.flatnonzero(is_rule), np.flatnonzero(~is_rule)]))]
 
     def to_csc(self) -> scipy.sparse.csc_matrix:
         """M as an explicit scipy.sparse CSC matrix (n, R + p)."""

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.special import softmax
 from sklearn.metrics import roc_auc_score
 
-from . import gbcd, multinomial, poisson_newton
+from . import gbcd, multinomial, poisson_newton, threads
 from .datafits import LOGISTIC, MULTINOMIAL, POISSON, SQUARED, mean_loss, multinomial_log_loss, probability
 from .leaf_matrix import count_antecedents
 from .polish import polish
@@ -154,6 +154,7 @@ def fit_path(
     leaf_ancestors=None,
     column_trees=None,
     callback=None,
+    n_jobs=None,
     **settings,
 ):
     """Solve the FIRE problem along a decreasing, warm-started grid of lambda_s.
@@ -178,7 +179,16 @@ def fit_path(
     linear columns terms; ``leaf_ancestors`` (``Candidates.ancestors``) counts antecedents over the rule columns
     and ``column_trees`` (``Candidates.trees``, (R,)) names each rule column's tree for ``PathStep.n_trees``
     (default: its block). ``n_rules`` counts every selected term, linear ones included.
+    ``n_jobs`` caps the threads of the parallel kernels (``solver.threads.limit``; None: ``FIRE_NUM_THREADS`` or
+    every core); the path does not depend on it.
     """
+    with threads.limit(n_jobs):
+        return _fit_path(
+            matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors, column_trees, callback, settings
+        )
+
+
+def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors, column_trees, callback, settings):
     spec = spec or PathSpec()
     if settings:
         spec = spec.replace(**settings)

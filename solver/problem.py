@@ -9,8 +9,8 @@ them (``cache=True``), which a jitclass would not allow.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from ._tree_kernels import group_rows
 from .datafits import LOGISTIC, POISSON, curvature_scale, loss_code
 from .penalties import MCP, penalty_code
 
@@ -28,6 +28,7 @@ class Problem(NamedTuple):
 
     leaf_rows: np.ndarray  # (nnz,) int32, rows grouped by column: column j's are leaf_rows[leaf_ptr[j]:leaf_ptr[j+1]]
     leaf_ptr: np.ndarray  # (R+1,) int64
+    leaves: np.ndarray  # (n, T_rules) the rule blocks' local column of each row (solver.leaf_matrix), row by row
     values: np.ndarray  # (R,) column scales v_j
     offsets: np.ndarray  # (T+1,) int64, block t owns the columns offsets[t]:offsets[t+1]
     y: np.ndarray  # (n,) the response (squared loss), 0/1 labels (logistic), counts or rates (Poisson)
@@ -61,7 +62,8 @@ class Problem(NamedTuple):
         rule_offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
         if np.any(np.diff(rule_offsets) < 1):
             raise ValueError("every block must have at least one column")
-        leaf_rows, leaf_ptr = sort_rows_by_leaf(np.ascontiguousarray(matrix.leaves), rule_offsets)
+        leaves = np.ascontiguousarray(matrix.leaves)
+        leaf_rows, leaf_ptr = sort_rows_by_leaf(leaves, rule_offsets)
         values = np.ascontiguousarray(matrix.values, dtype=np.float64)
         first_moment = matrix.column_counts(sample_weight)
         target = matrix.column_counts(sample_weight * y)
@@ -89,6 +91,7 @@ class Problem(NamedTuple):
         return cls(
             leaf_rows,
             leaf_ptr,
+            leaves,
             values,
             offsets,
             y,
@@ -141,26 +144,8 @@ class State(NamedTuple):
         return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0))
 
 
-@njit(cache=True)
 def sort_rows_by_leaf(leaves, offsets):
-    """Per block, the rows grouped by column (counting sort, stable; a row marked as in no column of a block,
+    """Per block, the rows grouped by column (a counting sort, stable; a row marked as in no column of a block,
     ``solver.leaf_matrix``, is left out): returns (leaf_rows (nnz,), leaf_ptr (R+1,))."""
-    n, n_trees = leaves.shape
-    n_leaves = offsets[n_trees]
-    leaf_ptr = np.zeros(n_leaves + 1, dtype=np.int64)
-    for i in range(n):
-        for t in range(n_trees):
-            j = offsets[t] + leaves[i, t]
-            if j < offsets[t + 1]:
-                leaf_ptr[j + 1] += 1
-    for j in range(n_leaves):
-        leaf_ptr[j + 1] += leaf_ptr[j]
-    fill = leaf_ptr[:-1].copy()
-    leaf_rows = np.empty(leaf_ptr[n_leaves], dtype=np.int32)
-    for i in range(n):
-        for t in range(n_trees):
-            j = offsets[t] + leaves[i, t]
-            if j < offsets[t + 1]:
-                leaf_rows[fill[j]] = i
-                fill[j] += 1
-    return leaf_rows, leaf_ptr
+    n_columns = int(offsets[-1])
+    return group_rows(leaves, offsets, np.arange(n_columns), n_columns)

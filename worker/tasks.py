@@ -38,7 +38,7 @@ from app.core.job_documents import (
     step_values,
 )
 from app.core.records import now
-from solver import TreeEnsemble
+from solver import TreeEnsemble, threads
 from solver.fitting import fit_rules
 from solver.fitting import train_forest as train_ensemble
 from solver.path import PathStep, best_step
@@ -89,7 +89,9 @@ class JobRun(Generic[SpecT]):
         self.timings["queue_wait"] = max(0.0, started - record.queued_at)
         self.deadline = started + self.core.settings.job_timeout
         # the claim starts the job's heartbeat; FireWorker keeps it fresh from here on
-        self.claimed = self.records.claim(self.job_id, self.attempt, started_at=started, timings=self.timings)
+        self.claimed = self.records.claim(
+            self.job_id, self.attempt, started_at=started, timings=self.timings, threads=threads.current()
+        )
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -141,6 +141,8 @@ class EmbeddedStack:
         self.redis_url = f"redis://127.0.0.1:{port}/0"
         self._wait_for_redis(redis_process)
         env = {**os.environ, "FIRE_REDIS_URL": self.redis_url}
+        # the workers share this machine's cores: each work horse's solver gets its share (solver.threads)
+        env.setdefault("FIRE_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.n_workers))))
         self.workers = [
             SupervisedChild(f"worker {index + 1}", [sys.executable, "-m", "app.cli", "worker"], env)
             for index in range(self.n_workers)

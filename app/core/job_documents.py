@@ -197,6 +197,9 @@ class JobState(Document):
     queued_at: float
     started_at: float | None = None
     finished_at: float | None = None
+    threads: int | None = Field(
+        None, description="threads of the solver's parallel kernels in the work horse that runs it (FIRE_NUM_THREADS)"
+    )
     progress: Progress
     timings: dict[str, float] = Field(default_factory=dict)
     error: JobError | None = None

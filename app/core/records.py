@@ -187,8 +187,11 @@ class JobRecords:
 
     # ---- transitions (see the module's docstring) ---------------------------------------------------------------
 
-    def claim(self, job_id: str, attempt: int, *, started_at: float, timings: dict[str, float]) -> bool:
-        """queued -> running, by the worker of ``attempt``; its heartbeat starts here (the worker keeps it fresh)."""
+    def claim(
+        self, job_id: str, attempt: int, *, started_at: float, timings: dict[str, float], threads: int | None = None
+    ) -> bool:
+        """queued -> running, by the worker of ``attempt`` (``threads``: its solver threads); its heartbeat starts
+        here (the worker keeps it fresh)."""
         claimed = self._guarded(
             job_id,
             (QUEUED,),
@@ -196,6 +199,7 @@ class JobRecords:
             status=RUNNING,
             started_at=started_at,
             timings=timings,
+            threads=threads,
             progress=Progress(phase="starting"),
         )
         if claimed:

@@ -29,8 +29,9 @@ def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
         if name != "random_state":
             assert params[estimator_name] == default, name
     assert set(params) - set(PathSpec.defaults()) - {"forest", "forest_kind"} - set(ForestSpec.defaults()) == (
-        {"class_weight"} if estimator is FireClassifier else set()
+        {"class_weight", "n_jobs"} if estimator is FireClassifier else {"n_jobs"}
     )
+    assert params["n_jobs"] is None  # FIRE_NUM_THREADS or every core (solver.threads): not a setting of the fit
 
 
 def test_fit_path_has_no_defaults_of_its_own():

@@ -141,11 +141,11 @@ def alive(pid: int) -> bool:
 class WorkerProcess:
     """A `fire-rules worker` in its own process group, so a kill takes its work horse too."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, env: dict[str, str] | None = None):
         self.settings = settings
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "worker"],
-            env=settings_env(settings),
+            env={**settings_env(settings), **(env or {})},
             cwd=REPO_ROOT,
             start_new_session=True,
             stdout=subprocess.DEVNULL,
@@ -240,8 +240,9 @@ class ServiceStack:
         if self.clean_keys:
             remove_session_keys(self.redis, self.settings)
 
-    def add_worker(self) -> WorkerProcess:
-        worker = WorkerProcess(self.settings)
+    def add_worker(self, env: dict[str, str] | None = None) -> WorkerProcess:
+        """One more worker (``env``: more environment variables for it, e.g. FIRE_NUM_THREADS)."""
+        worker = WorkerProcess(self.settings, env)
         self.workers.append(worker)
         worker.wait_registered(self.redis)
         return worker
