@@ -214,6 +214,88 @@ def fused_lasso_prox(z, lam, out):
 
 
 @njit(cache=True)
+def weighted_fused_lasso_prox(z, weights, lam, out):
+    """``out = argmin_b 1/2 sum_j weights_j (b_j - z_j)^2 + lam * sum_j |b_{j+1} - b_j|`` (positive weights).
+
+    Johnson's dynamic program as :func:`fused_lasso_prox`, each coordinate's message slope its weight (the
+    weighted form of Arnold and Tibshirani's ``tf_dp_weight``). A coordinate held at ``z_j`` (a leaf that must stay
+    at zero) is one of weight far above the others': its value moves by ``lam / weight`` at most, and its
+    neighbours see ``lam * |b_j - z_j|`` where the unweighted prox would fuse them with it. O(len(z)).
+    """
+    n = z.shape[0]
+    if n == 0:
+        return
+    if n == 1 or lam <= 0.0:
+        for i in range(n):
+            out[i] = z[i]
+        return
+    knots = np.empty(2 * n)
+    slope = np.empty(2 * n)
+    offset = np.empty(2 * n)
+    lower_knot = np.empty(n - 1)
+    upper_knot = np.empty(n - 1)
+
+    lower_knot[0] = z[0] - lam / weights[0]
+    upper_knot[0] = z[0] + lam / weights[0]
+    left = n - 1
+    right = n
+    knots[left] = lower_knot[0]
+    knots[right] = upper_knot[0]
+    slope[left] = weights[0]
+    offset[left] = lam - weights[0] * z[0]
+    slope[right] = -weights[0]
+    offset[right] = weights[0] * z[0] + lam
+    first_slope = weights[1]
+    first_offset = -weights[1] * z[1] - lam
+    last_slope = -weights[1]
+    last_offset = weights[1] * z[1] - lam
+
+    for k in range(1, n - 1):
+        lo_slope = first_slope
+        lo_offset = first_offset
+        lo = left
+        while lo <= right and lo_slope * knots[lo] + lo_offset <= -lam:
+            lo_slope += slope[lo]
+            lo_offset += offset[lo]
+            lo += 1
+        hi_slope = last_slope
+        hi_offset = last_offset
+        hi = right
+        while hi >= lo and -hi_slope * knots[hi] - hi_offset >= lam:
+            hi_slope += slope[hi]
+            hi_offset += offset[hi]
+            hi -= 1
+        lower_knot[k] = (-lam - lo_offset) / lo_slope
+        left = lo - 1
+        knots[left] = lower_knot[k]
+        upper_knot[k] = (lam + hi_offset) / (-hi_slope)
+        right = hi + 1
+        knots[right] = upper_knot[k]
+        slope[left] = lo_slope
+        offset[left] = lo_offset + lam
+        slope[right] = hi_slope
+        offset[right] = hi_offset + lam
+        first_slope = weights[k + 1]
+        first_offset = -weights[k + 1] * z[k + 1] - lam
+        last_slope = -weights[k + 1]
+        last_offset = weights[k + 1] * z[k + 1] - lam
+
+    lo = left
+    while lo <= right and first_slope * knots[lo] + first_offset <= 0.0:
+        first_slope += slope[lo]
+        first_offset += offset[lo]
+        lo += 1
+    out[n - 1] = -first_offset / first_slope
+    for k in range(n - 2, -1, -1):
+        if out[k + 1] > upper_knot[k]:
+            out[k] = upper_knot[k]
+        elif out[k + 1] < lower_knot[k]:
+            out[k] = lower_knot[k]
+        else:
+            out[k] = out[k + 1]
+
+
+@njit(cache=True)
 def fusion_value(w, offsets, lam_f):
     """``lam_f * sum_t ||D_t w_t||_1``: differences of neighbouring leaves within each tree only."""
     if lam_f == 0.0:
