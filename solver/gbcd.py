@@ -97,6 +97,7 @@ from .penalties import (
 )
 
 ANDERSON_MEMORY = 5
+ANDERSON_REACH = 100.0  # an extrapolation may move weights this many times the span of the history it extrapolates
 MIN_WORKING_SET = 32
 # a working set is solved to this fraction of the largest violation before the next full-gradient check: the check
 # costs O(n T), a working-set pass O(n) per tree in it, so a tight inner solve saves checks (friedman1, 1e5 rows, 500
@@ -106,10 +107,6 @@ SHRINK_FRACTION = 0.1
 # proximal-gradient steps of a fused Poisson block update: they touch no row (solver.datafits), so many are cheap
 POISSON_BLOCK_STEPS = 100
 POISSON_LINEAR_STEPS = 20  # proximal Newton steps of a linear term's Poisson update
-# a fused block's update for the intercept it re-centres (squared loss): at most this many steps, each O(R_t), until
-# the intercept response matches the intercept change to this fraction
-RECENTRE_STEPS = 30
-RECENTRE_TOL = 1e-9
 # the fusion prox's weight of a leaf held at zero, against 1 for the others: it moves by lam_f / PINNED_WEIGHT at most
 PINNED_WEIGHT = 1e9
 
@@ -270,89 +267,6 @@ def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
 
 
 @njit(cache=True)
-def _moves_recentre_intercept(state):
-    """Whether every move re-centres the intercept at its optimum: the squared loss's (``solver.datafits.move_leaf``),
-    whose state keeps no score."""
-    return state.score.shape[0] == 0
-
-
-@njit(cache=True)
-def _intercept_response(theta, start, coupling, weight_total):
-    """The squared loss's intercept change once the block moves from ``start`` to ``theta``:
-    ``delta = -u . (theta - start) / W``, ``u_j = S_j v_j`` the block's column sums (``coupling``)."""
-    moved = 0.0
-    for k in range(theta.shape[0]):
-        moved += coupling[k] * (theta[k] - start[k])
-    return -moved / weight_total
-
-
-@njit(cache=True)
-def _recentred_model(theta, start, gradient, curvature, coupling, weight_total, lam, gamma, penalty, lam_f):
-    """The block objective at ``theta`` minus the one at ``start`` (up to the same constant as ``_block_model``)
-    once the intercept has re-centred: the diagonal model minus ``W delta^2 / 2``."""
-    delta = _intercept_response(theta, start, coupling, weight_total)
-    model = _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f)
-    return model - 0.5 * weight_total * delta * delta
-
-
-@njit(cache=True)
-def _recentred_block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
-    """Squared loss: improve the block update ``out`` (made with the intercept held) for the intercept that each
-    move re-centres.
-
-    With the intercept b at its optimum, a move ``theta - w`` of the block shifts it by
-    ``delta = -u . (theta - w) / W`` (``_intercept_response``), and the block objective the moves actually reach is
-    the diagonal model minus ``(u . (theta - w))^2 / (2 W)``: the Gram matrix of the block with the intercept
-    profiled out, ``diag(c) - u u^T / W``, is not diagonal. Every row is in one leaf of a tree, so ``u`` is the
-    direction in which the whole tree and the intercept trade places: a group of leaves fused over most of the
-    tree's rows costs almost nothing to move, and the diagonal model, which charges it ``sum_G c_j``, moves it by
-    ``1 - S_G / W`` of the way (a tenth for a group over 90% of the rows). So each visit of such a tree left most
-    of its move for later visits, one O(n) block update each.
-
-    Held at a fixed ``delta``, the block's problem is the diagonal one with the gradient ``g + delta u``
-    (``_block_proximal_steps``, exact in one step when the block's ``c_j`` are equal, as with unit-norm columns);
-    its solution ``theta(delta)`` gives the intercept response ``r(delta)``, and the block with the intercept
-    re-centred is solved where ``r(delta) = delta``. Alternating the two minimisations is a descent method, so
-    steps are taken from the best point so far; the secant step on ``r(delta) - delta`` (exact once two points lie
-    on the same linear piece of ``theta(delta)``, a fused-lasso prox) replaces the plain step where it lowers the
-    objective. O(R_t) per step; no row is touched."""
-    first = problem.offsets[t]
-    size = out.shape[0]
-    start = w[first : first + size]
-    curvature = problem.curvature[first : first + size]
-    gamma = problem.block_gamma[t]
-    penalty = problem.penalty
-    weight_total = problem.weight_total
-    coupling = problem.leaf_weight[first : first + size] * problem.values[first : first + size]
-    best = _recentred_model(out, start, gradient, curvature, coupling, weight_total, lam, gamma, penalty, lam_f)
-    shifted = np.empty(size)
-    trial = np.empty(size)
-    previous_delta = 0.0
-    previous_gap = _intercept_response(out, start, coupling, weight_total)  # r(0) - 0
-    delta = previous_gap
-    plain = True  # delta is the alternating step from the best point
-    for _ in range(RECENTRE_STEPS):
-        for k in range(size):
-            shifted[k] = gradient[k] + delta * coupling[k]
-        _block_proximal_steps(problem, t, w, shifted, lam, lam_f, n_steps, trial)
-        value = _recentred_model(trial, start, gradient, curvature, coupling, weight_total, lam, gamma, penalty, lam_f)
-        gap = _intercept_response(trial, start, coupling, weight_total) - delta
-        improved = value < best
-        if improved:
-            out[:] = trial
-            best = value
-        if abs(gap) <= RECENTRE_TOL * abs(delta) or (plain and not improved):
-            break
-        if improved and gap != previous_gap:
-            next_delta = delta - gap * (delta - previous_delta) / (gap - previous_gap)
-        else:
-            next_delta = _intercept_response(out, start, coupling, weight_total)
-        plain = not (improved and gap != previous_gap)
-        previous_delta, previous_gap = delta, gap
-        delta = next_delta
-
-
-@njit(cache=True)
 def _poisson_block_value(theta, start, values, a, b, usable, lam, gamma, penalty, lam_f):
     """A tree's exact Poisson objective at ``theta`` up to a constant (``solver.datafits``: per leaf
     ``a exp(v (theta - start)) - b v theta``) plus its penalties."""
@@ -437,8 +351,6 @@ def update_block(problem, state, t, lam, lam_f, inner_iters):
         measure = _poisson_block_steps(problem, t, state.w, gradient, lam, lam_f, new)
     else:
         measure = _block_proximal_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
-        if measure > 0.0 and _moves_recentre_intercept(state):
-            _recentred_block_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
     for k in range(size):
         delta = new[k] - state.w[first + k]
         if delta != 0.0:
@@ -624,6 +536,11 @@ def _anderson_step(problem, state, history, leaves, lam, lam_f):
     if not np.isfinite(z.sum()) or z.sum() == 0.0:
         return False
     extrapolated = (z / z.sum()) @ history[1:]
+    reach = np.abs(history[n_steps] - history[0]).max()
+    if not np.abs(extrapolated - history[n_steps]).max() <= ANDERSON_REACH * reach:
+        # a nearly singular history extrapolates far off (or to inf): a move there and back would leave the
+        # residual to rounding (or NaN), so it is not tried
+        return False
     if problem.loss == POISSON:  # a log rate past the bound could overflow exp: no trial there
         for k in range(leaves.shape[0]):
             if abs(extrapolated[k] * problem.values[leaves[k]]) > MAX_AMOUNT:
@@ -701,15 +618,7 @@ def _leaves_of(problem, blocks):
 @njit(cache=True)
 def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
     """Passes over the working set ``units`` until its largest measure is at most ``inner_tol`` (or
-    ``max_passes``), with shrinking and an Anderson step every ``ANDERSON_MEMORY`` passes; returns the passes.
-
-    A pass's measures are taken as it visits each unit, before the units after it move: where units share
-    rows (trees, and fused groups of leaves of different trees over nearly the same rows), those moves add up
-    to a gradient the next full-gradient check sees but no visit did, several times the largest measure of the
-    pass. One pass below ``inner_tol`` would then end every solve and nothing but full-gradient checks would
-    follow each other (O(n T) each, with the history too short for Anderson's extrapolation, the step that
-    follows such a slow valley): so a solve ends no sooner than the pass after its first extrapolation, unless
-    a pass moves nothing. Shrinking keeps those passes to the units still moving."""
+    ``max_passes``), with shrinking and an Anderson step every ``ANDERSON_MEMORY`` passes; returns the passes."""
     leaves = _leaves_of(problem, units) if lam_f > 0.0 else units
     history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0]))
     history[0] = state.w[leaves]
@@ -720,7 +629,7 @@ def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol
         worst = _pass(problem, state, units, visit, lam, lam_f, inner_iters, SHRINK_FRACTION * inner_tol)
         fit_intercept(problem, state, inner_tol)
         passes += 1
-        if worst == 0.0 or (worst <= inner_tol and passes > ANDERSON_MEMORY):
+        if worst <= inner_tol:
             break
         history[n_history] = state.w[leaves]
         n_history += 1

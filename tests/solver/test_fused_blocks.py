@@ -1,13 +1,11 @@
-"""Fused block updates: the weighted fusion prox, leaves held at zero, and the intercept a block move re-centres."""
+"""Fused block updates: the weighted fusion prox and leaves held at zero."""
 
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from solver import TreeEnsemble, fit_path, leaf_matrix
-from solver.gbcd import block_measures, full_gradient, update_block
 from solver.penalties import fused_lasso_prox, weighted_fused_lasso_prox
-from solver.problem import Problem, State
 
 
 def _weighted_fused_lasso_by_qp(z, weights, lam):
@@ -66,24 +64,3 @@ def test_fused_paths_with_leaves_held_at_zero_converge(forest_rows):
         assert all(step.converged for step in result.steps), fusion_ratio
         objectives = [step.objective for step in result.steps]
         assert np.all(np.isfinite(objectives))
-
-
-def test_a_fused_tree_update_lands_on_its_minimum_with_the_intercept_recentred(forest_rows):
-    """Squared loss: one update of a lone tree, whose move the intercept follows, leaves it stationary."""
-    M, y = forest_rows
-    # the whole forest at w = 0: the steepest tree's update is a solve of that tree with the others held
-    solved, _ = M.without_small_leaves(0).unit_columns(np.ones(len(y)))
-    problem = Problem.from_leaf_matrix(solved, y, np.ones(len(y)), "squared", "mcp", 1.1, "block")
-    state = State.initial(problem)
-    gradient = np.empty(problem.values.shape[0])
-    full_gradient(problem, state, gradient)
-    lam = 0.05 * np.abs(gradient).max()
-    lam_f = 1.0 * lam
-    measures = np.empty(problem.offsets.shape[0] - 1)
-    block_measures(problem, state.w, gradient, lam, lam_f, measures)
-    t = int(np.argmax(measures))
-    assert measures[t] > 0
-    update_block(problem, state, t, lam, lam_f, 3)
-    full_gradient(problem, state, gradient)
-    block_measures(problem, state.w, gradient, lam, lam_f, measures)
-    assert measures[t] < 1e-6 * lam
