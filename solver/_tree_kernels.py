@@ -165,39 +165,41 @@ def column_sums(leaves, offsets, row_values, out):
         out[j] = total
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def group_rows(leaves, offsets, group, n_groups):
     """The rows of some columns, each column's in row order (a counting sort, stable): ``group[j]`` is column j's
     place in the output (distinct; -1: not wanted). Returns (rows, ptr): the rows of the column in place g are
-    ``rows[ptr[g]:ptr[g + 1]]``. Only blocks with a wanted column are read. Tasks of ``TREES_PER_TASK`` blocks run
-    in parallel, each over every row: its blocks' columns are its own, and it writes to only their few hundred
-    streams of rows, which stay in cache (a pass over all columns of all blocks at once writes to thousands)."""
-    used = np.zeros(leaves.shape[1], dtype=np.bool_)
-    for t in range(leaves.shape[1]):
+    ``rows[ptr[g]:ptr[g + 1]]``. Only blocks with a wanted column are read: one walk counts, the next places."""
+    used = np.zeros(offsets.shape[0] - 1, dtype=np.bool_)
+    for t in range(used.shape[0]):
         for j in range(offsets[t], offsets[t + 1]):
             used[t] = used[t] or group[j] >= 0
     blocks = np.flatnonzero(used)
-    n_tasks = -(-blocks.shape[0] // TREES_PER_TASK)
-    counts = np.zeros(n_groups + 1, dtype=np.int64)
-    for task in prange(n_tasks):
-        stop = min(blocks.shape[0], (task + 1) * TREES_PER_TASK)
-        for i in range(leaves.shape[0]):
-            for b in range(task * TREES_PER_TASK, stop):
-                j = offsets[blocks[b]] + leaves[i, blocks[b]]
-                if j < offsets[blocks[b] + 1] and group[j] >= 0:
-                    counts[group[j] + 1] += 1
-    ptr = np.cumsum(counts)
-    fill = ptr[:-1].copy()
+    counts = np.zeros(n_groups, dtype=np.int64)
+    _walk_rows(leaves, offsets, group, blocks, counts, np.empty(0, dtype=np.int32))
+    ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(counts)
     rows = np.empty(ptr[n_groups], dtype=np.int32)
-    for task in prange(n_tasks):
+    _walk_rows(leaves, offsets, group, blocks, ptr[:-1].copy(), rows)
+    return rows, ptr
+
+
+@njit(cache=True, parallel=True)
+def _walk_rows(leaves, offsets, group, blocks, cursor, rows):
+    """For each row i, in order, of each wanted column j of ``blocks``: ``rows[cursor[group[j]]] = i`` (skipped where
+    ``rows`` is empty: the walk then counts) and ``cursor[group[j]] += 1``. Tasks of ``TREES_PER_TASK`` blocks run in
+    parallel, each over every row: its blocks' columns are its own, and it writes to only their few hundred streams
+    of rows, which stay in cache (a pass over all columns of all blocks at once writes to thousands)."""
+    placing = rows.shape[0] > 0
+    for task in prange(-(-blocks.shape[0] // TREES_PER_TASK)):
         stop = min(blocks.shape[0], (task + 1) * TREES_PER_TASK)
         for i in range(leaves.shape[0]):
             for b in range(task * TREES_PER_TASK, stop):
                 j = offsets[blocks[b]] + leaves[i, blocks[b]]
                 if j < offsets[blocks[b] + 1] and group[j] >= 0:
-                    rows[fill[group[j]]] = i
-                    fill[group[j]] += 1
-    return rows, ptr
+                    if placing:
+                        rows[cursor[group[j]]] = i
+                    cursor[group[j]] += 1
 
 
 def leaf_rmatvec(leaves, offsets, values, r):

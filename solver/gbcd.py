@@ -63,7 +63,9 @@ with Anderson extrapolation every few passes, until its own stationarity measure
 ``max |d|``. A solve ends at a full-gradient check where no entry of d and no leaf's or block's own proximal
 move (its stationarity measure, computed from the same full gradient in O(R)) exceeds ``tol``: with fusion,
 coordinate-wise d can vanish where a fused group still has to move together, and with MCP a zero leaf can
-be first-order stationary while its exact coordinate minimum lies far from zero; the measures catch both.
+be first-order stationary while its exact coordinate minimum lies far from zero; the measures catch both. The
+state keeps that last gradient, and the next lambda's solve, which starts from the very same point, begins with it
+instead of a first full pass (``solver.problem.at_last_check``): a path pays one full-gradient pass per step fewer.
 Cyclic selection instead sweeps all blocks until no block moves by more than ``tol``.
 """
 
@@ -95,6 +97,7 @@ from .penalties import (
     prox_is_convex,
     weighted_fused_lasso_prox,
 )
+from .problem import at_last_check, mark_checked
 
 ANDERSON_MEMORY = 5
 ANDERSON_REACH = 100.0  # an extrapolation may move weights this many times the span of the history it extrapolates
@@ -644,20 +647,25 @@ def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol
 def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
     """GBCD from ``state`` until stationary: full-gradient checks alternating with working-set solves.
 
-    Returns (passes, converged); ``max_iter`` caps the passes: working-set passes and full-gradient checks.
+    Returns (passes, converged); ``max_iter`` caps the passes: working-set passes and full-gradient checks. The
+    first check reuses the gradient the state kept where it starts from the point of its last check
+    (``solver.problem.at_last_check``: a path's warm start), and counts no pass.
     """
-    sync_intercept(problem, state, tol)
     fused = lam_f > 0.0
     n_leaves = problem.values.shape[0]
-    gradient = np.empty(n_leaves)
+    gradient = state.gradient
     direction = np.empty(n_leaves)
     gains = np.zeros(n_leaves)
     measures = np.empty(problem.offsets.shape[0] - 1 if fused else n_leaves)
     passes = 0
+    first = True
     while passes < max_iter:
-        fit_intercept(problem, state, tol)
-        full_gradient(problem, state, gradient)
-        passes += 1
+        sync_intercept(problem, state, tol)
+        if not (first and at_last_check(state)):  # a warm start from the last step's final check: its gradient
+            full_gradient(problem, state, gradient)
+            mark_checked(state)
+            passes += 1
+        first = False
         direction_vector(problem, state.w, gradient, lam, lam_f, direction)
         if fused:
             block_measures(problem, state.w, gradient, lam, lam_f, measures)

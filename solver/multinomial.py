@@ -55,6 +55,7 @@ from ._tree_kernels import column_sums
 from .datafits import MAX_AMOUNT, column_entry
 from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, _leaves_of
 from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
+from .problem import at_last_check, mark_checked, unchecked
 
 INTERCEPT_STEPS = 50
 # an intercept step that raises the loss by no more than this, relative, is rounding (a sum over 1e5 rows), not a
@@ -74,6 +75,8 @@ class ClassState(NamedTuple):
     intercept: np.ndarray  # (K,) b, summing to zero
     residual_sum: np.ndarray  # (K,) sum_i s_i residual_i: -d loss / d b
     score: np.ndarray  # (n, K) b + M W
+    gradient: np.ndarray  # (R, K) the loss gradient at the last full-gradient check (solve_greedy)
+    checked: np.ndarray  # (R K + K,) W and b at that check; NaN before the first (solver.problem.at_last_check)
 
     @classmethod
     def initial(cls, problem, n_classes):
@@ -84,13 +87,8 @@ class ClassState(NamedTuple):
         n = codes.shape[0]
         residual = -np.tile(shares, (n, 1))
         residual[np.arange(n), codes] += 1.0
-        return cls(
-            np.zeros((problem.values.shape[0], n_classes)),
-            residual,
-            intercept,
-            problem.sample_weight @ residual,
-            np.tile(intercept, (n, 1)),
-        )
+        w = np.zeros((problem.values.shape[0], n_classes))
+        return cls(w, residual, intercept, problem.sample_weight @ residual, np.tile(intercept, (n, 1)), *unchecked(w))
 
 
 @njit(cache=True)
@@ -545,16 +543,22 @@ def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passe
 @njit(cache=True)
 def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
     """GBCD from ``state`` until stationary: full-gradient checks alternating with working-set passes (every
-    nonzero unit plus the steepest violators, steepest first). Returns (passes, converged)."""
+    nonzero unit plus the steepest violators, steepest first). Returns (passes, converged). The first check
+    reuses the gradient the state kept where it starts from the point of its last check, and counts no pass
+    (``solver.problem.at_last_check``)."""
     fused = lam_f > 0.0
-    gradient = np.empty(state.w.shape)
+    gradient = state.gradient
     n_units = problem.offsets.shape[0] - 1 if fused else state.w.shape[0]
     measures = np.empty(n_units)
     passes = 0
+    first = True
     while passes < max_iter:
         fit_intercept(problem, state, tol)
-        full_gradient(problem, state, gradient)
-        passes += 1
+        if not (first and at_last_check(state)):  # a warm start from the last step's final check: its gradient
+            full_gradient(problem, state, gradient)
+            mark_checked(state)
+            passes += 1
+        first = False
         _measures(problem, state, gradient, lam, lam_f, measures)
         largest = max(measures.max(), np.abs(state.residual_sum).max())
         if largest <= tol:

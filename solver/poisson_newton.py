@@ -24,7 +24,7 @@ import numpy as np
 
 from . import gbcd
 from .datafits import SQUARED
-from .problem import State
+from .problem import State, unchecked
 
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
@@ -52,7 +52,8 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_s
         weights = problem.sample_weight * mu
         target = eta + (problem.y - mu) / mu
         model = weighted_least_squares(problem, target, weights)
-        inner = State(state.w.copy(), target - (eta - state.intercept[0]), np.zeros(1), np.zeros(1), np.zeros(0))
+        residual = target - (eta - state.intercept[0])
+        inner = State(state.w.copy(), residual, np.zeros(1), np.zeros(1), np.zeros(0), *unchecked(state.w))
         n_passes, _ = inner_solve(model, inner, lam, lam_f, tol, max_iter - passes, inner_iters)
         passes += n_passes
         old_w, old_b = state.w.copy(), state.intercept[0]
@@ -94,7 +95,9 @@ def weighted_least_squares(problem, target, weights):
 
 def move_to(problem, state, w, intercept):
     """The Poisson state at weights ``w`` and intercept ``intercept``: scores, residuals and their sum, O(n + rows
-    of the nonzero columns)."""
+    of the nonzero columns). The scores are recomputed, not moved: the gradient the state kept at its last check is
+    forgotten even where ``w`` is the same (``solver.problem.at_last_check``)."""
+    state.checked[:] = np.nan
     state.w[:] = w
     state.intercept[0] = intercept
     state.score[:] = intercept

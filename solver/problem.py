@@ -9,6 +9,7 @@ them (``cache=True``), which a jitclass would not allow.
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from ._tree_kernels import group_rows
 from .datafits import LOGISTIC, POISSON, curvature_scale, loss_code
@@ -122,6 +123,8 @@ class State(NamedTuple):
     intercept: np.ndarray  # (1,) b
     residual_sum: np.ndarray  # (1,) sum_i s_i residual_i: the squared loss's b times sum_i s_i, -d loss/d b
     score: np.ndarray  # (n,) b + M w (logistic, Poisson); empty for the squared loss, whose residual is linear in w
+    gradient: np.ndarray  # (R,) every leaf's loss gradient at the last full-gradient check (solver.gbcd.solve_greedy)
+    checked: np.ndarray  # (R+1,) w and b at that check; NaN before the first (see at_last_check)
 
     @classmethod
     def initial(cls, problem):
@@ -140,8 +143,37 @@ class State(NamedTuple):
                 np.array([intercept]),
                 np.array([np.dot(weights, residual)]),
                 np.full(y.shape[0], intercept),
+                *unchecked(w),
             )
-        return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0))
+        return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0), *unchecked(w))
+
+
+def unchecked(w):
+    """A state's (gradient, checked) fields before its first full-gradient check, for weights ``w`` ((R,) or
+    (R, K) with K intercepts)."""
+    n_intercepts = 1 if w.ndim == 1 else w.shape[1]
+    return np.zeros(w.shape), np.full(w.size + n_intercepts, np.nan)
+
+
+@njit(cache=True)
+def at_last_check(state):
+    """Whether the state's weights and intercept are, bit for bit, those of its last full-gradient check
+    (:func:`mark_checked`), so that the gradient kept there is the gradient here. A path's solve ends at a check
+    that finds the point stationary, and the next lambda's solve starts from that very point: its first check is
+    this comparison, O(R), instead of a pass over every row of every tree. Each check first re-syncs the residual
+    sum and fits the intercept (``solver.datafits.sync_intercept``), which changes nothing at a point where it was
+    just done; code that moves the state between solves changes its weights or its intercept."""
+    w = state.w.ravel()
+    n_weights = w.shape[0]
+    return np.all(w == state.checked[:n_weights]) and np.all(state.intercept == state.checked[n_weights:])
+
+
+@njit(cache=True)
+def mark_checked(state):
+    """Record the weights and intercept at which ``state.gradient`` was just computed."""
+    w = state.w.ravel()
+    state.checked[: w.shape[0]] = w
+    state.checked[w.shape[0] :] = state.intercept
 
 
 def sort_rows_by_leaf(leaves, offsets):

@@ -92,8 +92,8 @@ def _load_tbb() -> bool:
 
 
 def _configure() -> None:
+    threads = _threads_from_environment()
     if parallel._is_initialized:  # a parallel loop ran before solver was imported: the layer and pool are set
-        threads = _threads_from_environment()
         if threads is not None:
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         return
@@ -107,7 +107,6 @@ def _configure() -> None:
                 RuntimeWarning,
                 stacklevel=2,
             )
-    threads = _threads_from_environment()
     if threads is not None:  # what NUMBA_NUM_THREADS does, read by numba on import: the pool is launched later
         numba.config.NUMBA_NUM_THREADS = parallel.NUM_THREADS = threads
 
