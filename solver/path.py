@@ -250,7 +250,7 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         w = state.w * unscale
         intercept = state.intercept[0] if n_classes == 1 else state.intercept.copy()
         if spec.polishes():
-            w, intercept = polish(matrix, y, weights, w, spec.loss)
+            w, intercept = polish(matrix, y, weights, w, spec.loss, (problem.leaf_rows, problem.leaf_ptr))
         train_score = _training_score(problem, state, matrix, w, intercept, spec.polishes())
         step = _record_step(
             index,

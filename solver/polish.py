@@ -22,12 +22,13 @@ from .datafits import LOSS_CODES, curvature_scale
 POLISH_RIDGE = 1e-6
 
 
-def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
+def polish(matrix, y, sample_weight, weights, loss, grouped=None) -> tuple[np.ndarray, float]:
     """(weights refitted on the nonzero entries of ``weights``, intercept) with a tiny ridge on the training
     rows, by weighted least squares (``loss="squared"``), logistic regression (``"logistic"``, 0/1 ``y``) or
-    Poisson regression (``"poisson"``): ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None."""
+    Poisson regression (``"poisson"``): ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None, ``grouped`` the rows
+    of its rule columns where the caller has them (``LeafMatrix.columns``)."""
     if loss in ("logistic", "poisson"):
-        return _newton_refit(matrix, y, sample_weight, np.flatnonzero(weights), len(weights), loss)
+        return _newton_refit(matrix, y, sample_weight, np.flatnonzero(weights), len(weights), loss, grouped)
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     support = np.flatnonzero(weights)
@@ -35,7 +36,7 @@ def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     mean_y = float(s @ y / s.sum())
     if not len(support):
         return polished, mean_y
-    Z = matrix.columns(support)
+    Z = matrix.columns(support, grouped)
     weighted = Z.multiply(s[:, None]).tocsc()
     column_sums = np.asarray(weighted.sum(axis=0)).ravel()
     gram = (Z.T @ weighted).toarray()
@@ -48,12 +49,12 @@ def polish(matrix, y, sample_weight, weights, loss) -> tuple[np.ndarray, float]:
     return polished, intercept
 
 
-def _newton_refit(matrix, y, sample_weight, support, n_leaves, loss, max_steps=50):
+def _newton_refit(matrix, y, sample_weight, support, n_leaves, loss, grouped, max_steps=50):
     """(weights on ``support``, intercept) of the ridge-regularised weighted logistic or Poisson regression by
     Newton's method."""
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    design = sp.hstack([np.ones((len(y), 1)), matrix.columns(support)], format="csc")
+    design = sp.hstack([np.ones((len(y), 1)), matrix.columns(support, grouped)], format="csc")
     kappa = curvature_scale(LOSS_CODES[loss], y, s)
     ridge = np.concatenate([[0.0], POLISH_RIDGE * kappa * np.asarray(design[:, 1:].power(2).T @ s).ravel()])
     mean = float(s @ y / s.sum())

@@ -188,3 +188,7 @@ def test_selected_columns_are_those_of_the_explicit_matrix_in_the_order_asked(fr
     for n_jobs in (1, 2):
         columns = _in_threads(n_jobs, matrix.columns, selected)
         assert (columns != explicit[:, selected]).nnz == 0
+    # the same from the rows a Problem already grouped by column (polish along a path)
+    grouped = sort_rows_by_leaf(matrix.leaves, matrix.offsets)
+    assert (matrix.columns(selected, grouped) != explicit[:, selected]).nnz == 0
+    assert matrix.columns(selected[:1], grouped).shape == (X.shape[0], 1)  # a linear term alone
