@@ -15,7 +15,7 @@ from numba import njit, prange
 # (chunks x columns) stay a few MiB and each thread gets a few chunks to balance its load
 ROW_CHUNK = 8192
 MAX_CHUNKS = 64
-TREES_PER_TASK = 8  # blocks per task of group_rows
+TREES_PER_TASK = 8  # blocks per task of group_rows' walks (_walk_rows)
 
 
 def leaf_index_dtype(n_values: int):
