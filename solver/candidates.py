@@ -210,7 +210,10 @@ class Candidates:
                     ancestor_ids.extend(reversed(path))
                     ancestor_counts.append(len(path))
         if not sizes:
-            raise ValueError(f"max_rule_length={max_rule_length} leaves no candidate rule in this forest")
+            raise ValueError(
+                f"max_rule_length={max_rule_length} leaves no candidate rule in this forest: every {kind[:-1]} is "
+                "deeper; rules from every node (candidates='nodes', or candidates left out) cut them to the cap"
+            )
         dtype = leaf_index_dtype(max(sizes) + 1)
         no_column = np.iinfo(dtype).max
         lookup_ptr = np.concatenate([[0], np.cumsum([len(lookup) for lookup in lookups])]).astype(np.int64)

@@ -204,12 +204,13 @@ class PathSpec(_Spec):
             "fraction of the training rows in (0, 1)"
         ),
     )
-    candidates: str = field(
-        default="leaves",
+    candidates: str | None = field(
+        default=None,
         metadata=_doc(
             "candidate rules: 'leaves' (each leaf of each tree, the paper's) or 'nodes' (every node below the root: "
             "a node at depth d is a rule of d conditions, so shallow trees' short rules and deep ones' long rules "
-            "compete; solver.candidates)"
+            "compete; solver.candidates); None: the candidates that can satisfy max_rule_length, 'leaves' without "
+            "one, 'nodes' (every node, cut to the cap) with one"
         ),
     )
     max_rule_length: int | None = field(
@@ -329,6 +330,8 @@ class PathSpec(_Spec):
             "min_support",
             f"must be a row count >= 0 or a fraction in (0, 1), got {self.min_support!r}",
         )
+        if self.candidates is None:  # resolved here, so a spec (and a job document) says what the fit used
+            object.__setattr__(self, "candidates", "leaves" if self.max_rule_length is None else "nodes")
         _require(
             self.candidates in CANDIDATE_KINDS,
             "candidates",

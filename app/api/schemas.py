@@ -179,7 +179,7 @@ class PathJobRequest(StrictBody):
     block_selection: BlockSelection = path_setting("block_selection")
     inner_iters: int = path_setting("inner_iters")
     min_support: int | float = path_setting("min_support")
-    candidates: CandidateKind = path_setting("candidates")
+    candidates: CandidateKind | None = path_setting("candidates")
     max_rule_length: int | None = path_setting("max_rule_length")
     linear_terms: bool = path_setting("linear_terms")
     linear_quantile: float = path_setting("linear_quantile")

@@ -46,7 +46,7 @@ function settingControl(name, property, path = name) {
     control = h("input", { type: "checkbox", checked: Boolean(fallback) });
     read = () => control.checked;
   } else if (choices.length && !numeric) {
-    control = h("select", null, nullable ? h("option", { value: "" }, "none") : null,
+    control = h("select", null, nullable ? h("option", { value: "" }, "auto") : null,
                 choices.map(choice => h("option", { value: choice, selected: choice === fallback }, choice)));
     read = () => (control.value === "" ? null : control.value);
   } else if (list) {

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.schemas import PathJobRequest
 from app.core.config import Settings
 from app.core.container import build_core
 from app.main import create_app
@@ -43,6 +44,12 @@ def test_the_new_settings_are_pathspecs_in_the_request_schema(edge):
         assert properties[name]["description"] == descriptions[name], name
     choices = properties["candidates"].get("anyOf", [properties["candidates"]])
     assert sorted(value for option in choices for value in option.get("enum", [])) == ["leaves", "nodes"]
+
+
+@pytest.mark.parametrize(("body", "used"), [({}, "leaves"), ({"max_rule_length": 2}, "nodes"), (TERMS, "nodes")])
+def test_a_job_without_candidates_takes_those_that_can_satisfy_its_cap(body, used):
+    request = PathJobRequest.model_validate({"dataset_id": "ds_x", "forest_id": "fo_x", **body})
+    assert request.path_spec().candidates == used
 
 
 @pytest.mark.parametrize(

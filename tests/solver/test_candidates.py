@@ -17,6 +17,7 @@ from sklearn.linear_model import Lasso
 from solver import FireClassifier, FireRegressor, TreeEnsemble, count_antecedents, fit_path, leaf_matrix
 from solver.candidates import LINEAR_SPREAD, Candidates, LinearTerms
 from solver.problem import Problem
+from solver.spec import PathSpec
 from tests.support.references import (
     CLARABEL_SETTINGS,
     fusion,
@@ -596,6 +597,24 @@ def test_regressor_on_nodes_capped_at_two_conditions(estimator_table):
     assert all(1 <= len(rule.conditions) <= 2 for rule in model.rules_)
     assert model.rule_ensemble_.n_linear == 0
     np.testing.assert_allclose(model.predict(X), by_hand(model.rule_ensemble_, X), rtol=0, atol=1e-9)
+
+
+def test_max_rule_length_alone_takes_every_node_cut_to_the_cap(estimator_table):
+    """Issue 28, item 5: a user who asks for short rules need not know about node candidates. Leaves of a depth-3
+    forest are all 3 conditions deep: ``max_rule_length=2`` without ``candidates`` takes every node, cut to the cap
+    (the same fit as asking for nodes), while leaves asked for by name still say why they cannot satisfy it."""
+    X, y = estimator_table
+    settings = dict(n_estimators=15, max_depth=3, max_rule_length=2, linear_terms=False, random_state=0)
+    assert PathSpec(max_rule_length=2).candidates == "nodes"
+    assert PathSpec().candidates == "leaves"
+    short = FireRegressor(**settings).fit(X, y)
+    assert short.path_spec(0).candidates == "nodes"
+    assert len(short.rules_) > 0
+    assert all(1 <= len(rule.conditions) <= 2 for rule in short.rules_)
+    nodes = FireRegressor(candidates="nodes", **settings).fit(X, y)
+    np.testing.assert_array_equal(short.coef_, nodes.coef_)
+    with pytest.raises(ValueError, match="candidates='nodes'"):
+        FireRegressor(candidates="leaves", **settings).fit(X, y)
 
 
 def test_regressor_with_linear_terms_scores_as_its_rules_and_counts_them(estimator_table):
