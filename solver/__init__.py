@@ -16,12 +16,12 @@ from .datafits import probability
 from .encoding import TableEncoding, TableError
 from .estimator import FireClassifier, FireRegressor
 from .fitting import RuleFit, binary_labels, candidate_terms, fit_rules, holdout_split, train_forest
-from .forest import Tree, TreeEnsemble
+from .forest import TreeEnsemble, as_tree_ensemble
+from .forest_schema import Tree
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
 from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
 from .rule_types import Condition, LinearTerm, Member, Rule
 from .rules import RuleEnsemble
-from .sklearn_adapters import as_tree_ensemble
 from .spec import ForestSpec, PathSpec, SpecError
 
 __all__ = [

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse
 
 from ._tree_kernels import count_distinct_ancestors, group_rows, leaf_column_sums, leaf_matvec, leaf_rmatvec
-from .sklearn_adapters import as_tree_ensemble
+from .forest import as_tree_ensemble
 
 
 @dataclass

@@ -82,7 +82,7 @@ from scipy.special import expit, softmax
 from ._validation import MAX_FEATURE_NAME_LENGTH, check_feature_names, check_keys, is_integer, require_finite
 from .candidates import Candidates
 from .encoding import TableEncoding
-from .forest import as_float32_rows
+from .forest import as_float32_rows, as_tree_ensemble
 from .leaf_matrix import count_antecedents
 from .rule_text import display_thresholds, label_text, rules_text
 from .rule_types import (
@@ -97,7 +97,6 @@ from .rule_types import (
     is_zero,
     magnitude,
 )
-from .sklearn_adapters import as_tree_ensemble
 
 RULES_FORMAT = "fire-rules"
 RULES_FORMAT_VERSION = 3

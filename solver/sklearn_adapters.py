@@ -1,8 +1,9 @@
-"""scikit-learn tree models as :class:`TreeEnsemble` and back.
+"""scikit-learn tree models as trees of a :class:`TreeEnsemble` and back.
 
-``as_tree_ensemble`` takes a forest as users hold it (a TreeEnsemble or a fitted scikit-learn tree
-regressor or classifier); ``from_sklearn``/``to_sklearn`` convert exactly: the TreeEnsemble routes
-every row to the same leaf and predicts the same values (regressors bit for bit).
+``TreeEnsemble.from_sklearn`` (``sklearn_forest_arguments``)/``to_sklearn`` convert exactly: the TreeEnsemble
+routes every row to the same leaf and predicts the same values (regressors bit for bit);
+``solver.forest.as_tree_ensemble`` takes a forest as users hold it (a TreeEnsemble or a fitted scikit-learn
+tree regressor or classifier).
 
 Regressors fitted with ``criterion="poisson"`` (random forests, extra trees, decision trees) predict the
 mean count as any regressor does: nothing is special about them. ``GradientBoostingRegressor`` has no
@@ -32,6 +33,7 @@ Classifiers of K >= 3 classes become ensembles of ``n_outputs = K`` outputs, out
 """
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from scipy.stats import gmean
@@ -56,7 +58,7 @@ from sklearn.tree._tree import NODE_DTYPE
 from sklearn.tree._tree import Tree as SklearnTree
 from sklearn.utils.validation import check_is_fitted
 
-from .forest import Tree, TreeEnsemble
+from .forest_schema import ForestDocument, Tree
 
 SKLEARN_REGRESSORS = (
     RandomForestRegressor,
@@ -72,24 +74,11 @@ SKLEARN_CLASSIFIERS = (
     DecisionTreeClassifier,
     ExtraTreeClassifier,
 )
-_FOREST_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS)
+SKLEARN_FOREST_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS)
 _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
 
 
-def as_tree_ensemble(forest) -> TreeEnsemble:
-    """``forest`` itself if it is a TreeEnsemble, else the TreeEnsemble of a fitted scikit-learn
-    tree regressor or tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`;
-    converted on every call: convert once with ``TreeEnsemble.from_sklearn`` to reuse it).
-
-    Raises TypeError for any other object and sklearn's NotFittedError for an unfitted estimator.
-    """
-    if isinstance(forest, TreeEnsemble):
-        return forest
-    _require_forest(forest, TypeError, f"a TreeEnsemble or a fitted {_FOREST_NAMES}")
-    return from_sklearn(forest)
-
-
-def _require_forest(estimator, error: type[Exception], expected: str) -> None:
+def require_sklearn_forest(estimator, error: type[Exception], expected: str) -> None:
     if isinstance(estimator, SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS):
         return
     name = type(estimator).__name__
@@ -98,17 +87,14 @@ def _require_forest(estimator, error: type[Exception], expected: str) -> None:
     raise error(f"unsupported {name}: expected {expected}")
 
 
-def from_sklearn(
-    estimator, *, max_nodes: int | None = None, max_depth: int | None = None, max_features: int | None = None
-) -> TreeEnsemble:
-    """The TreeEnsemble of a fitted single-output scikit-learn tree regressor or tree classifier
-    (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the module
-    docstring: one output for two classes, K outputs for K >= 3 classes).
+def sklearn_forest_arguments(estimator) -> dict[str, Any]:
+    """The TreeEnsemble arguments (trees and scalars) of a fitted single-output scikit-learn tree regressor or
+    tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the
+    module docstring: one output for two classes, K outputs for K >= 3 classes), for ``TreeEnsemble.from_sklearn``.
 
-    No size limits unless given (TreeEnsemble's keyword limits): give them for an estimator
-    unpacked from an untrusted file. Raises ValueError for anything else.
+    Raises ValueError for anything else.
     """
-    _require_forest(estimator, ValueError, f"a fitted {_FOREST_NAMES}")
+    require_sklearn_forest(estimator, ValueError, f"a fitted {SKLEARN_FOREST_NAMES}")
     check_is_fitted(estimator)
     name = type(estimator).__name__
     if getattr(estimator, "n_outputs_", 1) != 1:
@@ -143,19 +129,15 @@ def from_sklearn(
     if isinstance(estimator, SKLEARN_CLASSIFIERS) and kind != "gradient_boosting":
         trees, base_score = _centered_at_roots(trees, tree_weight)
     names = getattr(estimator, "feature_names_in_", None)
-    return TreeEnsemble(
-        trees,
-        n_features=int(estimator.n_features_in_),
-        feature_names=None if names is None else [str(n) for n in names],
-        base_score=base_score,
-        tree_weight=tree_weight,
-        kind=kind,
-        n_outputs=n_outputs,
-        max_nodes=max_nodes,
-        max_depth=max_depth,
-        max_features=max_features,
-        max_outputs=None,
-    )
+    return {
+        "trees": trees,
+        "n_features": int(estimator.n_features_in_),
+        "feature_names": None if names is None else [str(n) for n in names],
+        "base_score": base_score,
+        "tree_weight": tree_weight,
+        "kind": kind,
+        "n_outputs": n_outputs,
+    }
 
 
 def _tree_from_sklearn(sklearn_tree, scale: float, *, vector: bool = False, output: int | None = None) -> Tree:
@@ -225,7 +207,7 @@ def _constant_init_prediction(boosting) -> float | np.ndarray:
     return float(np.asarray(init.predict(probe), dtype=np.float64).ravel()[0])
 
 
-def to_sklearn(forest: TreeEnsemble):
+def to_sklearn(forest: ForestDocument):
     """A fitted scikit-learn estimator predicting like ``forest``.
 
     random_forest/extra_trees ensembles with base_score 0 and tree_weight 1/T become
@@ -243,7 +225,7 @@ def to_sklearn(forest: TreeEnsemble):
             f"to_sklearn converts one-output ensembles only; this one has {forest.n_outputs} outputs "
             "(e.g. a multiclass classifier): use TreeEnsemble.predict, or keep the original estimator"
         )
-    p, n_trees = forest.n_features, forest.n_trees
+    p, n_trees = forest.n_features, len(forest.trees)
     averaged = forest.base_score == 0.0 and forest.tree_weight == 1.0 / n_trees
     if forest.kind in ("random_forest", "extra_trees") and averaged:
         forest_class, tree_class = (
@@ -275,7 +257,7 @@ def to_sklearn(forest: TreeEnsemble):
     return boosting
 
 
-def _sklearn_member(forest: TreeEnsemble, t: int, tree_class):
+def _sklearn_member(forest: ForestDocument, t: int, tree_class):
     """Tree ``t`` of ``forest`` as a fitted ``tree_class`` (DecisionTreeRegressor or ExtraTreeRegressor)."""
     tree = forest.trees[t]
     nodes = np.zeros(tree.n_nodes, dtype=NODE_DTYPE)
@@ -287,12 +269,10 @@ def _sklearn_member(forest: TreeEnsemble, t: int, tree_class):
         nodes["n_node_samples"] = tree.n_samples
         nodes["weighted_n_node_samples"] = tree.n_samples
     nodes["missing_go_to_left"] = tree.missing_go_left
-    # a leaf's depth is the number of internal nodes on its path
-    ptr = forest.leaf_ancestors[0][forest.leaf_offsets[t] : forest.leaf_offsets[t + 1] + 1]
     sklearn_tree = SklearnTree(forest.n_features, np.array([1], dtype=np.intp), 1)
     sklearn_tree.__setstate__(
         {
-            "max_depth": int(np.diff(ptr).max()),
+            "max_depth": int(forest.leaf_depths[t].max()),
             "node_count": tree.n_nodes,
             "nodes": nodes,
             "values": tree.value.reshape(-1, 1, 1).copy(),

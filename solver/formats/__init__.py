@@ -24,7 +24,8 @@ accept, pickles included; ``"invalid"``: a recognized format whose content is in
 unsupported), ``field`` (a JSON pointer into the upload, ``"file"`` or ``"format"``) and ``detail``.
 """
 
-from ..forest import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FEATURES, DEFAULT_MAX_NODES, TreeEnsemble
+from ..forest import TreeEnsemble
+from ..forest_schema import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FEATURES, DEFAULT_MAX_NODES
 from . import fire_json, lightgbm, skops, xgboost
 from .errors import ForestFormatError
 from .names import match_feature_names

@@ -4,7 +4,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from .._validation import SchemaError
-from ..forest import ForestSchemaError, Tree, TreeEnsemble
+from ..forest import TreeEnsemble
+from ..forest_schema import ForestSchemaError, Tree
 
 
 class ForestFormatError(SchemaError):

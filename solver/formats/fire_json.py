@@ -3,7 +3,8 @@
 
 from collections.abc import Mapping
 
-from ..forest import ForestSchemaError, TreeEnsemble
+from ..forest import TreeEnsemble
+from ..forest_schema import ForestSchemaError
 from .errors import in_upload
 
 

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import is_integer, require_finite
-from ..forest import LEAF, LEAF_FEATURE, Tree, TreeEnsemble
+from ..forest import TreeEnsemble
+from ..forest_schema import LEAF, LEAF_FEATURE, Tree
 from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
 from .fields import get, given_names, integer, type_name
 

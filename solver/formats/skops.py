@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..forest import TreeEnsemble
-from ..sklearn_adapters import SKLEARN_REGRESSORS, from_sklearn
+from ..sklearn_adapters import SKLEARN_REGRESSORS
 from .errors import ForestFormatError
 from .sniff import parse_json
 
@@ -103,7 +103,7 @@ def load(data: bytes, limits: Mapping[str, int], max_bytes: int) -> TreeEnsemble
     except Exception as e:
         raise ForestFormatError("file", f"the skops file cannot be loaded: {type(e).__name__}: {e}") from None
     try:
-        return from_sklearn(estimator, **limits)
+        return TreeEnsemble.from_sklearn(estimator, **limits)
     except (ValueError, TypeError, AttributeError, NotImplementedError, IndexError, KeyError) as e:
         raise ForestFormatError("file", f"the scikit-learn model cannot be converted: {e}") from None
 

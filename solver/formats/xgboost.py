@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import node_array
-from ..forest import DEFAULT_MAX_OUTPUTS, LEAF, LEAF_FEATURE, Tree, TreeEnsemble
+from ..forest import TreeEnsemble
+from ..forest_schema import DEFAULT_MAX_OUTPUTS, LEAF, LEAF_FEATURE, Tree
 from . import ubjson
 from .errors import ForestFormatError, checked_ensemble, entry_error, pointer
 from .fields import get, given_names, integer, type_name

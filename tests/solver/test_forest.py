@@ -32,7 +32,7 @@ from solver import (
     leaf_matrix,
     mapping_matrix,
 )
-from solver.forest import ForestSchemaError
+from solver.forest_schema import ForestSchemaError
 from tests.support.data import DATA
 
 

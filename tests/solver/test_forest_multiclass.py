@@ -18,7 +18,7 @@ from sklearn.ensemble import (
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier
 
 from solver import Tree, TreeEnsemble, leaf_matrix, mapping_matrix
-from solver.forest import ForestSchemaError
+from solver.forest_schema import ForestSchemaError
 from solver.formats import ForestFormatError, load_forest
 
 try:
