@@ -6,6 +6,7 @@ Every test session writes under its own key prefix and queue name on the Redis a
 """
 
 import contextlib
+import functools
 import gzip
 import os
 import signal
@@ -23,9 +24,14 @@ from rq import Worker
 from app.core.config import Settings
 from app.core.job_documents import TERMINAL
 from app.core.keys import Keys
+from app.core.processes import die_with_parent
 from app.core.queues import make_queue
 from app.main import create_app
 from tests.support.data import ABALONE, REPO_ROOT
+
+# a child of a test run ends when the run does, also when a timeout SIGKILLs it: a worker would otherwise live on
+# with parent 1 (its own session keeps it from the run's process group); nothing of a test run needs a warm stop
+END_WITH_THIS_RUN = functools.partial(die_with_parent, signal.SIGKILL)
 
 
 def make_settings(**overrides) -> Settings:
@@ -87,6 +93,7 @@ class RedisServer:
             ],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=END_WITH_THIS_RUN,
         )
         client = Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + 15
@@ -148,6 +155,7 @@ class WorkerProcess:
             env={**settings_env(settings), **(env or {})},
             cwd=REPO_ROOT,
             start_new_session=True,
+            preexec_fn=END_WITH_THIS_RUN,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
