@@ -9,8 +9,8 @@ import pytest
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 from solver import TableEncoding, TreeEnsemble, count_antecedents, leaf_matrix
-from solver.rule_types import Condition, Member, Rule
-from solver.rules import RuleEnsemble, RuleSchemaError
+from solver.rule_types import Condition, Member, Rule, RuleSchemaError
+from solver.rules import RuleEnsemble
 from tests.support.data import DATA
 from tests.support.documents import with_value_at
 

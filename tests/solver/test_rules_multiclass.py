@@ -14,8 +14,8 @@ from sklearn.ensemble import RandomForestRegressor
 
 from solver import TableEncoding, TreeEnsemble, mapping_matrix
 from solver.export import export_rules, to_python, to_sql
-from solver.rule_types import Rule
-from solver.rules import RuleEnsemble, RuleSchemaError
+from solver.rule_types import Rule, RuleSchemaError
+from solver.rules import RuleEnsemble
 from tests.support.data import ABALONE
 from tests.support.documents import with_value_at
 

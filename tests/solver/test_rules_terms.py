@@ -13,8 +13,8 @@ from sklearn.ensemble import RandomForestRegressor
 from solver import TreeEnsemble, count_antecedents
 from solver.candidates import Candidates, LinearTerms
 from solver.export import to_python, to_sql
-from solver.rule_types import LinearTerm
-from solver.rules import RuleEnsemble, RuleSchemaError
+from solver.rule_types import LinearTerm, RuleSchemaError
+from solver.rules import RuleEnsemble
 from tests.support.documents import with_value_at
 from tests.support.exports import python_predictions, sql_predictions
 
