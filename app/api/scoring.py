@@ -18,7 +18,7 @@ from app.api.deps import CpuLane
 from app.api.schemas import PredictRequest, ScoringParams, columns_from_rows
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, Unsupported
-from app.core.models import Scores, ScoringModel, TableReader
+from app.core.model_scoring import Scores, ScoringModel, TableReader, score_rows
 from app.core.registry import ModelRef
 
 JSON_TYPE, CSV_TYPE = "application/json", "text/csv"
@@ -124,7 +124,8 @@ def score_request(
     parsed = parse_body(body, content_type)
     scoring = cached or core.models.scoring_model(target, tenant)
     explain = shape == "fire" and (explain or parsed.params.explain)
-    return answer(core.models.score(scoring, parsed.read_table, explain), scoring, shape, parsed.params)
+    scores = score_rows(scoring, parsed.read_table, explain, core.settings.max_scoring_rows)
+    return answer(scores, scoring, shape, parsed.params)
 
 
 async def scoring_route(

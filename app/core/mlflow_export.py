@@ -27,10 +27,9 @@ import re
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from app.core.models import ModelInfo
+from app.core.model_documents import ModelInfo
 
 LOADER_SOURCE = Path(__file__).with_name("mlflow_pyfunc.py")
 LOADER_MODULE = "fire_rules_pyfunc"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.models import MODEL_RECHECK_SECONDS
+from app.core.model_cache import MODEL_RECHECK_SECONDS
 from app.core.tenants import DEFAULT_TENANT
 from app.main import create_app
 from solver import RuleEnsemble

@@ -32,7 +32,7 @@ from app.api.routes.registered_models import NamePath, latest
 from app.api.scoring import run_scoring
 from app.core.container import Core
 from app.core.errors import FieldFault
-from app.core.models import Scores, ScoringModel
+from app.core.model_scoring import Scores, ScoringModel, score_rows
 from app.core.registry import ModelRef
 from solver.encoding import TableEncoding
 
@@ -206,7 +206,7 @@ def score_inference(
     scoring = cached or core.models.scoring_model(ref, tenant)
     table, n_rows = read_inputs(request, binary, scoring.encoding)
     outputs = requested_outputs(request, scoring)
-    scores = core.models.score(scoring, lambda names: (table, n_rows, "inputs"), explain=False)
+    scores = score_rows(scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows)
     return answer(scores, scoring, request.id, outputs)
 
 

@@ -10,7 +10,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import JobView, PathJobRequest, StepRules
 from app.core.connections import REDIS_FAILURES
 from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
-from app.core.models import longest_rule
+from app.core.model_documents import longest_rule
 from solver.rule_text import ShowMissing
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

@@ -6,7 +6,7 @@ from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.schemas import PredictResponse, PromoteRequest
 from app.api.scoring import scoring_route
-from app.core.models import ModelInfo, ModelSummary
+from app.core.model_documents import ModelInfo, ModelSummary
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

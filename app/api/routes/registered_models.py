@@ -11,7 +11,7 @@ from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.routes.models import EXPLAIN_DESCRIPTION, PREDICT_RESPONSES, SCORING_BODY
 from app.api.scoring import scoring_route
-from app.core.models import ModelInfo
+from app.core.model_documents import ModelInfo
 from app.core.registry import ALIAS_PATTERN, ModelRef, RegisteredModel
 
 router = APIRouter(prefix="/v1/registered-models", tags=["registered models"])

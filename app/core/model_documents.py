@@ -1,0 +1,96 @@
+"""The model documents: a promoted path step as a named, versioned rule ensemble (what the store keeps and the
+API serves)."""
+
+from typing import Any
+
+from pydantic import Field
+
+from app.core.blobs import Document
+from app.core.job_documents import PathJobSpec, ReadableMetrics
+from app.core.tenants import DEFAULT_TENANT
+from solver import RuleEnsemble
+from solver.spec import DEFAULT_LOSS, Loss
+
+
+class ModelMetrics(ReadableMetrics):
+    train_loss: float
+    val_loss: float | None
+    n_rules: int
+    n_trees: int
+    n_antecedents: int | None
+    lambda_s: float
+    lambda_f: float
+
+
+class ModelProvenance(Document):
+    job_id: str
+    step: int
+    selected_step: int
+    dataset_id: str
+    forest_id: str
+    parameters: PathJobSpec
+    grid_cell: str | None = Field(description="the grid cell whose path this is, for a grid job")
+
+
+class ModelSummary(Document):
+    id: str
+    tenant: str = DEFAULT_TENANT
+    name: str
+    version: int
+    created_at: float
+    n_rules: int
+    metrics: ModelMetrics
+    provenance: ModelProvenance
+
+
+class ModelInfo(ModelSummary):
+    description: str | None
+    target: str
+    loss: Loss = Field(
+        DEFAULT_LOSS,
+        description=(
+            "logistic: a classifier whose rules add log-odds of classes[1]; multinomial: a classifier whose rules "
+            "add one amount to each class's score (softmax); scoring returns labels and probabilities. poisson: "
+            "counts, whose rules add log rates; scoring returns rates. squared: the rules add to the prediction"
+        ),
+    )
+    classes: list[str | bool | int | float] | None = Field(
+        None,
+        description=(
+            "a classifier's labels as the dataset gave them, sorted: two (logistic; probabilities are of "
+            "classes[1]) or K (multinomial; intercept, contributions and probabilities are per class, in this order)"
+        ),
+    )
+    columns: list[dict[str, Any]] = Field(description="the training table's encoding: scoring rows use these columns")
+    intercept: float | list[float] = Field(description="a number, or one per class (multinomial, in classes order)")
+    n_linear: int = Field(
+        0,
+        description=(
+            "linear terms (ensemble.linear: clipped numeric columns, a path job's linear_terms); n_rules counts the "
+            "rules, metrics.n_rules both (the terms the rule budget counts)"
+        ),
+    )
+    longest_rule: int | None = Field(
+        None,
+        description=(
+            "the most conditions of any rule (0 without rules): at most the path's max_rule_length; null for a "
+            "model promoted before it was recorded"
+        ),
+    )
+    ensemble: dict[str, Any] = Field(
+        description=(
+            "the rules (solver.rules.RuleEnsemble.to_dict): each rule's stable ``id`` (the ids scoring explanations "
+            "give), conditions, contribution and support, and ``importance``, each column's share of the summed "
+            "|contribution| over the training rows (summing to 1)"
+        )
+    )
+    text: str
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="the aliases of the model's name that point at this version now (GET /v1/registered-models/{name})",
+    )
+
+
+def longest_rule(ensemble: RuleEnsemble) -> int:
+    """The most conditions of any rule of ``ensemble`` (0 without rules)."""
+    return max((len(rule.conditions) for rule in ensemble.rules), default=0)

@@ -1,0 +1,76 @@
+"""A model's rules as code a user deploys without us: SQL, a Python module (solver.export), or a zipped MLflow
+model around the Python module (app.core.mlflow_export)."""
+
+from dataclasses import dataclass
+
+from app.core.mlflow_export import mlflow_model_zip
+from app.core.model_documents import ModelInfo
+from solver import RuleEnsemble
+from solver.export import EXPORT_FORMATS, export_rules
+
+# solver.export's formats, and "mlflow": a zipped MLflow model around the Python export (app.core.mlflow_export)
+EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python", "mlflow": "application/zip"}
+EXPORT_SUFFIXES = {"sql": ".sql", "python": ".py", "mlflow": "-mlflow.zip"}
+EXPORT_COMMENTS = {"sql": "--", "python": "#"}
+assert set(EXPORT_MEDIA_TYPES) == {*EXPORT_FORMATS, "mlflow"}
+
+
+@dataclass
+class ModelExport:
+    content: str | bytes  # the code, its first comment lines saying what it computes; the zip of an MLflow model
+    filename: str
+    media_type: str
+    output: str  # what the code computes: "prediction of 'target'", or "log-odds of 'class'" for a classifier
+
+
+def export_model(model: ModelInfo, format: str) -> ModelExport:
+    """``model``'s rules as code a user deploys without us (solver.export): a SQL expression over the
+    training table's original columns, or a dependency-free Python module defining ``predict(row)``. What the
+    code computes depends on the model (its first comment lines say so, and ``output``): a binary classifier's
+    gives the log-odds of classes[1] and says how to turn it into a probability; a K-class one the probability
+    of each class (SQL: a column per class named by its label; Python: a dict {class: probability}); a count
+    model's the rate exp(log rate); a regression model's the prediction. ``mlflow``: a zipped MLflow model
+    directory (app.core.mlflow_export) around the Python module, predicting as the service scores (a
+    classifier's labels, or probabilities with predict_method predict_proba)."""
+    ensemble = RuleEnsemble.from_dict(model.ensemble)
+    language = "python" if format == "mlflow" else format
+    code = export_rules(ensemble, language)
+    title = f"FIRE model {model.name!r} v{model.version} ({model.id})"
+    if ensemble.link == "softmax":
+        output = f"probabilities of the classes of {model.target!r}"
+        shape = (
+            "one column per class, named by its label"
+            if language == "sql"
+            else "predict(row) returns {class: probability}"
+        )
+        notes = [
+            f"{title}: gives the {output} (classes {model.classes!r})",
+            f"{shape}, in the order of the classes; the predicted class is the most probable one "
+            "(the first of equal ones)",
+        ]
+    elif ensemble.link == "log":
+        output = f"rate of {model.target!r}"
+        notes = [
+            f"{title}: gives the {output} (per unit of exposure): exp(log rate), the base rate "
+            f"times the factor exp(contribution) of each rule that fires"
+        ]
+    elif model.loss == "logistic" and model.classes:
+        output = f"log-odds of {model.classes[1]!r}"
+        notes = [
+            f"{title}: gives the {output} (target {model.target!r}, classes {model.classes!r})",
+            f"probability of {model.classes[1]!r} = 1/(1+exp(-score)); "
+            f"predict {model.classes[1]!r} where score > 0, else {model.classes[0]!r}",
+        ]
+    else:
+        output = f"prediction of {model.target!r}"
+        notes = [f"{title}: predicts {model.target!r}"]
+    comment = EXPORT_COMMENTS[language]
+    text = "".join(f"{comment} {line}\n" for line in notes) + code
+    content: str | bytes = text
+    if format == "mlflow":  # its predict answers as the service scores: a classifier's labels
+        output = f"class of {model.target!r}" if model.classes else output
+        content = mlflow_model_zip(model, text, output)
+    safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
+    return ModelExport(
+        content, f"{safe_name}-v{model.version}{EXPORT_SUFFIXES[format]}", EXPORT_MEDIA_TYPES[format], output
+    )
