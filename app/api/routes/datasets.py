@@ -5,8 +5,9 @@ from fastapi import APIRouter, Query, Request, Response
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import ProblemError, problem_responses
 from app.api.uploads import receive_upload
-from app.core.datasets import TASKS, DatasetInfo, Task
+from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault
+from app.core.tables import TASKS, Task
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 

@@ -1,0 +1,432 @@
+"""Uploaded tables: detect the format, parse it, validate the target and the features, encode them.
+
+Parsing is bounded before it is costly: a gzipped upload inflates up to ``max_inflated_bytes`` (checked as it
+inflates), a CSV's or Parquet file's header is checked (column count, repeated names) before its rows are
+read, and no more than ``max_rows + 1`` rows are parsed.
+"""
+
+import csv
+import io
+import json
+import zlib
+from collections import Counter
+from typing import Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+from app.core.config import Settings
+from app.core.errors import FieldFault, Invalid, TooLarge, Unsupported
+from solver.encoding import TableEncoding, TableError
+from solver.fitting import class_labels
+
+Task = Literal["classification", "regression", "multiclass", "count"]
+TASKS: tuple[Task, ...] = get_args(Task)
+# the tasks whose target is stored as class codes 0..K-1 of ``classes``
+LABELLED_TASKS = ("classification", "multiclass")
+MIN_MULTICLASS = 3
+
+FORMATS = ("csv", "parquet", "json")
+_CONTENT_TYPE_FORMATS = {
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "text/plain": "csv",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
+    "application/json": "json",
+}
+_EXTENSION_FORMATS = {".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+_PICKLE_PROTOCOL_MARKERS = {b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"}
+MAX_ROWS_NAMED = 10
+# The tree learners compare features in float32: a value beyond its range would become infinite there.
+MAX_ABS_VALUE = float(np.finfo(np.float32).max)
+# A text cell starting with one of these is a formula to a spreadsheet that opens an export (CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def is_pickle(data: bytes) -> bool:
+    return data[:2] in _PICKLE_PROTOCOL_MARKERS
+
+
+def table_invalid(error: TableError) -> Invalid:
+    return Invalid(error.summary, [FieldFault(**fault) for fault in error.errors])
+
+
+def detect_format(data: bytes, content_type: str, filename: str | None, declared: str | None) -> str:
+    if declared:
+        if declared not in FORMATS:
+            raise Invalid(
+                f"Unknown format '{declared}'.", [FieldFault("format", "unknown format", f"use one of {list(FORMATS)}")]
+            )
+        return declared
+    if data[:4] == b"PAR1":
+        return "parquet"
+    if filename:
+        stem = filename.lower().removesuffix(".gz")
+        for extension, table_format in _EXTENSION_FORMATS.items():
+            if stem.endswith(extension):
+                return table_format
+    if content_type in _CONTENT_TYPE_FORMATS:
+        return _CONTENT_TYPE_FORMATS[content_type]
+    if data.lstrip()[:1] in (b"[", b"{"):
+        return "json"
+    if content_type in ("application/octet-stream", "application/gzip", "application/x-gzip", ""):
+        return "csv"
+    raise Unsupported(
+        f"Unsupported media type '{content_type}'.",
+        [
+            FieldFault(
+                "content_type",
+                f"unsupported media type '{content_type}'",
+                "send text/csv, application/json, application/vnd.apache.parquet "
+                "(optionally gzipped) or name the format",
+            )
+        ],
+    )
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The inflated bytes of every gzip member, refused as soon as they pass ``limit`` (a gzip bomb never
+    inflates further)."""
+    out: list[bytes] = []
+    remaining = data
+    try:
+        while remaining:
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out.append(decompressor.decompress(remaining, limit + 1 - sum(map(len, out))))
+            if sum(map(len, out)) > limit or decompressor.unconsumed_tail:
+                raise TooLarge(
+                    f"The file inflates to more than {limit} bytes.",
+                    [
+                        FieldFault(
+                            "file",
+                            "too large once decompressed",
+                            "send a smaller file or raise FIRE_MAX_INFLATED_BYTES",
+                        )
+                    ],
+                )
+            remaining = decompressor.unused_data  # the next member of a concatenated gzip file
+    except zlib.error as exc:
+        raise Invalid(
+            f"The gzip stream is corrupt: {exc}", [FieldFault("file", "corrupt gzip", "re-compress the file")]
+        ) from exc
+    return b"".join(out)
+
+
+def _too_many(what: str, count: str, limit: int, setting: str) -> TooLarge:
+    return TooLarge(
+        f"The table has {count} {what}, more than the limit of {limit}.",
+        [FieldFault("file", f"{count} {what}", f"send at most {limit} {what} or raise {setting}")],
+    )
+
+
+def check_header(names: list[str], settings: Settings) -> None:
+    """Column count, repeated names (linear time) and formula-like names, before any row is parsed."""
+    if len(names) > settings.max_columns:
+        raise _too_many("columns", str(len(names)), settings.max_columns, "FIRE_MAX_COLUMNS")
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise Invalid(
+            "Column names repeat.",
+            [FieldFault(f"columns.{name}", "duplicate column name", "rename it") for name in repeated[:20]],
+        )
+    formulas = [name for name in names if name.startswith(FORMULA_PREFIXES)]
+    if formulas:
+        raise Invalid(
+            "Column names start like spreadsheet formulas.",
+            [formula_fault(f"columns.{name}", name) for name in formulas[:20]],
+        )
+
+
+def formula_fault(field: str, text: str) -> FieldFault:
+    return FieldFault(
+        field,
+        f"{text[:40]!r} starts like a spreadsheet formula (=, +, -, @, tab, return)",
+        "remove the leading character: such text would run as a formula where rules are exported",
+    )
+
+
+def _csv_header(data: bytes) -> list[str]:
+    first_line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
+    return next(csv.reader(io.StringIO(first_line.decode("utf-8", errors="replace"))), [])
+
+
+def parse_table(
+    data: bytes, content_type: str, filename: str | None, declared_format: str | None, settings: Settings
+) -> tuple[str, pd.DataFrame]:
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, settings.max_inflated_bytes)
+    if is_pickle(data):
+        raise Unsupported(
+            "Pickled data is never loaded (it can run code).",
+            [FieldFault("file", "pickle", "send CSV, Parquet or JSON records")],
+        )
+    if not data.strip():
+        raise Invalid("The upload is empty.", [FieldFault("file", "empty", "send a table")])
+    table_format = detect_format(data, content_type, filename, declared_format)
+    try:
+        if table_format == "csv":
+            # pandas would rename a repeated header (a, a -> a, a.1): the header is checked as sent
+            check_header(_csv_header(data), settings)
+            frame = pd.read_csv(io.BytesIO(data), nrows=settings.max_rows + 1)
+        elif table_format == "parquet":
+            import pyarrow.parquet as pq
+
+            metadata = pq.read_metadata(io.BytesIO(data))
+            check_header(list(metadata.schema.names), settings)
+            if metadata.num_rows > settings.max_rows:
+                raise _too_many("rows", str(metadata.num_rows), settings.max_rows, "FIRE_MAX_ROWS")
+            frame = pd.read_parquet(io.BytesIO(data))
+        else:
+            records = json.loads(data)
+            if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+                raise ValueError("expected a JSON array of objects (records)")
+            if len(records) > settings.max_rows:
+                raise _too_many("rows", str(len(records)), settings.max_rows, "FIRE_MAX_ROWS")
+            frame = pd.DataFrame.from_records(records)
+            check_header([str(c) for c in frame.columns], settings)
+    except (Invalid, TooLarge):
+        raise
+    except Exception as exc:
+        raise Invalid(
+            f"The {table_format} file could not be parsed: {exc}",
+            [
+                FieldFault(
+                    "file", f"unparsable {table_format}", "check the file, or name its format if it was guessed wrong"
+                )
+            ],
+        ) from exc
+    if len(frame) > settings.max_rows:
+        raise _too_many("rows", f"more than {settings.max_rows}", settings.max_rows, "FIRE_MAX_ROWS")
+    frame.columns = [str(c) for c in frame.columns]
+    return table_format, frame
+
+
+def _rows(mask: np.ndarray) -> str:
+    rows = np.flatnonzero(mask)
+    shown = ", ".join(str(r) for r in rows[:MAX_ROWS_NAMED])
+    return f"{len(rows)} rows ({shown}{', ...' if len(rows) > MAX_ROWS_NAMED else ''}; 0-based data rows)"
+
+
+def _out_of_range(values: np.ndarray) -> np.ndarray:
+    """Infinite values and finite ones beyond ±MAX_ABS_VALUE (NaN is a missing value, not out of range)."""
+    return np.abs(values) > MAX_ABS_VALUE
+
+
+def check_task(task: str | None) -> None:
+    if task is not None and task not in TASKS:
+        raise Invalid(
+            f"Unknown task '{task}'.",
+            [
+                FieldFault(
+                    "task",
+                    f"unknown task {task[:40]!r}",
+                    f"use one of {list(TASKS)}, or leave it out to detect it from the target",
+                )
+            ],
+        )
+
+
+def _label(value) -> str | bool | int | float:
+    """A class label as a JSON value (numpy scalars unwrapped; anything else as its text)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return value if isinstance(value, (str, bool, int, float)) else str(value)
+
+
+def target_task(column: pd.Series, target: str, task: str | None, max_classes: int) -> str:
+    """The task of a target column: as declared, or detected: exactly two distinct values (text, booleans or
+    numbers) is classification, text labels (none of them a number) are multiclass, any other target with
+    numbers regression (its non-numeric rows are then faults of their own). A count is never detected: it is
+    declared (``task=count``), as are integer class codes (``task=multiclass``). Invalid where the target cannot
+    be the task: a classification without two labels, a multiclass target with fewer than 3 or more than
+    ``max_classes`` (FIRE_MAX_CLASSES) labels."""
+    try:
+        n_labels = int(column.nunique(dropna=True))
+    except TypeError:  # objects or lists in JSON records: no labels, and no numbers either (named as such)
+        return "regression" if task is None else task
+    numbers = pd.to_numeric(column, errors="coerce").notna()
+    if task is None:  # more than two values, some of them numbers: a numeric target whose other rows are named
+        task = "classification" if n_labels == 2 else "regression" if numbers.any() else "multiclass"
+    shown = [str(label) for label in column.dropna().unique()[:5]]
+    values = f"{n_labels} distinct values {shown}"
+    if task == "classification" and n_labels != 2:
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct values: classification needs exactly two.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    values,
+                    f"use task=multiclass for 3 to {max_classes} labels (FIRE_MAX_CLASSES), task=regression for a "
+                    "numeric target, or a target with two labels",
+                )
+            ],
+        )
+    if task == "multiclass" and n_labels > max_classes:
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct values, more than the {max_classes} classes "
+            f"FIRE_MAX_CLASSES allows.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    f"{values[:-1]}, ...]" if n_labels > len(shown) else values,
+                    f"group the labels into at most {max_classes} classes, raise FIRE_MAX_CLASSES, or use "
+                    "task=regression (or count) for a numeric target",
+                )
+            ],
+        )
+    if task == "multiclass" and n_labels < MIN_MULTICLASS:
+        raise Invalid(
+            f"The target '{target}' has {n_labels} distinct value{'' if n_labels == 1 else 's'}: multiclass needs "
+            f"{MIN_MULTICLASS} to {max_classes}.",
+            [
+                FieldFault(
+                    f"columns.{target}",
+                    values,
+                    "two labels: use task=classification (or leave task out)"
+                    if n_labels == 2
+                    else "send a target with at least two distinct labels",
+                )
+            ],
+        )
+    return task
+
+
+def _classes(column: pd.Series, target: str, task: str, faults: list[FieldFault]) -> tuple[list, np.ndarray]:
+    """(classes as JSON values, y the class codes 0..K-1 in their order; 0/1 for two labels, 1 = classes[1]):
+    the library's class_labels. A multiclass target's text labels become export column names and keys: none may
+    start like a spreadsheet formula."""
+    values = column.to_numpy()
+    try:
+        classes, y = class_labels(values)
+    except TypeError:  # labels of mixed types (text and numbers, objects) have no order
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                "labels that cannot be ordered (text mixed with numbers, or objects)",
+                "write every label the same way",
+            )
+        )
+        return [], np.zeros(len(values))
+    labels = [_label(label) for label in classes]
+    if len({str(label) for label in labels}) < len(labels):
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                "labels that read the same as text (such as 1 and '1')",
+                "write every label the same way",
+            )
+        )
+    if task == "multiclass":
+        faults += [
+            formula_fault(f"columns.{target}", label)
+            for label in labels
+            if isinstance(label, str) and label.startswith(FORMULA_PREFIXES)
+        ][:20]
+    return labels, y
+
+
+def _numeric_target(
+    column: pd.Series, target: str, task: str, missing: np.ndarray, faults: list[FieldFault]
+) -> np.ndarray:
+    """y of a regression or count target, its faults named: non-numeric rows, values out of range, and for a
+    count, negative values or none above 0 (the Poisson loss needs counts or rates >= 0, some of them positive)."""
+    y = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    non_numeric = np.isnan(y) & ~missing
+    if non_numeric.any():
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                f"non-numeric target in {_rows(non_numeric)}",
+                f"a {task} target must be a number (labels: task=classification or task=multiclass)",
+            )
+        )
+    if _out_of_range(y).any():
+        faults.append(
+            FieldFault(
+                f"columns.{target}",
+                f"infinite target or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(_out_of_range(y))}",
+                "drop these rows",
+            )
+        )
+    if task == "count":
+        negative = y < 0
+        if negative.any():
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    f"negative counts in {_rows(negative)}",
+                    "a count target (task=count, the Poisson loss) is a count or rate >= 0: fix these rows, or "
+                    "use task=regression for a target that can be negative",
+                )
+            )
+        elif not (y > 0).any() and not missing.any() and not non_numeric.any():
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    "every count is 0",
+                    "a count target needs some rows above 0 (the Poisson loss has nothing to fit)",
+                )
+            )
+    return y
+
+
+def validate_table(
+    frame: pd.DataFrame, target: str, settings: Settings, task: str | None = None
+) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None]:
+    """(encoding, features float64 (n, p), y float64 (n,), task, classes), or Invalid naming every fault. Takes
+    the target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
+    (:func:`target_task`); ``classes`` is the labels of a classification or multiclass target (y then holds
+    their codes 0..K-1: 0/1 for two labels), else None."""
+    if target not in frame.columns:
+        raise Invalid(
+            f"No column named '{target}'.",
+            [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")],
+        )
+    if len(frame) < 2 or frame.shape[1] < 2:
+        raise Invalid(
+            "A dataset needs at least 2 rows and one feature column besides the target.",
+            [FieldFault("file", f"{len(frame)} rows, {frame.shape[1]} columns", "send more data")],
+        )
+    target_column = frame.pop(target)
+    task = target_task(target_column, target, task, settings.max_classes)
+    faults: list[FieldFault] = []
+    missing_target = target_column.isna().to_numpy()
+    if missing_target.any():
+        faults.append(
+            FieldFault(
+                f"columns.{target}", f"missing target in {_rows(missing_target)}", "drop these rows or fill the target"
+            )
+        )
+    classes = None
+    if task in LABELLED_TASKS:
+        classes, y = (
+            _classes(target_column, target, task, faults)
+            if not missing_target.any()
+            else ([], np.zeros(len(target_column)))
+        )
+    else:
+        y = _numeric_target(target_column, target, task, missing_target, faults)
+    try:
+        encoding = TableEncoding.infer(frame, settings.categorical, settings.max_categories)
+        faults += [
+            formula_fault(f"columns.{column['name']}", category)
+            for column in encoding.to_dict()
+            for category in column.get("categories", ())
+            if category.startswith(FORMULA_PREFIXES)
+        ][:20]
+        features = encoding.encode_frame(frame)
+    except TableError as error:
+        raise table_invalid(error) from error
+    for name, column in zip(encoding.feature_names, features.T):
+        outside = _out_of_range(column)
+        if outside.any():
+            faults.append(
+                FieldFault(
+                    f"columns.{name}",
+                    f"infinite values or beyond ±{MAX_ABS_VALUE:.3g} in {_rows(outside)}",
+                    "replace them with finite numbers in range or leave them empty (missing)",
+                )
+            )
+    if faults:
+        raise Invalid("The table does not validate.", faults)
+    return encoding, features, y, task, classes
