@@ -56,7 +56,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,6 +74,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.machine import cpu_model, solver_commit  # noqa: E402
 from solver import TableEncoding, TreeEnsemble, fit_path, leaf_matrix  # noqa: E402
 from solver.encoding import DEFAULT_MAX_CATEGORIES  # noqa: E402
 from solver.fitting import class_labels  # noqa: E402
@@ -646,32 +646,8 @@ def _pct(x):
 
 
 def _machine():
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model(platform.processor() or platform.machine())
     return f"{os.cpu_count()} cores ({model}), {platform.system()}, Python {platform.python_version()}"
-
-
-def _solver_version():
-    """Last commit touching solver/ plus '+dirty' where solver/ has uncommitted changes; $BENCH_SOLVER_VERSION where
-    set (a run from an exported tree, which has no git)."""
-    if os.environ.get("BENCH_SOLVER_VERSION"):
-        return os.environ["BENCH_SOLVER_VERSION"]
-    try:
-        head = subprocess.run(
-            ["git", "log", "-1", "--format=%h", "--", "solver"], cwd=REPO, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "solver"], cwd=REPO, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        return (head + ("+dirty" if dirty else "")) or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def render(report):
@@ -916,7 +892,7 @@ def main(argv=None):
         "command": command,
         "date": datetime.date.today().isoformat(),
         "machine": _machine(),
-        "solver_version": _solver_version(),
+        "solver_version": solver_commit(),
     }
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     if args.only != "speed":

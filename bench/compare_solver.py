@@ -26,6 +26,7 @@ from pathlib import Path
 # from PYTHONPATH, the tree under test)
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.append(str(_HERE.parent))  # last, for bench.machine: `solver` comes from PYTHONPATH or --before first
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
@@ -40,6 +41,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from bench.machine import cpu_model  # noqa: E402
 
 DATASETS = _HERE.parent.parent / "shared" / "datasets"
 RESULT = "result: "  # marks the worker's answer lines on its stdout
@@ -232,11 +235,6 @@ def summarize(config_list, records, sizes):
 
 def yes_no(flag):
     return "yes" if flag else "**no**"
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as fh:
-        return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "?")
 
 
 def report(rows, args, trees, seconds, load_at_start):

@@ -52,6 +52,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO_ROOT / "b
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.machine import solver_commit  # noqa: E402
 from solver import PathSpec, TableEncoding, TreeEnsemble, fit_path  # noqa: E402
 from solver.fitting import candidate_terms  # noqa: E402
 from solver.spec import READABLE  # noqa: E402
@@ -438,30 +439,10 @@ def run_split(name, X, y, encoding, seed, cfg, log):
     return record
 
 
-def _solver_version():
-    """Last commit touching solver/ plus '+dirty' when solver/ has uncommitted changes (None without git)."""
-    import subprocess
-
-    try:
-        commit = subprocess.run(
-            ["git", "log", "-1", "--format=%h", "--", "solver"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "solver"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (commit + ("+dirty" if dirty else "")) or None
-
-
 def evaluate(cfg: Config, log=print):
     """All datasets x splits; returns the raw records plus the summary (see :func:`summarize`)."""
     started = time.perf_counter()
-    solver_version = _solver_version()  # the solver is being tuned: record which one produced the numbers
+    solver_version = solver_commit()  # the solver is being tuned: record which one produced the numbers
     records = []
     for name in cfg.datasets:
         X, y, _, encoding = load_dataset(name, cfg.data_dir)

@@ -49,6 +49,8 @@ from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from bench.machine import cpu_model, gib, git, memory_bytes, status_bytes  # noqa: E402
+
 SHARED = REPO.parent / "shared" / "datasets"
 MARKER = "SCALE_RESULT "
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -67,29 +69,6 @@ BIG, SMALL = 1_000_000, 100_000
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def gib(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
-
-
-def _status_bytes(field):
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _meminfo_total():
-    try:
-        with open("/proc/meminfo") as fh:
-            return int(fh.readline().split()[1]) * 1024
-    except OSError:
-        return 0
-
-
 def friedman(n):
     from sklearn.datasets import make_friedman1
 
@@ -150,7 +129,7 @@ def child_rows(config):
     warm = min(2_000, len(y))
     fit_path(leaf_matrix(forest, X[:warm]), y[:warm], max_rules=5, n_lambdas=10)
     gc.collect()
-    rss_before = _status_bytes("VmRSS")
+    rss_before = status_bytes("VmRSS")
     started = time.perf_counter()
     matrix = leaf_matrix(forest, X)
     build = time.perf_counter() - started
@@ -281,15 +260,7 @@ def fit_forest(X, y, n_trees, depth, path):
 
 
 def machine():
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model(platform.processor() or "?")
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -302,7 +273,7 @@ def machine():
         "cpu": cpu,
         "cores": os.cpu_count(),
         "usable_cores": usable,
-        "memory_bytes": _meminfo_total(),
+        "memory_bytes": memory_bytes(),
         "load_average": list(os.getloadavg()),
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -312,14 +283,8 @@ def machine():
 
 
 def solver_version():
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "solver"], capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
+    head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", "solver")
+    if head is None or dirty is None:
         return "?"
     return f"HEAD {head or '?'}, solver/ {'with uncommitted changes' if dirty else 'clean'}"
 

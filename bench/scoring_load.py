@@ -81,6 +81,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import git  # bench/machine.py
 from service import Service, free_port  # bench/service.py: the service under test, own prefix and queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -673,19 +674,10 @@ def single_client(runnable: list[Route], bases: dict, columns: list[str], rows: 
 
 
 def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "app", "solver", "worker"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-        )
-        return head.stdout.strip() + (
-            " (with uncommitted changes in app/, solver/ or worker/)" if dirty.stdout.strip() else ""
-        )
-    except OSError:
+    head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", "app", "solver", "worker")
+    if head is None or dirty is None:
         return "unknown"
+    return head + (" (with uncommitted changes in app/, solver/ or worker/)" if dirty else "")
 
 
 def versions() -> dict:

@@ -57,6 +57,7 @@ from sklearn.ensemble import RandomForestRegressor  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import lasso_path  # noqa: E402
 
+from bench.machine import cpu_model, gib, git, memory_bytes, status_bytes  # noqa: E402
 from solver import PathSpec, TreeEnsemble, fit_path, lambda_grid, leaf_matrix  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -65,18 +66,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def _solver_version():
     """HEAD commit, and md5 of the solver files as imported (the solver may be edited in the working tree)."""
     import hashlib
-    import subprocess
 
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "solver"], capture_output=True, text=True
-        ).stdout.split()
-        dirty = [d for d in dirty if d.startswith("solver/")]
-    except OSError:
+    head, status = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", "solver")
+    if head is None or status is None:
         head, dirty = "?", []
+    else:
+        dirty = [d for d in status.split() if d.startswith("solver/")]
     sums = ", ".join(
         f"{f}:{hashlib.md5((REPO_ROOT / 'solver' / f).read_bytes()).hexdigest()[:8]}"
         for f in ("gbcd.py", "path.py", "penalties.py")
@@ -99,14 +94,6 @@ SPLIT_SEED = 0
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def _status(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 class PeakRSS:
     """Peak resident set size of a phase: VmHWM after resetting it (echo 5 > /proc/self/clear_refs)."""
 
@@ -118,22 +105,17 @@ class PeakRSS:
             self.reset = True
         except OSError:
             self.reset = False
-        self.start = _status("VmRSS")
+        self.start = status_bytes("VmRSS")
         return self
 
     def __exit__(self, *exc):
-        self.peak = _status("VmHWM")
+        self.peak = status_bytes("VmHWM")
         return False
 
     def text(self):
         return f"{gib(self.peak)}" + ("" if self.reset else " (process peak)")
 
 
-def gib(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
-
-
-# ---------------------------------------------------------------------------------------------- data
 def load_dataset(name):
     with gzip.open(DATASETS / f"{name}.csv.gz", "rt") as fh:
         data = np.loadtxt(fh, delimiter=",", skiprows=1)
@@ -510,29 +492,13 @@ def bench_scaling(sizes, log, cap, n_trees=500, depth=5, max_rules=50):
 
 # ---------------------------------------------------------------------------------------------- report
 def machine_text():
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = _meminfo_total()
+    cpu = cpu_model(platform.processor() or "?")
+    mem = memory_bytes()
     return (
         f"{platform.node()}, {cpu}, {os.cpu_count()} cores, {gib(mem)} RAM, Python {platform.python_version()}, "
         f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, skglm {skglm.__version__}; one thread per "
         f"library (OMP/OPENBLAS/NUMBA threads = 1); machine shared with other jobs, timings noisy"
     )
-
-
-def _meminfo_total():
-    try:
-        with open("/proc/meminfo") as fh:
-            return int(fh.readline().split()[1]) * 1024
-    except OSError:
-        return 0
 
 
 def report(setups, rows, scaling, args, total_seconds, final):
