@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench import quality_methods, quality_report
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT / "tests" / "data"  # stock.csv.gz ships with the tests
 
@@ -21,7 +23,7 @@ def _load_quality():
 @pytest.fixture(scope="module")
 def tiny_report():
     quality = _load_quality()
-    cfg = quality.Config(
+    cfg = quality_methods.Config(
         datasets=("stock",),
         n_splits=1,
         n_trees=40,
@@ -36,11 +38,11 @@ def tiny_report():
         n_lambdas=30,
         data_dir=DATA_DIR,
     )
-    return quality, cfg, quality.evaluate(cfg, log=lambda msg: None)
+    return cfg, quality.evaluate(cfg, log=lambda msg: None)
 
 
 def test_report_structure(tiny_report, tmp_path):
-    quality, _cfg, report = tiny_report
+    _cfg, report = tiny_report
     summary = report["summary"]
     assert set(summary) >= {
         "datasets",
@@ -53,10 +55,15 @@ def test_report_structure(tiny_report, tmp_path):
         "targets",
     }
     assert summary["datasets"] == ["stock"]
-    for method in (*quality.MAIN_METHODS, *quality.BASELINES, "forest", *quality.INVESTIGATE_METHODS):
+    for method in (
+        *quality_methods.MAIN_METHODS,
+        *quality_methods.BASELINES,
+        "forest",
+        *quality_methods.INVESTIGATE_METHODS,
+    ):
         row = summary["per_dataset"]["stock"][method]
         assert row["test"] > 0
-    for comp in ("l1", *quality.BASELINES, "mcp", "forest"):
+    for comp in ("l1", *quality_methods.BASELINES, "mcp", "forest"):
         assert -10 < summary["decreases"]["fire"][comp]["median"] < 1
     assert set(summary["targets"]) == {
         "vs_l1",
@@ -70,24 +77,24 @@ def test_report_structure(tiny_report, tmp_path):
     assert all(isinstance(t["met"], bool) for t in summary["targets"].values())
     assert set(summary["sweep"]) == {"3", "5"}
     for name, depth in summary["sweep"].items():
-        assert set(depth) == set(quality.SWEEP_METHODS if name == "3" else quality.DEEP_SWEEP_METHODS)
+        assert set(depth) == set(quality_methods.SWEEP_METHODS if name == "3" else quality_methods.DEEP_SWEEP_METHODS)
         for row in depth.values():
-            assert set(row) == {str(b) for b in quality.BUDGETS}
+            assert set(row) == {str(b) for b in quality_methods.BUDGETS}
 
-    markdown = quality.render_markdown(report)
+    markdown = quality_report.render_markdown(report)
     for heading in ("## Setup", "## Headline", "## Per dataset", "## Fusion vs MCP only", "## Rule-budget sweep"):
         assert heading in markdown
     assert "| FIRE defaults: median test-error decrease vs L1 path" in markdown
-    table = quality.sweep_table(summary)
+    table = quality_report.sweep_table(summary)
     assert table.splitlines()[0].split()[:2] == ["depth", "method"]
 
     plot = tmp_path / "sweep.png"
-    quality.plot_sweep(summary, plot)
+    quality_report.plot_sweep(summary, plot)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_rule_budgets_respected(tiny_report):
-    quality, _cfg, report = tiny_report
+    _cfg, report = tiny_report
     (record,) = report["records"]
     for depth, entry in record["depths"].items():
         for method, result in entry["methods"].items():
@@ -96,6 +103,6 @@ def test_rule_budgets_respected(tiny_report):
                 assert chosen["antecedents"] is not None and chosen["antecedents"] >= 0
     headline = record["depths"]["3"]["methods"]
     for method in ("fire", "mcp", "fire_readable", "l1"):
-        assert headline[method]["budgets"][str(quality.HEADLINE_BUDGET)]["rules"] < 15
-    for baseline in quality.BASELINES:
+        assert headline[method]["budgets"][str(quality_methods.HEADLINE_BUDGET)]["rules"] < 15
+    for baseline in quality_methods.BASELINES:
         assert record[baseline]["terms"] < 15 or record[baseline].get("over_budget")
