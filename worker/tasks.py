@@ -16,8 +16,7 @@ from rq.timeouts import JobTimeoutException
 
 from app.core.config import get_settings
 from app.core.container import Core, build_core
-from app.core.datasets import DatasetInfo
-from app.core.forests import ForestRecipe, ValidationSplit
+from app.core.forests import ForestRecipe
 from app.core.job_documents import (
     SUCCEEDED,
     TERMINAL,
@@ -243,8 +242,6 @@ def run_path(job_id: str, attempt: int) -> None:
         if validation_id is not None and X_val is not None:
             val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
             cache_hit = cache_hit and val_hit
-        if spec.path.loss == "multinomial":
-            _check_training_classes(dataset, y, ValidationSplit.for_path(spec.path, validation_id))
         run.phase("path", step=0, n_steps=spec.path.n_steps)
         with run.timed("path"):
             fit = fit_rules(
@@ -271,8 +268,11 @@ def run_path(job_id: str, attempt: int) -> None:
         else:
             assert y_val is not None  # fit_rules holds no rows out only where it is given validation rows
             n_val = len(y_val)
+        run.phase("rules")
+        with run.timed("rules"):  # every step's, built once here as the library builds the selected step's
+            ensembles = [fit.rules_at(step) for step in range(len(fit.path.steps))]
         with run.timed("store"):
-            run.core.results.put_weights(job_id, fit.path.coef_path, fit.path.intercepts)
+            run.core.results.put_rules(job_id, ensembles)
             result = PathJobResult(
                 job_id=job_id,
                 source_job_id=job_id,
@@ -290,19 +290,6 @@ def run_path(job_id: str, attempt: int) -> None:
             )
             run.core.results.put(result)
         run.succeed(result.summary(), cache_hit=cache_hit)
-
-
-def _check_training_classes(dataset: DatasetInfo, y: np.ndarray, split: ValidationSplit) -> None:
-    """A multinomial path fits one score per class of the dataset: every class needs a training row (a rare one
-    may fall wholly into the holdout). Raised as the job's error, naming the classes and the fixes."""
-    assert dataset.classes is not None  # a multiclass dataset's
-    counts = np.bincount(y[split.training_rows(len(y))].astype(np.int64), minlength=len(dataset.classes))
-    absent = [label for label, count in zip(dataset.classes, counts) if count == 0]
-    if absent:
-        raise ValueError(
-            f"classes {absent} of {dataset.target!r} have no row among the training rows (the validation holdout "
-            "took them all): hold out another fraction or seed, validate on another dataset, or merge rare classes"
-        )
 
 
 def collect_grid(job_id: str, attempt: int) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import threading
+from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
@@ -67,24 +68,57 @@ class BlobStore:
 
     def put(self, key: str, data: bytes | memoryview, ttl: int | None = None) -> None:
         compressed = _codecs.compressor.compress(data)
-        chunks = [compressed[i : i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
-        header = json.dumps({"chunks": len(chunks), "size": len(data), "compressed": len(compressed)})
-        with self.redis.pipeline(transaction=True) as pipe:
-            for index, chunk in enumerate(chunks):
-                pipe.set(f"{key}:{index}", chunk, ex=ttl)
-            pipe.set(key, header, ex=ttl)
-            pipe.execute()
+        chunks = self._chunks(compressed)
+        self._write(key, chunks, {"chunks": len(chunks), "size": len(data), "compressed": len(compressed)}, ttl)
 
     def get(self, key: str) -> bytes | None:
         header = self.redis.get(key)
         if header is None:
             return None
         layout = json.loads(header)
-        stored = values(self.redis.mget([f"{key}:{i}" for i in range(layout["chunks"])]))
+        return self._read(key, range(layout["chunks"]), layout["size"])
+
+    def put_parts(self, key: str, parts: Sequence[bytes], ttl: int | None = None) -> None:
+        """Several artifacts under one key (a path's rules, one part per step), each compressed on its own so that
+        :meth:`get_part` reads one without the others: ``{key}:{i}`` holds every part's chunks in turn, the header
+        how many each part has (``delete`` and ``touch`` treat it as any blob)."""
+        chunks: list[bytes] = []
+        counts, sizes = [], []
+        for data in parts:
+            own = self._chunks(_codecs.compressor.compress(data))
+            chunks.extend(own)
+            counts.append(len(own))
+            sizes.append(len(data))
+        self._write(key, chunks, {"chunks": len(chunks), "parts": counts, "sizes": sizes}, ttl)
+
+    def get_part(self, key: str, index: int) -> bytes | None:
+        """Part ``index`` of a blob written by :meth:`put_parts`; None where there is no such blob or part."""
+        header = self.redis.get(key)
+        if header is None:
+            return None
+        layout = json.loads(header)
+        counts = layout.get("parts", [])
+        if not 0 <= index < len(counts):
+            return None
+        start = sum(counts[:index])
+        return self._read(key, range(start, start + counts[index]), layout["sizes"][index])
+
+    def _chunks(self, compressed: bytes) -> list[bytes]:
+        return [compressed[i : i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
+
+    def _write(self, key: str, chunks: list[bytes], header: dict, ttl: int | None) -> None:
+        with self.redis.pipeline(transaction=True) as pipe:
+            for index, chunk in enumerate(chunks):
+                pipe.set(f"{key}:{index}", chunk, ex=ttl)
+            pipe.set(key, json.dumps(header), ex=ttl)
+            pipe.execute()
+
+    def _read(self, key: str, chunk_indices: range, size: int) -> bytes | None:
+        stored = values(self.redis.mget([f"{key}:{i}" for i in chunk_indices]))
         chunks = [chunk for chunk in stored if chunk is not None]
         if len(chunks) < len(stored):
             return None  # expired between the header read and the chunk read
-        return _codecs.decompressor.decompress(b"".join(chunks), max_output_size=layout["size"])
+        return _codecs.decompressor.decompress(b"".join(chunks), max_output_size=size)
 
     def exists(self, key: str) -> bool:
         return bool(self.redis.exists(key))

@@ -1,8 +1,8 @@
 """Deleting a tenant's datasets, forests, jobs and models, with what depends on them handled explicitly:
 
 - a dataset or forest that a queued or running job reads is not deleted (Conflict naming those jobs: cancel or
-  wait for them); otherwise its cached leaf matrices go with it. Finished jobs keep their results; a job whose
-  forest is gone can no longer rebuild its rules (410), one whose dataset is gone can no longer be promoted.
+  wait for them); otherwise its cached leaf matrices go with it. Finished jobs keep their results and their steps'
+  rules (stored with the result, they outlive the forest); one whose dataset is gone can no longer be promoted.
   Models are self-contained (rules and column encoding): they keep predicting.
 - a job is canceled first if it is queued or running, then removed with its result (and a grid's cells).
 - a model is removed; its name's version numbers are never reused.

@@ -14,7 +14,8 @@ key                                   holds
 ``job:{id}``                          a job record (hash of JSON fields, ``JobRecords``)
 ``job:{id}:heartbeat``                the attempt a live worker runs (expires after FIRE_HEARTBEAT_TTL_SECONDS)
 ``job:{id}:cancel``                   set when a cancel was asked for (the path callback reads it)
-``job:{id}:result``                   a finished job's result (blob); ``job:{id}:coefs`` its path weights
+``job:{id}:result``                   a finished job's result (blob); ``job:{id}:rules`` its path's rules, a
+                                      part per step (blob of parts; ``:coefs``: weights of paths run before)
 ``jobs``                              every job by creation time (sorted set): the metrics' view
 ``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
 ``leafcache:{forest}:{dataset}``      cached leaf indices of a dataset's rows in a forest (blob, cache Redis)
@@ -110,7 +111,11 @@ class Keys:
     def job_result(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}:result"
 
+    def job_rules(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:rules"
+
     def job_weights(self, job_id: str) -> str:
+        """Where paths kept their weights before their rules were stored (deleted with the job)."""
         return f"{self.prefix}job:{job_id}:coefs"
 
     @property

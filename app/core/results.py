@@ -1,17 +1,18 @@
-"""Job results: the result document of a job and, for a path, the weights of every step.
+"""Job results: the result document of a job and, for a path, the rules of every step.
 
-The one module that writes and reads path weights: each step's weights as a CSR matrix (steps x candidate terms:
-the columns of ``solver.fitting.candidate_terms``, rules then linear terms; a forest's leaves by default) with the
-intercepts, under the job's own key.
+The one module that writes and reads a path's rules: each step's rule ensemble as the worker built it
+(``solver.fitting.RuleFit.rules_at``: a fire-rules document, read back through ``RuleEnsemble.from_dict``),
+one part per step under the job's own key, so that a read decompresses one step's rules only.
 """
 
-import numpy as np
-import scipy.sparse as sp
+import json
+from collections.abc import Sequence
 
-from app.core.blobs import BlobStore
+from app.core.blobs import BlobStore, jsonable
 from app.core.config import Settings
 from app.core.job_documents import JobResult
 from app.core.keys import Keys
+from solver import RuleEnsemble
 
 
 class ResultStore:
@@ -28,33 +29,16 @@ class ResultStore:
 
     def delete(self, job_id: str) -> None:
         self.blobs.delete(self.keys.job_result(job_id))
-        self.blobs.delete(self.keys.job_weights(job_id))
+        self.blobs.delete(self.keys.job_rules(job_id))
+        self.blobs.delete(self.keys.job_weights(job_id))  # a path that ran before its rules were stored
 
-    def put_weights(self, job_id: str, coef_path: sp.spmatrix, intercepts: np.ndarray) -> None:
-        """Every step's weights and intercepts of a path job (``solver.path.PathResult``): coef_path steps x terms
-        (the fit's candidate terms, ``Candidates.n_terms``) and intercepts (steps,), or for K classes
-        steps x (terms * K), a term's K weights side by side, and intercepts (steps, K)."""
-        weights = sp.csr_matrix(coef_path)
-        self.blobs.put_arrays(
-            self.keys.job_weights(job_id),
-            ttl=self.settings.result_ttl_seconds,
-            data=weights.data,
-            indices=weights.indices,
-            indptr=weights.indptr,
-            intercepts=np.asarray(intercepts, dtype=np.float64),
-            n_leaves=np.asarray(weights.shape[1]),  # the columns (named before there were other terms than leaves)
-        )
+    def put_rules(self, job_id: str, ensembles: Sequence[RuleEnsemble]) -> None:
+        """Every step's rules of a path job, in step order."""
+        parts = [json.dumps(jsonable(ensemble.to_dict()), separators=(",", ":")).encode() for ensemble in ensembles]
+        self.blobs.put_parts(self.keys.job_rules(job_id), parts, ttl=self.settings.result_ttl_seconds)
 
-    def step_weights(self, job_id: str, step: int) -> tuple[np.ndarray, float | list[float]] | None:
-        """(weights (n_terms,), intercept) of one step of a path job, or for K classes (weights (n_terms, K),
-        intercepts (K,)); None once expired."""
-        arrays = self.blobs.get_arrays(self.keys.job_weights(job_id))
-        if arrays is None:
-            return None
-        start, stop = arrays["indptr"][step], arrays["indptr"][step + 1]
-        weights = np.zeros(int(arrays["n_leaves"]))  # the columns: terms, or terms x classes
-        weights[arrays["indices"][start:stop]] = arrays["data"][start:stop]
-        intercepts = arrays["intercepts"]
-        if intercepts.ndim == 2:
-            return weights.reshape(-1, intercepts.shape[1]), intercepts[step].tolist()
-        return weights, float(intercepts[step])
+    def step_rules(self, job_id: str, step: int) -> RuleEnsemble | None:
+        """The rules of one step of a path job as the worker stored them; None once expired (or for a path that ran
+        before rules were stored with results)."""
+        data = self.blobs.get_part(self.keys.job_rules(job_id), step)
+        return None if data is None else RuleEnsemble.from_dict(json.loads(data))

@@ -11,7 +11,7 @@ import pytest
 
 from app.core.config import Settings
 from app.core.container import build_core
-from app.core.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
+from app.core.errors import Conflict, Expired, IdempotencyKeyReused, Invalid, NotFound
 from app.core.forests import ForestRecipe, ValidationSplit
 from app.core.job_documents import Grid, JobError, LostAttempt, Progress, TrainSummary
 from app.core.job_submission import PathJobRequest
@@ -388,3 +388,36 @@ def test_a_recipe_keeps_its_forest_id_and_stored_names():
     assert stored["rows"] == {"validation_fraction": 0.25, "seed": 7}
     assert ForestRecipe.model_validate(stored) == recipe
     assert ForestRecipe.model_validate_json(recipe.model_dump_json()).rows.random_state == 7
+
+
+def test_a_path_job_stores_every_steps_rules_and_reads_serve_them_as_stored(core, dataset, monkeypatch):
+    """Issue 28, item 2: the worker builds each step's rules once, as the library does (``RuleFit.rules_at``),
+    stores them with the result, and a read serves them without the table or the forest."""
+    import worker.tasks
+    from solver.fitting import fit_rules
+
+    path = PathSpec(n_lambdas=6, validation_fraction=0.25, random_state=3)
+    forest_id = store_trained_forest(core, dataset, ValidationSplit.for_path(path, None))
+    job = core.job_submission.submit_path(
+        PathJobRequest(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT
+    )
+    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    worker.tasks.run_path(job.id, job.attempt)
+    result = core.job_results.path_result(job.id, tenant=TENANT)
+    X, y = core.datasets.load_arrays(dataset.id)
+    fit = fit_rules(X, y, path, forest=core.forests.load(forest_id), encoding=dataset.encoding)
+    assert len(result.steps) == len(fit.path.steps)
+
+    def unreachable(*args, **kwargs):
+        raise AssertionError("a read of stored rules loads no table and no forest")
+
+    monkeypatch.setattr(core.datasets, "load_arrays", unreachable)
+    monkeypatch.setattr(core.forests, "load", unreachable)
+    for step in range(len(result.steps)):
+        _, served = core.job_results.step_rules(job.id, step, tenant=TENANT)
+        assert served.to_dict() == fit.rules_at(step).to_dict()
+    assert core.job_results.step_rules(job.id, fit.selected, tenant=TENANT)[1].to_dict() == fit.rules.to_dict()
+
+    core.blobs.delete(core.results.keys.job_rules(job.id))
+    with pytest.raises(Expired, match="not stored"):
+        core.job_results.step_rules(job.id, 0, tenant=TENANT)

@@ -172,3 +172,19 @@ def test_blobs_read_and_written_by_many_threads_at_once():
 
     with ThreadPoolExecutor(len(payloads)) as pool:
         assert all(pool.map(round_trips, payloads))
+
+
+def test_a_blob_of_parts_reads_one_part_without_the_others_and_goes_whole():
+    """A path's rules are one blob of parts (a step each, ``BlobStore.put_parts``): each part is compressed and
+    chunked on its own, a read inflates that part only, and delete and touch treat the blob as any other."""
+    redis = fakeredis.FakeRedis()
+    blobs = BlobStore(redis, chunk_bytes=64)
+    rng = np.random.default_rng(1)
+    parts = [b"", b"short", rng.integers(0, 255, 5_000, dtype=np.uint8).tobytes(), b"x" * 300]
+    blobs.put_parts("parts", parts, ttl=60)
+    assert [blobs.get_part("parts", index) for index in range(len(parts))] == parts
+    assert blobs.get_part("parts", len(parts)) is None and blobs.get_part("parts", -1) is None
+    assert blobs.get_part("absent", 0) is None
+    assert 0 < redis.ttl("parts") <= 60 and 0 < redis.ttl("parts:3") <= 60
+    blobs.delete("parts")
+    assert list(redis.scan_iter()) == []

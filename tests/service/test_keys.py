@@ -35,8 +35,9 @@ def test_the_keys_are_the_documented_ones():
         keys.job_heartbeat("j"),
         keys.job_cancel("j"),
         keys.job_result("j"),
+        keys.job_rules("j"),
         keys.job_weights("j"),
-    ] == ["p:job:j", "p:job:j:heartbeat", "p:job:j:cancel", "p:job:j:result", "p:job:j:coefs"]
+    ] == ["p:job:j", "p:job:j:heartbeat", "p:job:j:cancel", "p:job:j:result", "p:job:j:rules", "p:job:j:coefs"]
     assert [keys.all_jobs, keys.unfinished_jobs, keys.stats, keys.worker_beats, keys.worker_states] == [
         "p:jobs",
         "p:unfinished-jobs",
@@ -71,6 +72,7 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
         keys.forest_trees(ANY),
         keys.model(ANY),
         keys.job_result(ANY),
+        keys.job_rules(ANY),
         keys.job_weights(ANY),
         keys.leaf_cache(ANY, ANY),
     ]
@@ -133,7 +135,7 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         PathJobRequest(dataset_id=dataset.id, forest_id=forest.id, path=path), "first", tenant=DEFAULT_TENANT
     )
     monkeypatch.setattr(worker.tasks, "core", lambda: core)
-    worker.tasks.run_path(job.id, job.attempt)  # its result, weights and the leaf-matrix cache
+    worker.tasks.run_path(job.id, job.attempt)  # its result, its steps' rules and the leaf-matrix cache
     model = core.models.promote(job.id, None, "kin", None, tenant=DEFAULT_TENANT, idempotency_key="promoted")
     waiting = core.job_submission.submit_training(
         theirs.id, SMALL_FOREST, ValidationSplit.holdout(0, 0), "again", tenant=OTHER
@@ -152,7 +154,7 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         keys.model(model.id),
         keys.job(job.id),
         keys.job_result(job.id),
-        keys.job_weights(job.id),
+        keys.job_rules(job.id),
         keys.leaf_cache(forest.id, dataset.id),
         keys.job_cancel(waiting.id),
         keys.stats,
