@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 import httpx
-from service import free_port  # bench/service.py
+from service import free_port, upload_abalone  # bench/service.py
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ABALONE = REPO_ROOT / "tests" / "data" / "abalone.csv.gz"
 
 
 def main() -> None:
@@ -54,13 +53,7 @@ def main() -> None:
     try:
         wait_until("/healthz answers", lambda: http.get("/healthz").status_code == 200)
         wait_until("/readyz 200", lambda: http.get("/readyz").status_code == 200)
-        dataset = (
-            http.post(
-                "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
-            )
-            .raise_for_status()
-            .json()
-        )
+        dataset = upload_abalone(http)
         job = (
             http.post("/v1/jobs", json={"dataset_id": dataset["id"], "forest": {"n_estimators": 50, "max_depth": 3}})
             .raise_for_status()

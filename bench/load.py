@@ -27,15 +27,15 @@ import os
 import random
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import httpx
 import numpy as np
 import pandas as pd
-from service import Service  # bench/service.py: the service under test, on its own key prefix and queue
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-ABALONE = REPO_ROOT / "tests" / "data" / "abalone.csv.gz"
+from service import (  # bench/service.py: the service under test, on its own key prefix and queue
+    ABALONE,
+    Service,
+    upload_abalone,
+)
 
 SCORE, POLL, SUBMIT = "score (1 row)", "poll job", "submit job"
 FOREST = {"n_estimators": 30, "max_depth": 3, "max_features": "sqrt"}
@@ -54,13 +54,7 @@ def wait_job(http: httpx.Client, job_id: str, timeout: float = 120) -> dict:
 
 def prepare(http: httpx.Client, n_models: int) -> tuple[dict, list[str], list[dict], dict[str, list[float]]]:
     """(dataset, model ids, scoring rows, each model's predictions of the check rows)."""
-    dataset = (
-        http.post(
-            "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
-        )
-        .raise_for_status()
-        .json()
-    )
+    dataset = upload_abalone(http)
     models = []
     for index in range(n_models):
         job = (

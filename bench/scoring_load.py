@@ -87,7 +87,6 @@ from scoring_load_report import (
     whole,
 )
 from scoring_load_runners import (
-    ABALONE,
     BODIES,
     FOREST,
     N_BODIES,
@@ -102,7 +101,7 @@ from scoring_load_runners import (
     write_locustfile,
     write_script,
 )
-from service import Service  # bench/service.py: the service under test, own prefix and queue
+from service import ABALONE, Service  # bench/service.py: the service under test, own prefix and queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "bench" / "results" / "scoring_load"

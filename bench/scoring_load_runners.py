@@ -17,10 +17,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pandas as pd
-from service import free_port  # bench/service.py: the service under test, own prefix and queue
+from service import free_port, upload_abalone  # bench/service.py: the service under test, own prefix and queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ABALONE = REPO_ROOT / "tests" / "data" / "abalone.csv.gz"
 FOREST = {"n_estimators": 30, "max_depth": 3, "max_features": "sqrt"}  # bench/load.py's
 NAME, ALIAS = "scoring-load", "champion"
 N_BODIES = 512  # different single-row bodies a load tool cycles through
@@ -395,13 +394,7 @@ def run_locust(base: str, locustfile: Path, users: int, seconds: float, prefix: 
 def prepare_fire(http: httpx.Client) -> tuple[str, dict]:
     """(model id, model document): abalone uploaded, bench/load.py's path job, its selected step promoted as
     NAME version 1, the alias ALIAS pointing at it."""
-    dataset = (
-        http.post(
-            "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
-        )
-        .raise_for_status()
-        .json()
-    )
+    dataset = upload_abalone(http)
     job = (
         http.post(
             "/v1/jobs",

@@ -28,12 +28,26 @@ from redis import Redis
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ELEVATORS = REPO_ROOT.parent / "shared" / "datasets" / "elevators.csv.gz"
+ABALONE = (
+    REPO_ROOT / "tests" / "data" / "abalone.csv.gz"
+)  # the table bench/load.py, scoring_load.py and cold_start.py use
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def upload_abalone(http: httpx.Client) -> dict:
+    """ABALONE uploaded as a dataset (target ``rings``): its document."""
+    return (
+        http.post(
+            "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+        )
+        .raise_for_status()
+        .json()
+    )
 
 
 def percentile(values, q) -> float:
