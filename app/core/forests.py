@@ -293,8 +293,11 @@ def check_forest_features(forest: ForestInfo, dataset: DatasetInfo, field: str =
     raise Invalid("The forest's features do not match the dataset's encoded columns.", faults)
 
 
-def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id: str | None, path: PathSpec) -> None:
-    """Invalid where the service trained this forest on rows the path would select its step on.
+def check_forest_rows(
+    forest: ForestInfo, dataset_id: str, validation_dataset_id: str | None, rows: ValidationSplit
+) -> None:
+    """Invalid where the service trained this forest on rows the path would select its step on (``rows``: the
+    path's split, ``ValidationSplit.for_path``).
 
     An uploaded forest is the uploader's responsibility: its training rows are unknown here.
     """
@@ -304,13 +307,9 @@ def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id
     if validation_dataset_id is not None:
         leaked = source.dataset_id == validation_dataset_id
     else:
-        leaked = (
-            source.dataset_id == dataset_id
-            and path.validation_fraction > 0
-            and source.rows != ValidationSplit.for_path(path, None)
-        )
+        leaked = source.dataset_id == dataset_id and rows.validation_fraction > 0 and source.rows != rows
     if leaked:
-        rows = (
+        trained_on = (
             f"the holdout split (fraction {source.rows.validation_fraction}, seed {source.rows.random_state})"
             if source.rows.validation_fraction
             else "every row"
@@ -321,7 +320,7 @@ def check_forest_rows(forest: ForestInfo, dataset_id: str, validation_dataset_id
             [
                 FieldFault(
                     "forest_id",
-                    f"trained on {rows} of dataset {source.dataset_id}",
+                    f"trained on {trained_on} of dataset {source.dataset_id}",
                     "train the forest with this job's validation split, or give training parameters (forest) "
                     "instead of forest_id",
                 )

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field, model_serializer
 
 from app.core.blobs import Document
-from app.core.forests import ForestInfo, ForestRecipe
+from app.core.forests import ForestInfo, ForestRecipe, ValidationSplit
 from app.core.tenants import DEFAULT_TENANT
 from solver.path import PathStep
 from solver.spec import PathSpec
@@ -43,6 +43,16 @@ class PathJobSpec(Document):
         "(path.validation_fraction, path.random_state)",
     )
     path: PathSpec
+    rows: ValidationSplit | None = Field(
+        None,
+        description="the split of the dataset whose training side the path learns from (and a forest trained for "
+        "the job): derived once, at submission; None in jobs submitted before it was recorded (split())",
+    )
+
+    def split(self) -> ValidationSplit:
+        """The split of the path's training rows: as recorded, or for a job submitted before it was, as it was
+        derived then (``ValidationSplit.for_path``)."""
+        return self.rows or ValidationSplit.for_path(self.path, self.validation_dataset_id)
 
 
 class Grid(Document):

@@ -209,24 +209,25 @@ class JobSubmission:
                 [FieldFault(error.field, error.detail, f"change {error.field}, or ask for another loss")],
             ) from error
         validation_id = request.validation_dataset_id
+        rows = ValidationSplit.for_path(path, validation_id)  # the one derivation of the job's training rows
         if validation_id is not None:
             self._check_validation_dataset(
                 dataset, self.datasets.get(validation_id, tenant=tenant, field="validation.dataset_id")
             )
         else:
-            self._check_holdout(dataset, ValidationSplit.for_path(request.path, None))
+            self._check_holdout(dataset, rows)
         recipe = None
         if request.forest_id is not None:
             forest = self.forests.get(request.forest_id, tenant=tenant)
             check_forest_features(forest, dataset)
-            check_forest_rows(forest, dataset.id, validation_id, request.path)
+            check_forest_rows(forest, dataset.id, validation_id, rows)
             forest_id = forest.id
         elif request.forest is not None:
             self._check_training(dataset, request.forest, "forest.")
             recipe = ForestRecipe(
                 dataset_id=dataset.id,
                 params=request.forest,
-                rows=ValidationSplit.for_path(request.path, validation_id),
+                rows=rows,
                 loss=path.loss,
             )
             forest_id = recipe.forest_id
@@ -240,7 +241,12 @@ class JobSubmission:
                 ],
             )
         return PathJobSpec(
-            dataset_id=dataset.id, forest_id=forest_id, recipe=recipe, validation_dataset_id=validation_id, path=path
+            dataset_id=dataset.id,
+            forest_id=forest_id,
+            recipe=recipe,
+            validation_dataset_id=validation_id,
+            path=path,
+            rows=rows,
         )
 
     @staticmethod
