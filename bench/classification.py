@@ -44,6 +44,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench.quality_methods import step_terms  # noqa: E402
 from solver import PathSpec, TableEncoding, TreeEnsemble, binary_labels, fit_path, leaf_matrix  # noqa: E402
 from solver.fitting import candidate_terms  # noqa: E402
 from solver.spec import READABLE  # noqa: E402
@@ -99,18 +100,8 @@ def run_fire(settings, forest, leaves, X, y, idx, encoding):
         mats[0], y[tr], spec, val_matrix=mats[1], y_val=y[va], leaf_ancestors=c.ancestors, column_trees=c.trees
     )
     k = result.select()
-    step = result.steps[k]
-    coef = result.coef(k)
-    rule_cols = np.flatnonzero(coef[: c.n_rules])
-    score = result.intercepts[k] + mats[2].matvec(coef)
-    return dict(
-        _scores(expit(score), y[te]),
-        rules=step.n_rules,
-        linear=int(np.count_nonzero(coef[c.n_rules :])),
-        antecedents=step.n_antecedents,
-        longest=int(c.depths[rule_cols].max()) if len(rule_cols) else 0,
-        seconds=time.perf_counter() - started,
-    )
+    score = result.intercepts[k] + mats[2].matvec(result.coef(k))
+    return dict(_scores(expit(score), y[te]), **step_terms(result, k, c), seconds=time.perf_counter() - started)
 
 
 def run_rulefit(X, y, idx, seed):

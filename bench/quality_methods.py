@@ -136,6 +136,19 @@ class CandidateCache:
         return self._cache[key]
 
 
+def step_terms(result, k, candidates):
+    """The terms of step ``k`` of a path on ``candidates`` (solver.fitting.candidate_terms): rules (terms: rules +
+    linear terms), linear terms, antecedents and the longest rule's conditions."""
+    step, coef = result.steps[k], result.coef(k)
+    rule_cols = np.flatnonzero(coef[: candidates.n_rules])
+    return {
+        "rules": step.n_rules,
+        "linear": int(np.count_nonzero(coef[candidates.n_rules :])),
+        "antecedents": step.n_antecedents,
+        "longest": int(candidates.depths[rule_cols].max()) if len(rule_cols) else 0,
+    }
+
+
 def run_path(kwargs, cache, y_train, y_val, y_test, cfg, budgets):
     """One path on the method's candidate terms; per budget the validation-selected step: terms, linear terms,
     antecedents, longest rule, val and test MSE."""
@@ -167,15 +180,10 @@ def run_path(kwargs, cache, y_train, y_val, y_test, cfg, budgets):
     def record(k):
         if k not in test_cache:
             step = result.steps[k]
-            coef = result.coef(k)
-            pred = result.intercepts[k] + te.matvec(coef)
-            rule_cols = np.flatnonzero(coef[: c.n_rules])
+            pred = result.intercepts[k] + te.matvec(result.coef(k))
             test_cache[k] = {
                 "step": k,
-                "rules": step.n_rules,  # terms: rules + linear terms
-                "linear": int(np.count_nonzero(coef[c.n_rules :])),
-                "antecedents": step.n_antecedents,
-                "longest": int(c.depths[rule_cols].max()) if len(rule_cols) else 0,
+                **step_terms(result, k, c),
                 "trees": step.n_trees,
                 "val": step.val_loss,
                 "test": _mse(pred, y_test),
