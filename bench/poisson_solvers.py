@@ -26,13 +26,8 @@ from sklearn.ensemble import RandomForestRegressor
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from solver import (  # noqa: E402
-    TableEncoding,
-    TreeEnsemble,
-    gbcd,
-    leaf_matrix,
-    poisson_newton,
-)
+from solver import TableEncoding, TreeEnsemble, gbcd, leaf_matrix  # noqa: E402
+from solver.losses import poisson_newton  # noqa: E402
 from solver.path import lambda_grid  # noqa: E402
 from solver.problem import Problem, State  # noqa: E402
 

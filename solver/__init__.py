@@ -3,22 +3,22 @@
 A pure numpy/numba library: trees become candidate rules (``forest``; scikit-learn models convert in
 ``sklearn_adapters``, uploaded files load in ``formats``; leaves or every node, and linear terms beside them,
 in ``candidates``), the mapping matrix stays implicit (``leaf_matrix``), penalties and their proxes live in
-``penalties``, the losses in ``datafits`` (multinomial: ``multinomial``), the greedy block coordinate descent in
-``gbcd``, warm-started lambda paths in ``path``. Every setting of a fit, with its one default and check, is in
-``spec``; ``encoding`` turns tables with text columns into the matrix a forest splits on; ``fitting`` is the one
-orchestration (split, forest, candidates, path, selected step, rules) that the estimator in ``estimator`` and the
-service's workers both run.
+``penalties``, the losses in ``losses`` (one module each, registered: ``solver.losses.LOSSES``), the greedy block
+coordinate descent in ``gbcd``, warm-started lambda paths in ``path``. Every setting of a fit, with its one default
+and check, is in ``spec``; ``encoding`` turns tables with text columns into the matrix a forest splits on;
+``fitting`` is the one orchestration (split, forest, candidates, path, selected step, rules) that the estimator in
+``estimator`` and the service's workers both run.
 """
 
 from . import threads  # noqa: F401 (first: it picks the threading layer before any parallel loop runs)
 from .candidates import Candidates, LinearTerms
-from .datafits import probability
 from .encoding import TableEncoding, TableError
 from .estimator import FireClassifier, FireRegressor
 from .fitting import RuleFit, binary_labels, candidate_terms, fit_rules, holdout_split, train_forest
 from .forest import TreeEnsemble, as_tree_ensemble
 from .forest_schema import Tree
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
+from .losses.logistic import probability
 from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
 from .rule_types import Condition, LinearTerm, Member, Rule
 from .rules import RuleEnsemble

@@ -28,9 +28,10 @@ from sklearn.utils.validation import (
 )
 
 from . import threads
-from .datafits import probability
 from .encoding import TableEncoding, has_text_columns
 from .fitting import class_labels, fit_rules
+from .losses import DEFAULT_LOSS, LOSSES
+from .losses.logistic import probability
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 
@@ -298,10 +299,12 @@ def _intercept(intercept):
     return float(intercept) if np.ndim(intercept) == 0 else np.asarray(intercept, dtype=np.float64)
 
 
-REGRESSION_LOSSES = ("squared", "poisson")
+REGRESSION_LOSSES = tuple(name for name, loss in LOSSES.items() if not loss.classifier)
+# the classifier's loss by whether it has more than two classes (one weight per class)
+CLASSIFIER_LOSSES = {loss.per_class: name for name, loss in LOSSES.items() if loss.classifier}
 
 
-class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss="squared", n_jobs=None)):
+class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss=DEFAULT_LOSS, n_jobs=None)):
     """FIRE as a scikit-learn regressor. ``loss="squared"``: ``predict`` is the rules' sum. ``loss="poisson"``
     (counts or rates, y >= 0, log link): the rules add log rates, ``predict`` is the rate ``exp(sum)`` and each
     rule multiplies it by ``exp(contribution)``; exposure goes in as scikit-learn's ``PoissonRegressor`` takes
@@ -310,7 +313,8 @@ class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss=
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.positive_only = self.loss == "poisson"  # as scikit-learn's PoissonRegressor
+        loss = LOSSES.get(self.loss)
+        tags.target_tags.positive_only = loss is not None and loss.nonnegative_target  # as PoissonRegressor
         return tags
 
     def _path_loss(self) -> str:
@@ -344,7 +348,7 @@ class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(cla
     """
 
     def _path_loss(self) -> str:
-        return "logistic" if len(self.classes_) == 2 else "multinomial"
+        return CLASSIFIER_LOSSES[len(self.classes_) > 2]
 
     def _target(self, y, fitting):
         y = _check_y(y, estimator=self)

@@ -7,7 +7,7 @@
 
 The path's loss decides the task: ``PathSpec(loss="logistic")`` fits a binary classifier on 0/1 ``y``
 (:func:`binary_labels` turns any two labels into them), trains the classifier variant of a ``ForestSpec`` and
-gives rules that add log-odds of ``classes[1]`` (``RuleEnsemble.response``); ``solver.datafits.probability``
+gives rules that add log-odds of ``classes[1]`` (``RuleEnsemble.response``); ``solver.losses.logistic.probability``
 turns a rule ensemble's prediction into the probability of ``classes[1]``. ``loss="multinomial"`` fits K classes
 on class codes 0..K-1 (:func:`class_labels`), trains the classifier variant too, and gives rules with one log-odds
 amount per class (link softmax); ``loss="poisson"`` fits counts or rates with a regression forest and gives rules
@@ -17,16 +17,18 @@ Validation rows are never rows a forest trained here has seen. A forest given fi
 responsibility: it should not have been trained on the validation rows either.
 """
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .candidates import Candidates, LinearTerms, numeric_features
-from .forest import TreeEnsemble
+from .encoding import TableEncoding
+from .forest import TreeEnsemble, as_tree_ensemble
+from .losses import LOSSES, get_loss
 from .path import PathResult, fit_path
 from .rules import Link, RuleEnsemble
-from .sklearn_adapters import as_tree_ensemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 
 MIN_TRAINING_ROWS = 2
@@ -87,28 +89,19 @@ def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rule_response(loss: str, classes=None) -> str | None:
-    """What rules fitted with ``loss`` add where it is not the target itself: ``"log-odds of 'yes'"`` for the
-    logistic loss (``classes[1]``, or 1 without classes), ``"log-odds per class"`` (multinomial), ``"log rate"``
-    (Poisson), None for the squared loss (``RuleEnsemble.response``)."""
-    if loss == "multinomial":
-        return "log-odds per class"
-    if loss == "poisson":
-        return "log rate"
-    if loss != "logistic":
-        return None
-    return f"log-odds of '{1 if classes is None else classes[1]}'"
+    """What rules fitted with ``loss`` add where it is not the target itself (``Loss.response``):
+    ``"log-odds of 'yes'"`` (``classes[1]``, or 1 without classes), None where they add to the target."""
+    return get_loss(loss).response(classes)
 
 
-# the RuleEnsemble link of each loss's scores where it is not the default (the logistic loss keeps the
-# single-output documents it has always written)
-RULE_LINKS: dict[str, Link] = {"multinomial": "softmax", "poisson": "log"}
+# the RuleEnsemble link of each loss's scores where it is not RuleEnsemble's default (Loss.rule_link)
+RULE_LINKS: dict[str, Link] = {name: loss.rule_link for name, loss in LOSSES.items() if loss.rule_link is not None}
 
 
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
-    """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: regressors for the squared and
-    Poisson losses, classifiers of the class codes ``y`` for the logistic and multinomial losses (whose
-    TreeEnsemble predicts the probabilities, or the log-odds for gradient boosting: see
-    ``solver.sklearn_adapters``)."""
+    """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: the loss's ``forest_task``,
+    regressors, or classifiers of the class codes ``y`` for the classifiers' losses (whose TreeEnsemble predicts the
+    probabilities, or the log-odds for gradient boosting: see ``solver.sklearn_adapters``)."""
     from sklearn import ensemble as forests
 
     X = np.asarray(X, dtype=np.float64)
@@ -119,7 +112,7 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
         max_features=spec.max_features,
         random_state=spec.random_state,
     )
-    task = "Classifier" if loss in ("logistic", "multinomial") else "Regressor"
+    task = get_loss(loss).forest_task
     if spec.kind == "gradient_boosting":
         estimator = getattr(forests, f"GradientBoosting{task}")(learning_rate=spec.learning_rate, **common)
     elif spec.kind == "extra_trees":
@@ -138,10 +131,34 @@ class RuleFit:
     estimator: object  # the fitted scikit-learn forest; None where a TreeEnsemble was given
     path: PathResult
     selected: int
-    rules: RuleEnsemble
     candidates: Candidates  # the path's columns: rules from the forest's nodes, then linear terms
     train_rows: np.ndarray  # rows of X the path (and a forest trained here) was fitted on
     val_rows: np.ndarray | None  # rows of X held out to select the step; None with a separate X_val
+    X_train: np.ndarray  # X[train_rows]: the rules' support, display thresholds and importance
+    encoding: TableEncoding | None  # the table's encoding: the rules read in its words
+    classes: Sequence | None  # the labels of y's codes (fit_rules' ``classes``)
+    rules: RuleEnsemble = field(init=False)  # the selected step's
+
+    def __post_init__(self):
+        self.rules = self.rules_at(self.selected)
+
+    def rules_at(self, step: int) -> RuleEnsemble:
+        """The rules of any step of the path, built as the selected step's are (the service stores every step's)."""
+        loss = self.path.spec.loss
+        per_class = get_loss(loss).per_class
+        classes = self.classes
+        if per_class and classes is None:
+            classes = np.arange(self.path.n_classes)
+        return RuleEnsemble.from_weights(
+            self.candidates,
+            self.path.coef(step),
+            self.path.intercepts[step] if per_class else float(self.path.intercepts[step]),
+            classes=[_plain(c) for c in classes] if per_class else None,
+            link=RULE_LINKS.get(loss),
+            encoding=self.encoding,
+            X=self.X_train,
+            response=rule_response(loss, classes),
+        )
 
 
 def fit_rules(
@@ -183,8 +200,9 @@ def fit_rules(
         train_rows, val_rows = holdout_split(len(y), spec.validation_fraction, spec.random_state)
     else:
         train_rows, val_rows = np.arange(len(y)), None
+    X_train = X[train_rows]
     train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
-    if spec.loss == "multinomial":
+    if get_loss(spec.loss).per_class:
         n_classes = len(classes) if classes is not None else int(y.max()) + 1
         missing = sorted(set(range(n_classes)) - set(np.unique(y[train_rows]).astype(int)))
         if missing:
@@ -195,9 +213,7 @@ def fit_rules(
             )
 
     if isinstance(forest, ForestSpec):
-        estimator, ensemble = train_forest(
-            forest, X[train_rows], y[train_rows], train_weight, feature_names, loss=spec.loss
-        )
+        estimator, ensemble = train_forest(forest, X_train, y[train_rows], train_weight, feature_names, loss=spec.loss)
     else:
         estimator = None if isinstance(forest, TreeEnsemble) else forest
         ensemble = _named(as_tree_ensemble(forest), feature_names)
@@ -205,7 +221,7 @@ def fit_rules(
         raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
 
     leaves = ensemble.apply(X) if leaves is None else leaves
-    candidates = candidate_terms(ensemble, spec, X[train_rows], train_weight, encoding)
+    candidates = candidate_terms(ensemble, spec, X_train, train_weight, encoding)
     val_matrix, y_holdout = None, None
     if val_rows is not None and len(val_rows):
         val_matrix, y_holdout = candidates.matrix(leaves[val_rows], X[val_rows]), y[val_rows]
@@ -217,7 +233,7 @@ def fit_rules(
         val_matrix = candidates.matrix(ensemble.apply(X_val) if val_leaves is None else val_leaves, X_val)
 
     path = fit_path(
-        candidates.matrix(leaves[train_rows], X[train_rows]),
+        candidates.matrix(leaves[train_rows], X_train),
         y[train_rows],
         spec,
         sample_weight=train_weight,
@@ -228,20 +244,7 @@ def fit_rules(
         callback=callback,
     )
     selected = path.select()
-    per_class = spec.loss == "multinomial"
-    if per_class and classes is None:
-        classes = np.arange(path.n_classes)
-    rules = RuleEnsemble.from_weights(
-        candidates,
-        path.coef(selected),
-        path.intercepts[selected] if per_class else float(path.intercepts[selected]),
-        classes=[_plain(c) for c in classes] if per_class else None,
-        link=RULE_LINKS.get(spec.loss),
-        encoding=encoding,
-        X=X[train_rows],
-        response=rule_response(spec.loss, classes),
-    )
-    return RuleFit(ensemble, estimator, path, selected, rules, candidates, train_rows, val_rows)
+    return RuleFit(ensemble, estimator, path, selected, candidates, train_rows, val_rows, X_train, encoding, classes)
 
 
 def _plain(label):

@@ -4,15 +4,14 @@ Objective, with sample weights ``s`` (normalised by the caller to sum to n) and 
 
     loss(b + M w) + sum_j P(w_j; lam, gamma_j) + lam_f sum_t ||D_t w_t||_1
 
-where the loss is a datafit of ``solver.datafits``: ``1/2 sum_i s_i (y_i - b - (M w)_i)^2`` (squared) or the
-logistic loss. The kernels here are loss-agnostic: they take the leaf gradient, a leaf move, the loss value and the
-intercept from the datafit, and use ``c_j``, a bound on the loss's curvature in ``w_j`` (exact for the squared
-loss, 1/4 of it for the logistic loss), for every step: the quadratic models below are exact for the squared loss
-and lie above the logistic loss, so every accepted step lowers the true objective either way. The Poisson loss
-has no such bound; its leaf and block updates minimise the exact loss of the leaf's or tree's rows instead (a sum of
-one exponential per leaf, ``solver.datafits``): the leaf's exact minimiser, and for a fused tree proximal-gradient
-steps with backtracking on that exact objective, O(R_t) each. Its curvature ``c_j`` (at the intercept-only model)
-only scales MCP and the stationarity measures.
+where the loss is one of ``solver.losses`` (squared, logistic, Poisson: one weight per rule; the multinomial loss has
+its own solver, ``solver.losses.multinomial_gbcd``). The kernels here never name a loss: the leaf gradient, a leaf
+move, the loss value, the intercept and every leaf, linear-term and fused-block step come from the dispatch by the
+problem's loss code, ``solver.losses.kernels``. A loss with a curvature bound takes steps that minimise a quadratic
+with ``c_j``, a bound on the loss's curvature in ``w_j`` (``solver.losses.quadratic_steps``: exact for the squared
+loss, above the logistic loss, so every accepted step lowers the true objective either way); a loss without one
+(Poisson) brings exact steps of its own, and its ``c_j`` only scales MCP and the stationarity measures, which are
+computed from the quadratic model for every loss.
 
 Structure used throughout (see docs/solver-api.md): every row falls in exactly one leaf per tree, so column
 j of M is ``v_j`` on the rows of leaf j and zero elsewhere, and the Gram matrix of a block is diagonal,
@@ -27,33 +26,30 @@ shallower leaf is in no column of that level, and nothing here assumes every row
 term (a block of one column whose entries vary by row, ``e_ij`` in ``solver.problem``, read only for such
 columns). Fusion runs between neighbouring columns of a block, left to right along a tree's leaves or a level's
 nodes; a one-column block has nothing to fuse, so a linear term's update is its coordinate minimisation whatever
-``lam_f`` (and under the Poisson loss, whose exact one-exponential leaf loss needs ``e_ij = 1``, proximal Newton
-steps on its exact loss).
+``lam_f``.
 
 Bundles (``solver.problem``). The kernels take two typed named tuples, which numba passes as structs and
 caches with the kernels: ``Problem``, everything fixed per training set and penalty (``leaf_rows`` and
 ``leaf_ptr``, v, s, S, c, ``L_t = max_{j in t} c_j``, the per-tree and per-leaf MCP concavities, the penalty
 code), built once by ``Problem.from_leaf_matrix``; and ``State``, the point being optimised, updated in
 place and warm-starting the next lambda: ``w`` (R,) the leaf weights, ``residual`` (n,) = ``y - M w``
-(without the intercept), ``intercept`` [b] and ``residual_sum`` [sum_i s_i residual_i] for the squared loss, whose
-intercept every weight change keeps at its exact optimum (the weighted mean of the residual) in O(1); the
-logistic loss's residual, score and intercept steps are described in ``solver.datafits``. The entry points
-are ``solve_greedy`` and ``solve_cyclic`` (problem, state, lam, lam_f, tol, max_iter, inner_iters),
-``objective_value`` and ``lambda_max``; the loss gradient of a leaf is ``solver.datafits.leaf_gradient``, the
-only place its formula is written. Penalties are picked by code (``solver.penalties``), and a code the kernels do
-not know raises. A call that takes the bundles costs a reference count increment and decrement per array in them,
-so the per-leaf work runs in loops inside such calls, never one such call per leaf: ``leaf_gradient``, called
-for every leaf a loop visits, is kept small and free of branches on the loss so that LLVM inlines it (where it
-did not, squared-loss paths ran 1.3-1.9x slower, and a test checks it); ``move_leaf``, called only where a
-weight changes, holds both losses' loops and is not inlined (a few percent on move-heavy passes).
+(without the intercept) or the loss's own residual, ``intercept`` [b] and ``residual_sum`` [sum_i s_i residual_i]
+(each loss module says what its fields hold). The entry points are ``solve_greedy`` and ``solve_cyclic`` (problem,
+state, lam, lam_f, tol, max_iter, inner_iters), ``objective_value`` and ``lambda_max``; the loss gradient of a leaf
+is ``solver.losses.kernels.leaf_gradient``, the only place its formula is written. Penalties are picked by code
+(``solver.penalties``), and a code the kernels do not know raises. A call that takes the bundles costs a reference
+count increment and decrement per array in them, so the per-leaf work runs in loops inside such calls, never one
+such call per leaf: ``leaf_gradient``, called for every leaf a loop visits, is kept small and free of branches on
+the loss so that LLVM inlines it (where it did not, squared-loss paths ran 1.3-1.9x slower, and a test checks it),
+and the per-leaf steps of the dispatch are inlined by numba; ``move_leaf``, called only where a weight changes,
+holds every loss's loop and is not inlined (a few percent on move-heavy passes).
 
 Block updates. Without fusion a block's problem is separable, so its exact minimisation is one exact
 (global, also in MCP's nonconvex regime) coordinate minimisation per leaf, and leaves whose weight is zero and
 whose direction entry is zero need no visit at all. With fusion a block update runs up to ``inner_iters``
 proximal-gradient steps with the isotropic step ``1 / L_t`` (``L_t = max_j c_j``), each the fused-lasso prox
 followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while the block objective of the
-quadratic model decreases (a diagonal quadratic, exact for the squared loss and above the logistic loss, so this
-check costs O(R_t)).
+quadratic model decreases (``solver.losses.quadratic_steps``; Poisson: on its exact block objective).
 
 Block selection. The steepest-direction vector d (paper eq. 8) needs the full gradient, O(n T): as much as
 a whole sweep of block updates. So each direction computation ranks the candidates by it (blocks by
@@ -73,30 +69,23 @@ import numpy as np
 from numba import njit
 
 from ._tree_kernels import column_sums
-from .datafits import (
-    MAX_AMOUNT,
-    POISSON,
-    column_entry,
+from .losses import quadratic_steps
+from .losses.kernels import (
+    block_steps,
     fit_intercept,
     gradient_of_sum,
     intercept_gradient,
+    leaf_decrease,
     leaf_gradient,
+    leaf_minimum,
+    linear_step,
     loss_value,
+    may_extrapolate,
     move_leaf,
-    poisson_leaf_minimum,
-    poisson_leaf_value,
     resync,
     sync_intercept,
 )
-from .penalties import (
-    fused_lasso_prox,
-    fusion_value,
-    penalty_prox,
-    penalty_subdifferential,
-    penalty_value,
-    prox_is_convex,
-    weighted_fused_lasso_prox,
-)
+from .penalties import fusion_value, penalty_subdifferential, penalty_value
 from .problem import at_last_check, mark_checked
 
 ANDERSON_MEMORY = 5
@@ -107,11 +96,6 @@ MIN_WORKING_SET = 32
 # trees of depth 5, to 50 rules: 100 checks at 0.3, 63 at 0.01, the passes the same)
 INNER_TOL_FRACTION = 0.01
 SHRINK_FRACTION = 0.1
-# proximal-gradient steps of a fused Poisson block update: they touch no row (solver.datafits), so many are cheap
-POISSON_BLOCK_STEPS = 100
-POISSON_LINEAR_STEPS = 20  # proximal Newton steps of a linear term's Poisson update
-# the fusion prox's weight of a leaf held at zero, against 1 for the others: it moves by lam_f / PINNED_WEIGHT at most
-PINNED_WEIGHT = 1e9
 
 
 @njit(cache=True)
@@ -176,170 +160,6 @@ def direction_vector(problem, w, gradient, lam, lam_f, out):
 
 
 @njit(cache=True)
-def _block_penalty(theta, lam, gamma, penalty, lam_f):
-    total = 0.0
-    for k in range(theta.shape[0]):
-        total += penalty_value(theta[k], lam, gamma, penalty)
-        if k > 0:
-            total += lam_f * abs(theta[k] - theta[k - 1])
-    return total
-
-
-@njit(cache=True)
-def _block_model(theta, w, gradient, curvature, lam, gamma, penalty, lam_f):
-    """Block objective at ``theta`` minus the loss at the block's weights ``w`` (``gradient`` and ``curvature``
-    the block's): exact, the block loss is a diagonal quadratic."""
-    total = _block_penalty(theta, lam, gamma, penalty, lam_f)
-    for k in range(theta.shape[0]):
-        step = theta[k] - w[k]
-        total += gradient[k] * step + 0.5 * curvature[k] * step * step
-    return total
-
-
-@njit(cache=True)
-def _pinned_weights(usable):
-    """Weights of the fusion prox of a block whose leaves outside ``usable`` (zero columns: no training rows, or
-    below min_support) stay at zero: 1, and ``PINNED_WEIGHT`` for those; empty where every leaf is usable."""
-    if usable.all():
-        return np.empty(0)
-    return np.where(usable, 1.0, PINNED_WEIGHT)
-
-
-@njit(cache=True)
-def _fusion_prox(point, pins, lam_f, out):
-    """The fusion prox of a block's ``point``. A leaf held at zero (``pins``, ``_pinned_weights``) splits the
-    chain: its neighbours pay ``lam_f |theta|`` against it, which the unweighted prox, treating it as a free
-    value, does not see (it fused the neighbours with it, then the leaf went back to zero: a step that raised
-    the objective, was refused every time, and left the block's measure above the tolerance for good)."""
-    if pins.shape[0] == 0:
-        fused_lasso_prox(point, lam_f, out)
-    else:
-        weighted_fused_lasso_prox(point, pins, lam_f, out)
-
-
-@njit(cache=True)
-def _block_proximal_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
-    """Up to ``n_steps`` fused proximal-gradient steps on block t from ``w`` (step 1/L_t, ``gradient`` the
-    block's loss gradient at ``w``), each accepted only while the exact block objective decreases; the result
-    goes to ``out``. Returns the block's stationarity measure: the largest move of the first step times L_t
-    (0 exactly at a fixed point). A leaf whose column is zero stays at zero: the fusion prox holds it there
-    (``_fusion_prox``), so the step is the prox of the block's own penalty and the measure vanishes at its
-    fixed points."""
-    first = problem.offsets[t]
-    size = out.shape[0]
-    start = w[first : first + size]
-    curvature = problem.curvature[first : first + size]
-    step_curvature = problem.lipschitz[t]
-    gamma = problem.block_gamma[t]
-    penalty = problem.penalty
-    for k in range(size):
-        out[k] = start[k]
-    if step_curvature <= 0.0:
-        out[:] = 0.0
-        return 0.0
-    all_zero = True
-    steepest = 0.0
-    for k in range(size):
-        all_zero = all_zero and out[k] == 0.0
-        steepest = max(steepest, abs(gradient[k]))
-    if all_zero and steepest <= lam and prox_is_convex(step_curvature, gamma, penalty):
-        return 0.0  # zero is the block's prox point: the fused values stay within [-lam, lam] / L_t
-    measure = 0.0
-    current_value = _block_penalty(out, lam, gamma, penalty, lam_f)
-    point = np.empty(size)
-    theta = np.empty(size)
-    pins = _pinned_weights(curvature > 0.0)
-    for it in range(n_steps):
-        for k in range(size):
-            local_gradient = gradient[k] + curvature[k] * (out[k] - start[k])
-            point[k] = out[k] - local_gradient / step_curvature
-        _fusion_prox(point, pins, lam_f / step_curvature, theta)
-        largest_move = 0.0
-        for k in range(size):
-            # a leaf whose column is zero (no training rows, or below min_support) stays at zero
-            theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty) if curvature[k] > 0.0 else 0.0
-            largest_move = max(largest_move, abs(theta[k] - out[k]))
-        if it == 0:
-            measure = step_curvature * largest_move
-        value = _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f)
-        if value > current_value or largest_move == 0.0:
-            break
-        out[:] = theta
-        current_value = value
-    return measure
-
-
-@njit(cache=True)
-def _poisson_block_value(theta, start, values, a, b, usable, lam, gamma, penalty, lam_f):
-    """A tree's exact Poisson objective at ``theta`` up to a constant (``solver.datafits``: per leaf
-    ``a exp(v (theta - start)) - b v theta``) plus its penalties."""
-    total = _block_penalty(theta, lam, gamma, penalty, lam_f)
-    for k in range(theta.shape[0]):
-        if usable[k]:
-            total += a[k] * np.exp(values[k] * (theta[k] - start[k])) - b[k] * values[k] * theta[k]
-    return total
-
-
-@njit(cache=True)
-def _poisson_block_steps(problem, t, w, gradient, lam, lam_f, out):
-    """Fused Poisson block update: proximal-gradient steps with backtracking on the tree's exact objective, which
-    costs O(R_t) and touches no row; result to ``out``, returns the measure (first step's move times its step's
-    curvature)."""
-    first = problem.offsets[t]
-    size = out.shape[0]
-    start = w[first : first + size]
-    values = problem.values[first : first + size]
-    b = problem.leaf_target[first : first + size]
-    usable = problem.curvature[first : first + size] > 0.0
-    gamma = problem.block_gamma[t]
-    penalty = problem.penalty
-    a = np.zeros(size)
-    step_curvature = 0.0
-    for k in range(size):
-        out[k] = start[k] if usable[k] else 0.0
-        if usable[k]:
-            a[k] = b[k] + gradient[k] / values[k]  # sum s mu over the leaf's rows
-            step_curvature = max(step_curvature, values[k] * values[k] * a[k])
-    if step_curvature <= 0.0:
-        return 0.0
-    current = _poisson_block_value(out, start, values, a, b, usable, lam, gamma, penalty, lam_f)
-    pins = _pinned_weights(usable)
-    local_gradient = np.empty(size)
-    point = np.empty(size)
-    theta = np.empty(size)
-    measure = 0.0
-    for it in range(POISSON_BLOCK_STEPS):
-        for k in range(size):
-            mean = a[k] * np.exp(values[k] * (out[k] - start[k])) if usable[k] else 0.0
-            local_gradient[k] = values[k] * (mean - b[k]) if usable[k] else 0.0
-        while True:  # backtracking: the quadratic model at step 1 / step_curvature must lie above the objective
-            for k in range(size):
-                point[k] = out[k] - local_gradient[k] / step_curvature
-            _fusion_prox(point, pins, lam_f / step_curvature, theta)
-            largest_move = 0.0
-            model = current
-            for k in range(size):
-                theta[k] = penalty_prox(theta[k], step_curvature, lam, gamma, penalty) if usable[k] else 0.0
-                cap = MAX_AMOUNT / abs(values[k]) if usable[k] else 0.0
-                theta[k] = min(max(theta[k], -cap), cap)  # a leaf whose rows count nothing would run off
-                move = theta[k] - out[k]
-                largest_move = max(largest_move, abs(move))
-                model += local_gradient[k] * move + 0.5 * step_curvature * move * move
-            model += _block_penalty(theta, lam, gamma, penalty, lam_f) - _block_penalty(out, lam, gamma, penalty, lam_f)
-            value = _poisson_block_value(theta, start, values, a, b, usable, lam, gamma, penalty, lam_f)
-            if value <= model + 1e-12 * abs(current) or largest_move == 0.0:
-                break
-            step_curvature *= 2.0
-        if it == 0:
-            measure = step_curvature * largest_move
-        if largest_move == 0.0 or value >= current:
-            break
-        out[:] = theta
-        current = value
-    return measure
-
-
-@njit(cache=True)
 def update_block(problem, state, t, lam, lam_f, inner_iters):
     """Fused block update from the current residual; returns the block's stationarity measure."""
     first = problem.offsets[t]
@@ -350,10 +170,7 @@ def update_block(problem, state, t, lam, lam_f, inner_iters):
     for k in range(size):
         gradient[k] = leaf_gradient(problem, state, first + k)
     new = np.empty(size)
-    if problem.loss == POISSON:
-        measure = _poisson_block_steps(problem, t, state.w, gradient, lam, lam_f, new)
-    else:
-        measure = _block_proximal_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
+    measure = block_steps(problem, t, state.w, gradient, lam, lam_f, inner_iters, new)
     for k in range(size):
         delta = new[k] - state.w[first + k]
         if delta != 0.0:
@@ -363,62 +180,14 @@ def update_block(problem, state, t, lam, lam_f, inner_iters):
 
 @njit(cache=True)
 def _linear_update(problem, state, j, lam):
-    """A linear term's exact coordinate minimisation (under the curvature bound; Poisson: proximal Newton steps
-    on its exact loss, whose rows do not move together as a rule's do); returns its measure."""
+    """A linear term's update (``solver.losses.kernels.linear_step``); returns its measure."""
     c = problem.curvature[j]
     if c <= 0.0:
         return 0.0
-    gamma = problem.leaf_gamma[j]
-    if problem.loss == POISSON:
-        delta = _poisson_linear_step(problem, state, j, lam, gamma)
-    else:
-        z = state.w[j] - leaf_gradient(problem, state, j) / c
-        delta = penalty_prox(z, c, lam, gamma, problem.penalty) - state.w[j]
+    delta = linear_step(problem, state, j, lam)
     if delta != 0.0:
         move_leaf(problem, state, j, delta)
     return c * abs(delta)
-
-
-@njit(cache=True)
-def _poisson_linear_value(problem, state, j, delta, lam, gamma):
-    """Column j's rows' Poisson loss and its penalty were ``w_j`` moved by ``delta``, up to a constant: O(n)."""
-    total = penalty_value(state.w[j] + delta, lam, gamma, problem.penalty)
-    for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-        i = problem.leaf_rows[p]
-        x = column_entry(problem, j, p)
-        total += problem.sample_weight[i] * (np.exp(state.score[i] + x * delta) - problem.y[i] * x * delta)
-    return total
-
-
-@njit(cache=True)
-def _poisson_linear_step(problem, state, j, lam, gamma):
-    """The move of a linear term's weight by proximal Newton steps on its exact Poisson objective, each halved
-    until that objective falls: O(n) per evaluation."""
-    delta = 0.0
-    current = _poisson_linear_value(problem, state, j, 0.0, lam, gamma)
-    for _ in range(POISSON_LINEAR_STEPS):
-        gradient = 0.0
-        hessian = 0.0
-        for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-            i = problem.leaf_rows[p]
-            x = column_entry(problem, j, p)
-            mean = np.exp(state.score[i] + x * delta)
-            gradient += problem.sample_weight[i] * x * (mean - problem.y[i])
-            hessian += problem.sample_weight[i] * x * x * mean
-        if not hessian > 0.0:
-            break
-        weight = state.w[j] + delta
-        step = penalty_prox(weight - gradient / hessian, hessian, lam, gamma, problem.penalty) - weight
-        while step != 0.0:
-            value = _poisson_linear_value(problem, state, j, delta + step, lam, gamma)
-            if value < current:
-                break
-            step = 0.5 * step if abs(step) > 1e-12 * (abs(weight) + 1e-300) else 0.0
-        if step == 0.0:
-            break
-        delta += step
-        current = value
-    return delta
 
 
 @njit(cache=True)
@@ -428,7 +197,7 @@ def block_measures(problem, w, gradient, lam, lam_f, out):
     offsets = problem.offsets
     for t in range(offsets.shape[0] - 1):
         first, end = offsets[t], offsets[t + 1]
-        out[t] = _block_proximal_steps(problem, t, w, gradient[first:end], lam, lam_f, 1, scratch[first:end])
+        out[t] = quadratic_steps.block_steps(problem, t, w, gradient[first:end], lam, lam_f, 1, scratch[first:end])
 
 
 @njit(cache=True)
@@ -442,20 +211,9 @@ def leaf_measures(problem, w, gradient, lam, moves, gains):
             moves[j] = 0.0
             gains[j] = 0.0
             continue
-        gamma = problem.leaf_gamma[j]
-        if problem.loss == POISSON and j < problem.first_linear:
-            v, b = problem.values[j], problem.leaf_target[j]
-            a = b + gradient[j] / v
-            new = poisson_leaf_minimum(w[j], v, a, b, lam, gamma, problem.penalty)
-            before = poisson_leaf_value(w[j], w[j], v, a, b, lam, gamma, problem.penalty)
-            after = poisson_leaf_value(new, w[j], v, a, b, lam, gamma, problem.penalty)
-        else:
-            z = w[j] - gradient[j] / c
-            new = penalty_prox(z, c, lam, gamma, problem.penalty)
-            before = 0.5 * c * (w[j] - z) ** 2 + penalty_value(w[j], lam, gamma, problem.penalty)
-            after = 0.5 * c * (new - z) ** 2 + penalty_value(new, lam, gamma, problem.penalty)
+        new = leaf_minimum(problem, j, w[j], gradient[j], lam)
         moves[j] = c * abs(new - w[j])
-        gains[j] = max(before - after, 0.0)
+        gains[j] = max(leaf_decrease(problem, j, w[j], gradient[j], lam, new), 0.0)
 
 
 @njit(cache=True)
@@ -489,14 +247,7 @@ def _pass(problem, state, units, visit, lam, lam_f, inner_iters, keep_above):
         else:
             j = units[k]
             c = problem.curvature[j]
-            new = 0.0
-            if c > 0.0 and problem.loss == POISSON:
-                v, b = problem.values[j], problem.leaf_target[j]
-                a = b + leaf_gradient(problem, state, j) / v
-                new = poisson_leaf_minimum(state.w[j], v, a, b, lam, problem.leaf_gamma[j], problem.penalty)
-            elif c > 0.0:
-                z = state.w[j] - leaf_gradient(problem, state, j) / c
-                new = penalty_prox(z, c, lam, problem.leaf_gamma[j], problem.penalty)
+            new = leaf_minimum(problem, j, state.w[j], leaf_gradient(problem, state, j), lam) if c > 0.0 else 0.0
             delta = new - state.w[j]
             if delta != 0.0:
                 move_leaf(problem, state, j, delta)
@@ -544,10 +295,8 @@ def _anderson_step(problem, state, history, leaves, lam, lam_f):
         # a nearly singular history extrapolates far off (or to inf): a move there and back would leave the
         # residual to rounding (or NaN), so it is not tried
         return False
-    if problem.loss == POISSON:  # a log rate past the bound could overflow exp: no trial there
-        for k in range(leaves.shape[0]):
-            if abs(extrapolated[k] * problem.values[leaves[k]]) > MAX_AMOUNT:
-                return False
+    if not may_extrapolate(problem, leaves, extrapolated):
+        return False
     before = objective_value(problem, state, lam, lam_f)
     for k in range(leaves.shape[0]):
         j = leaves[k]
@@ -603,7 +352,7 @@ def _working_set(problem, w, direction, measures, gains, fused):
 
 
 @njit(cache=True)
-def _leaves_of(problem, blocks):
+def leaves_of(problem, blocks):
     """The global leaf indices of ``blocks``, block after block."""
     offsets = problem.offsets
     n_leaves = 0
@@ -622,7 +371,7 @@ def _leaves_of(problem, blocks):
 def _solve_working_set(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
     """Passes over the working set ``units`` until its largest measure is at most ``inner_tol`` (or
     ``max_passes``), with shrinking and an Anderson step every ``ANDERSON_MEMORY`` passes; returns the passes."""
-    leaves = _leaves_of(problem, units) if lam_f > 0.0 else units
+    leaves = leaves_of(problem, units) if lam_f > 0.0 else units
     history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0]))
     history[0] = state.w[leaves]
     n_history = 1

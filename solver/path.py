@@ -2,25 +2,24 @@
 
 import time
 from dataclasses import KW_ONLY, asdict, dataclass, fields
-from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import softmax
-from sklearn.metrics import roc_auc_score
 
-from . import gbcd, multinomial, poisson_newton, threads
-from .datafits import LOGISTIC, MULTINOMIAL, POISSON, SQUARED, mean_loss, multinomial_log_loss, probability
+from . import gbcd, threads
 from .leaf_matrix import count_antecedents
+from .losses import get_loss, multinomial_gbcd
 from .polish import polish
 from .problem import Problem, State
 from .spec import PathSpec
 
 SOLVERS = {"greedy": gbcd.solve_greedy, "cyclic": gbcd.solve_cyclic}
-CLASS_SOLVERS = {"greedy": multinomial.solve_greedy, "cyclic": multinomial.solve_cyclic}
+# a loss with one weight per class for each rule (Loss.per_class) has its own state and solver
+CLASS_SOLVERS = {"greedy": multinomial_gbcd.solve_greedy, "cyclic": multinomial_gbcd.solve_cyclic}
 
 
-# the metrics of a step beside its losses (those of its loss; see PathStep), each as a train_* and a val_* field
+# the metrics of a step beside its losses (those of its loss, Loss.metrics; see PathStep), each as a train_* and a
+# val_* field
 METRIC_NAMES = ("auc", "accuracy", "mae", "r2", "rmse", "brier")
 METRICS = tuple(f"{rows}_{name}" for name in METRIC_NAMES for rows in ("train", "val"))
 
@@ -209,9 +208,10 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
             raise ValueError("y_val must have one value per row of val_matrix")
 
     weights = _validated_sample_weight(sample_weight, n)
-    _check_targets(spec.loss, y, "y", weights)
+    loss = get_loss(spec.loss)
+    loss.check_targets(y, "y", weights)
     if y_val is not None:
-        _check_targets(spec.loss, y_val, "y_val")
+        loss.check_targets(y_val, "y_val")
     matrix = matrix.without_small_leaves(spec.min_support_rows(n))
     if spec.scaling == "unit":  # the solver's weights w' are w / scale
         solved, scale = matrix.unit_columns(weights)
@@ -219,15 +219,13 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         solved, scale = matrix, np.ones(matrix.shape[1])
     problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, penalty, gamma, mcp_scaling)
     n_leaves = problem.values.shape[0]
-    if problem.loss == MULTINOMIAL:
+    if loss.per_class:
         n_classes = int(y.max()) + 1
-        kernels, solve = multinomial, CLASS_SOLVERS[spec.block_selection]
-        state = multinomial.ClassState.initial(problem, n_classes)
+        kernels, solve = multinomial_gbcd, CLASS_SOLVERS[spec.block_selection]
+        state = multinomial_gbcd.ClassState.initial(problem, n_classes)
     else:
         n_classes = 1
-        kernels, solve = gbcd, SOLVERS[spec.block_selection]
-        if problem.loss == POISSON and penalty == "l1":  # Newton steps, then GBCD until stationary: faster, same
-            solve = partial(poisson_newton.solve, inner_solve=solve)  # optimum (solver.poisson_newton says why L1 only)
+        kernels, solve = gbcd, loss.step_solve(penalty, SOLVERS[spec.block_selection])
         state = State.initial(problem)
     lambda_max = kernels.lambda_max(problem, state)
 
@@ -250,12 +248,13 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         w = state.w * unscale
         intercept = state.intercept[0] if n_classes == 1 else state.intercept.copy()
         if spec.polishes():
-            w, intercept = polish(matrix, y, weights, w, spec.loss, (problem.leaf_rows, problem.leaf_ptr))
-        train_score = _training_score(problem, state, matrix, w, intercept, spec.polishes())
+            w, intercept = polish(matrix, y, weights, w, loss, (problem.leaf_rows, problem.leaf_ptr))
+        train_score = _training_score(loss, problem, state, matrix, w, intercept, spec.polishes())
         step = _record_step(
             index,
             lam,
             lam_f,
+            loss,
             problem,
             w,
             intercept,
@@ -291,48 +290,20 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
     return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason, n_classes)
 
 
-def _check_targets(loss, y, name, sample_weight=None):
-    """The logistic loss's labels: 0 and 1, each with some weight where ``sample_weight`` is given; the Poisson
-    loss's counts or rates: non-negative, with a positive weighted total where ``sample_weight`` is given."""
-    if loss == "poisson":
-        if np.any(y < 0):
-            raise ValueError(f"the Poisson loss needs non-negative {name} (counts or rates), got {y.min():g}")
-        if sample_weight is not None and not np.dot(sample_weight, y) > 0:
-            raise ValueError(f"the Poisson loss needs some positive {name} with positive weight: every count is 0")
-        return
-    if loss == "multinomial":
-        if not np.all((y >= 0) & (y == np.round(y))):
-            raise ValueError(f"the multinomial loss needs {name} of class codes 0..K-1, got {np.unique(y)[:5]}")
-        if sample_weight is not None:
-            present = np.bincount(y.astype(np.int64), weights=sample_weight) > 0
-            if len(present) < 2 or not present.all():
-                raise ValueError(
-                    f"the multinomial loss needs every class code 0..{len(present) - 1} in {name} with positive weight"
-                )
-        return
-    if loss != "logistic":
-        return
-    if not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"the logistic loss needs {name} of 0/1 labels, got {np.unique(y)[:5]}")
-    if sample_weight is not None and not (np.any(sample_weight[y == 0] > 0) and np.any(sample_weight[y == 1] > 0)):
-        raise ValueError(f"the logistic loss needs both classes in {name}, each with positive weight")
-
-
-def _training_score(problem, state, matrix, w, intercept, polished):
-    """``intercept + M w`` on the training rows: from the squared loss's residual where the state's weights
-    are the step's (O(n)), else computed afresh (O(n T); the logistic state's score carries the rounding of
-    every move, enough to break the ties AUC counts)."""
-    if problem.loss == MULTINOMIAL:
+def _training_score(loss, problem, state, matrix, w, intercept, polished):
+    """``intercept + M w`` on the training rows: from the state where it holds them and its weights are the
+    step's (``Loss.state_score``, O(n)), else computed afresh (O(n T))."""
+    if loss.per_class:
         return class_scores(matrix, w, intercept)
-    if problem.loss != SQUARED or polished:
-        return intercept + matrix.matvec(w)
-    return problem.y - state.residual + state.intercept[0]
+    kept = None if polished else loss.state_score(problem, state)
+    return intercept + matrix.matvec(w) if kept is None else kept
 
 
 def _record_step(
     index,
     lam,
     lam_f,
+    loss,
     problem,
     w,
     intercept,
@@ -350,11 +321,11 @@ def _record_step(
     rules = active[: problem.first_linear]
     if column_trees is None:
         column_trees = np.repeat(np.arange(len(problem.offsets) - 1), np.diff(problem.offsets))[: len(rules)]
-    train = _metrics(problem.loss, problem.y, train_score, problem.sample_weight)
+    train = loss.step_metrics(problem.y, train_score, problem.sample_weight)
     val = {}
     if val_matrix is not None:
         val_score = class_scores(val_matrix, w, intercept) if w.ndim == 2 else intercept + val_matrix.matvec(w)
-        val = _metrics(problem.loss, y_val, val_score)
+        val = loss.step_metrics(y_val, val_score)
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(rules, *leaf_ancestors))
@@ -379,45 +350,6 @@ def _record_step(
     )
 
 
-def _metrics(loss, y, score, sample_weight=None):
-    """The step's metrics on rows with targets ``y`` and scores ``score`` (weighted means where weights are
-    given), as PathStep defines them: {"loss", "r2", "rmse", "mae"} for the squared loss; {"loss", "auc",
-    "accuracy", "brier"} for the logistic and multinomial losses; {"loss", "mae"} (of the rate) for the Poisson
-    loss."""
-    if loss == MULTINOMIAL:
-        indicator = y[:, None] == np.arange(score.shape[1])
-        return {
-            "loss": multinomial_log_loss(y, score, sample_weight),
-            "auc": macro_auc(y, score, sample_weight),
-            "accuracy": float(np.average(score.argmax(axis=1) == y, weights=sample_weight)),
-            "brier": float(np.average(((softmax(score, axis=1) - indicator) ** 2).sum(axis=1), weights=sample_weight)),
-        }
-    metrics = {"loss": mean_loss(loss, y, score, sample_weight)}
-    if loss == SQUARED:
-        variance = np.average((y - np.average(y, weights=sample_weight)) ** 2, weights=sample_weight)
-        metrics["r2"] = float(1.0 - metrics["loss"] / variance) if variance > 0 else None
-        metrics["rmse"] = float(np.sqrt(metrics["loss"]))
-        metrics["mae"] = float(np.average(np.abs(y - score), weights=sample_weight))
-    if loss == POISSON:
-        metrics["mae"] = float(np.average(np.abs(y - np.exp(score)), weights=sample_weight))
-    if loss == LOGISTIC:
-        metrics["auc"] = float(roc_auc_score(y, score, sample_weight=sample_weight)) if np.ptp(y) else None
-        metrics["accuracy"] = float(np.average((score > 0) == (y == 1), weights=sample_weight))
-        metrics["brier"] = float(np.average((probability(score) - y) ** 2, weights=sample_weight))
-    return metrics
-
-
 def class_scores(matrix, w, intercept):
     """``intercept + M W`` (n, K) of per-class weights ``w`` (R, K): O(n T K)."""
     return intercept + np.column_stack([matrix.matvec(np.ascontiguousarray(w[:, k])) for k in range(w.shape[1])])
-
-
-def macro_auc(y, score, sample_weight=None):
-    """The mean over classes of the one-vs-rest AUC of each class's score, over the classes that ``y`` (class
-    codes) holds and does not hold everywhere; None where there is none."""
-    aucs = [
-        roc_auc_score(y == k, score[:, k], sample_weight=sample_weight)
-        for k in range(score.shape[1])
-        if 0 < np.count_nonzero(y == k) < len(y)
-    ]
-    return float(np.mean(aucs)) if aucs else None

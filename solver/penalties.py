@@ -25,6 +25,8 @@ L1 = 0
 MCP = 1
 
 PENALTY_CODES = {"l1": L1, "mcp": MCP}
+# the fusion prox's weight of a leaf held at zero, against 1 for the others: it moves by lam_f / PINNED_WEIGHT at most
+PINNED_WEIGHT = 1e9
 
 
 def penalty_code(name):
@@ -305,3 +307,35 @@ def fusion_value(w, offsets, lam_f):
         for j in range(offsets[t] + 1, offsets[t + 1]):
             total += abs(w[j] - w[j - 1])
     return lam_f * total
+
+
+@njit(cache=True)
+def block_penalty(theta, lam, gamma, penalty, lam_f):
+    """The penalties of one block's weights ``theta``: sparsity (code ``penalty``) plus fusion of neighbours."""
+    total = 0.0
+    for k in range(theta.shape[0]):
+        total += penalty_value(theta[k], lam, gamma, penalty)
+        if k > 0:
+            total += lam_f * abs(theta[k] - theta[k - 1])
+    return total
+
+
+@njit(cache=True)
+def pinned_weights(usable):
+    """Weights of the fusion prox of a block whose leaves outside ``usable`` (zero columns: no training rows, or
+    below min_support) stay at zero: 1, and ``PINNED_WEIGHT`` for those; empty where every leaf is usable."""
+    if usable.all():
+        return np.empty(0)
+    return np.where(usable, 1.0, PINNED_WEIGHT)
+
+
+@njit(cache=True)
+def fusion_prox(point, pins, lam_f, out):
+    """The fusion prox of a block's ``point``. A leaf held at zero (``pins``, :func:`pinned_weights`) splits the
+    chain: its neighbours pay ``lam_f |theta|`` against it, which the unweighted prox, treating it as a free
+    value, does not see (it fused the neighbours with it, then the leaf went back to zero: a step that raised
+    the objective, was refused every time, and left the block's measure above the tolerance for good)."""
+    if pins.shape[0] == 0:
+        fused_lasso_prox(point, lam_f, out)
+    else:
+        weighted_fused_lasso_prox(point, pins, lam_f, out)

@@ -9,25 +9,45 @@ even a rule whose column is constant has one). Rules, antecedents and
 predictions' structure are those of the step; only the amounts change.
 
 Cost per step with ``k`` rules: O(n k) to build the selected columns, O(nnz k) for their Gram matrix and
-O(k^3) for the solve. The logistic and Poisson losses are refitted by Newton's method with the same ridge (weights
-``c_j`` then computed with the loss's curvature scale, ``solver.datafits.curvature_scale``), each step halved until
-the ridge-penalised loss decreases: the same cost per Newton step, a handful of steps.
+O(k^3) for the solve. A loss with another link is refitted as its generalized linear model by Newton's method with
+the same ridge (weights ``c_j`` then computed with the loss's curvature scale, ``Loss.curvature_scale``), each step
+halved until the ridge-penalised loss decreases: the same cost per Newton step, a handful of steps.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from .datafits import LOSS_CODES, curvature_scale
-
 POLISH_RIDGE = 1e-6
+
+
+class _Glm(NamedTuple):
+    """A link's generalized linear model, as the Newton refit reads it."""
+
+    intercept: object  # the intercept-only model's score at the weighted mean m of y
+    cumulant: object  # the per-row loss of a score, less its ``- y score`` term
+    mean: object  # the mean at a score
+    variance: object  # the cumulant's second derivative, of the mean
+
+
+GLMS = {
+    "logit": _Glm(
+        lambda m: np.log(m / (1.0 - m)),
+        lambda score: np.logaddexp(0.0, score),
+        lambda score: 1.0 / (1.0 + np.exp(-score)),
+        lambda p: p * (1.0 - p),
+    ),
+    "log": _Glm(np.log, np.exp, np.exp, lambda p: p),
+}
 
 
 def polish(matrix, y, sample_weight, weights, loss, grouped=None) -> tuple[np.ndarray, float]:
     """(weights refitted on the nonzero entries of ``weights``, intercept) with a tiny ridge on the training
-    rows, by weighted least squares (``loss="squared"``), logistic regression (``"logistic"``, 0/1 ``y``) or
-    Poisson regression (``"poisson"``): ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None, ``grouped`` the rows
-    of its rule columns where the caller has them (``LeafMatrix.columns``)."""
-    if loss in ("logistic", "poisson"):
+    rows, by weighted least squares (identity link) or the GLM of the link of ``loss`` (a ``solver.losses.Loss``:
+    logistic regression on 0/1 ``y``, Poisson regression): ``matrix`` a LeafMatrix, ``sample_weight`` (n,) or None,
+    ``grouped`` the rows of its rule columns where the caller has them (``LeafMatrix.columns``)."""
+    if loss.link in GLMS:
         return _newton_refit(matrix, y, sample_weight, np.flatnonzero(weights), len(weights), loss, grouped)
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
@@ -50,27 +70,27 @@ def polish(matrix, y, sample_weight, weights, loss, grouped=None) -> tuple[np.nd
 
 
 def _newton_refit(matrix, y, sample_weight, support, n_leaves, loss, grouped, max_steps=50):
-    """(weights on ``support``, intercept) of the ridge-regularised weighted logistic or Poisson regression by
-    Newton's method."""
+    """(weights on ``support``, intercept) of the ridge-regularised weighted GLM of the link of ``loss`` by Newton's
+    method."""
     y = np.asarray(y, dtype=np.float64)
     s = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     design = sp.hstack([np.ones((len(y), 1)), matrix.columns(support, grouped)], format="csc")
-    kappa = curvature_scale(LOSS_CODES[loss], y, s)
+    glm = GLMS[loss.link]
+    kappa = loss.curvature_scale(y, s)
     ridge = np.concatenate([[0.0], POLISH_RIDGE * kappa * np.asarray(design[:, 1:].power(2).T @ s).ravel()])
     mean = float(s @ y / s.sum())
     beta = np.zeros(len(support) + 1)
-    beta[0] = np.log(mean / (1.0 - mean)) if loss == "logistic" else np.log(mean)
+    beta[0] = glm.intercept(mean)
 
     def objective(coef):
         score = design @ coef
-        per_row = np.logaddexp(0.0, score) if loss == "logistic" else np.exp(score)
-        return float(s @ (per_row - y * score)) + 0.5 * float(ridge @ coef**2)
+        return float(s @ (glm.cumulant(score) - y * score)) + 0.5 * float(ridge @ coef**2)
 
     current = objective(beta)
     for _ in range(max_steps):
         score = design @ beta
-        p = 1.0 / (1.0 + np.exp(-score)) if loss == "logistic" else np.exp(score)
-        curvature = p * (1.0 - p) if loss == "logistic" else p
+        p = glm.mean(score)
+        curvature = glm.variance(p)
         gradient = design.T @ (s * (p - y)) + ridge * beta
         hessian = (design.T @ design.multiply((s * curvature)[:, None])).toarray() + np.diag(ridge)
         step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from ._tree_kernels import group_rows
-from .datafits import LOGISTIC, POISSON, curvature_scale, loss_code
+from .losses import get_loss, loss_of_code
 from .penalties import MCP, penalty_code
 
 
@@ -43,7 +43,7 @@ class Problem(NamedTuple):
     block_gamma: np.ndarray  # (T,) effective MCP concavity of each tree
     leaf_gamma: np.ndarray  # (R,) the same, repeated per leaf
     penalty: int  # solver.penalties.L1 or MCP
-    loss: int  # solver.datafits.SQUARED, LOGISTIC or POISSON
+    loss: int  # the loss's code (solver.losses: Loss.code), which solver.losses.kernels dispatches
     first_linear: int  # columns from here on are linear terms (R where there are none)
     linear_start: int  # leaf_ptr[first_linear]: where the linear columns' positions start
     linear_values: np.ndarray  # (p*n,) e_ij of the linear columns, position by position
@@ -57,7 +57,7 @@ class Problem(NamedTuple):
         (threshold ``gamma * lam / L_t``); ``"plain"`` (and L1, which ignores it) one ``gamma`` for all.
         """
         code = penalty_code(penalty)
-        loss = loss_code(loss)
+        loss = get_loss(loss)
         sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
         rule_offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
@@ -83,7 +83,7 @@ class Problem(NamedTuple):
             target = np.concatenate([target, (sample_weight * y) @ entries])
             second_moment = np.concatenate([second_moment, sample_weight @ entries**2])
         offsets = rule_offsets
-        curvature = curvature_scale(loss, y, sample_weight) * second_moment * values**2
+        curvature = loss.curvature_scale(y, sample_weight) * second_moment * values**2
         lipschitz = np.maximum.reduceat(curvature, offsets[:-1])
         if code == MCP and mcp_scaling == "block":
             block_gamma = gamma / np.where(lipschitz > 0, lipschitz, 1.0)
@@ -106,7 +106,7 @@ class Problem(NamedTuple):
             block_gamma,
             np.repeat(block_gamma, np.diff(offsets)),
             code,
-            loss,
+            loss.code,
             n_rules,
             int(leaf_ptr[n_rules]),
             linear_values,
@@ -115,7 +115,7 @@ class Problem(NamedTuple):
 
 class State(NamedTuple):
     """The point being optimised, updated in place: every weight change keeps every field exact
-    (``solver.datafits`` says what the residual and the intercept are for each loss)."""
+    (each loss module of ``solver.losses`` says what its residual, intercept and score are)."""
 
     w: np.ndarray  # (R,) leaf weights
     residual: np.ndarray  # (n,) y - M w without the intercept (squared), y - sigmoid(score) (logistic),
@@ -128,24 +128,9 @@ class State(NamedTuple):
 
     @classmethod
     def initial(cls, problem):
-        """Where a path starts: w = 0, b at the weighted mean of ``y`` (squared), at its log-odds (logistic) or
-        its log (Poisson)."""
-        y, weights = problem.y, problem.sample_weight
-        weighted_sum = np.dot(weights, y)
-        mean = weighted_sum / problem.weight_total
-        w = np.zeros(problem.values.shape[0])
-        if problem.loss in (LOGISTIC, POISSON):  # both labels present, a positive mean: checked by the caller
-            intercept = np.log(mean / (1.0 - mean)) if problem.loss == LOGISTIC else np.log(mean)
-            residual = y - mean
-            return cls(
-                w,
-                residual,
-                np.array([intercept]),
-                np.array([np.dot(weights, residual)]),
-                np.full(y.shape[0], intercept),
-                *unchecked(w),
-            )
-        return cls(w, y.copy(), np.array([mean]), np.array([weighted_sum]), np.zeros(0), *unchecked(w))
+        """Where a path starts: w = 0, the intercept-only model of the problem's loss (``Loss.initial_state``)."""
+        fields = loss_of_code(problem.loss).initial_state(problem)
+        return cls(*fields, *unchecked(fields[0]))
 
 
 def unchecked(w):
@@ -161,7 +146,7 @@ def at_last_check(state):
     (:func:`mark_checked`), so that the gradient kept there is the gradient here. A path's solve ends at a check
     that finds the point stationary, and the next lambda's solve starts from that very point: its first check is
     this comparison, O(R), instead of a pass over every row of every tree. Each check first re-syncs the residual
-    sum and fits the intercept (``solver.datafits.sync_intercept``), which changes nothing at a point where it was
+    sum and fits the intercept (``solver.losses.kernels.sync_intercept``), which changes nothing at a point where it was
     just done; code that moves the state between solves changes its weights or its intercept."""
     w = state.w.ravel()
     n_weights = w.shape[0]

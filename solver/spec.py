@@ -14,8 +14,10 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from numbers import Integral, Real
 from typing import Literal, get_args
 
+from .losses import DEFAULT_LOSS, LOSSES, LossName
+
 # each choice as a type (for annotations: a type checker reads these) and as the tuple of its values (for checks)
-Loss = Literal["squared", "logistic", "multinomial", "poisson"]
+Loss = LossName  # the registry's (solver.losses), named here for the service's schemas
 Penalty = Literal["mcp", "l1"]
 Selection = Literal["loss", "auc"]
 Scaling = Literal["unit", "leaf_value"]
@@ -24,7 +26,6 @@ McpScaling = Literal["block", "plain"]
 BlockSelection = Literal["greedy", "cyclic"]
 ForestKind = Literal["random_forest", "extra_trees", "gradient_boosting"]
 MaxFeaturesName = Literal["sqrt", "log2"]
-LOSSES: tuple[Loss, ...] = get_args(Loss)
 PENALTIES: tuple[Penalty, ...] = get_args(Penalty)
 SELECTIONS: tuple[Selection, ...] = get_args(Selection)
 SCALINGS: tuple[Scaling, ...] = get_args(Scaling)
@@ -33,7 +34,6 @@ MCP_SCALINGS: tuple[McpScaling, ...] = get_args(McpScaling)
 BLOCK_SELECTIONS: tuple[BlockSelection, ...] = get_args(BlockSelection)
 FOREST_KINDS: tuple[ForestKind, ...] = get_args(ForestKind)
 MAX_FEATURES_NAMES: tuple[MaxFeaturesName, ...] = get_args(MaxFeaturesName)
-DEFAULT_LOSS: Loss = "squared"
 # lambda_f = DEFAULT_FUSION_RATIO * lambda_s where neither lambda_f nor fusion_ratio is given: the paper's 0.5; in
 # the default unit scaling it shares antecedents at no cost in error under 15 rules (bench/results/quality.md).
 DEFAULT_FUSION_RATIO = 0.5
@@ -303,10 +303,11 @@ class PathSpec(_Spec):
         _require(
             self.selection in SELECTIONS, "selection", f"must be one of {list(SELECTIONS)}, got {self.selection!r}"
         )
+        allowing = [name for name, loss in LOSSES.items() if self.selection in loss.selections]
         _require(
-            self.selection != "auc" or self.loss in ("logistic", "multinomial"),
+            self.loss in allowing,
             "selection",
-            "'auc' ranks classifiers: it needs loss='logistic' or 'multinomial'",
+            f"{self.selection!r} ranks classifiers: it needs loss=" + " or ".join(repr(name) for name in allowing),
         )
         _require(_is_number(self.tol) and 0 < self.tol < 1, "tol", f"must be in (0, 1), got {self.tol!r}")
         _require(
@@ -355,12 +356,7 @@ class PathSpec(_Spec):
             "polish",
             f"must be true, false or null, got {self.polish!r}",
         )
-        _require(
-            not (self.polish and self.loss == "multinomial"),
-            "polish",
-            "is not available for the multinomial loss (its refits of nearly pure leaves overfit as the logistic "
-            "loss's do): leave it null or false",
-        )
+        _require(not self.polish or LOSSES[self.loss].polish_allowed, "polish", str(LOSSES[self.loss].polish_refusal))
         _require(
             _is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
             "validation_fraction",
@@ -384,8 +380,8 @@ class PathSpec(_Spec):
         return math.ceil(self.min_support * n_rows)
 
     def polishes(self) -> bool:
-        """Whether each step is polished: ``polish``, or where it is None, for the squared loss only."""
-        return self.loss == "squared" if self.polish is None else self.polish
+        """Whether each step is polished: ``polish``, or where it is None, the loss's ``polish_default``."""
+        return LOSSES[self.loss].polish_default if self.polish is None else self.polish
 
     def past_its_best(self, steps: Sequence, best: int | None) -> bool:
         """Whether a path whose steps so far are ``steps`` (``solver.path.PathStep``), the best of them at position

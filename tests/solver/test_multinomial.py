@@ -1,4 +1,4 @@
-"""Multinomial FIRE (solver.multinomial) against exact references: cvxpy for group L1 with and without fusion,
+"""Multinomial FIRE (solver.losses.multinomial) against exact references: cvxpy for group L1 with and without fusion,
 the binary logistic fit at K = 2, and proximal gradient from the same start for group MCP."""
 
 import numpy as np

@@ -120,7 +120,7 @@ def test_targets_are_checked():
 
 def test_fused_mcp_leaf_of_zero_counts_stays_finite():
     """A leaf whose rows count nothing has no finite minimiser in MCP's flat region: its steps stop at the bound
-    (solver.datafits.MAX_AMOUNT) and a tried-and-undone Anderson step leaves no drift in the residual sum (this fit,
+    (solver.losses.base.MAX_AMOUNT) and a tried-and-undone Anderson step leaves no drift in the residual sum (this fit,
     the service worker's warm-up, ran log rates to 50 and its intercept step into the log of a negative number)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 3))

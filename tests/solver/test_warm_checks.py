@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from solver import TreeEnsemble, gbcd, leaf_matrix, multinomial
-from solver.multinomial import ClassState
+from solver import TreeEnsemble, gbcd, leaf_matrix
+from solver.losses import multinomial_gbcd
+from solver.losses.kernels import move_leaf
+from solver.losses.multinomial_gbcd import ClassState
 from solver.problem import Problem, State
 
 RELATIVE_TOL, MAX_ITER, INNER_ITERS = 1e-5, 10_000, 3  # the path default is 1e-4
@@ -33,7 +35,7 @@ def _setup(loss):
     )
     problem = Problem.from_leaf_matrix(leaf_matrix(forest, X), y, np.ones(len(y)), loss, "mcp", 3.0, "block")
     if loss == "multinomial":
-        return problem, ClassState.initial(problem, 3), multinomial
+        return problem, ClassState.initial(problem, 3), multinomial_gbcd
     return problem, State.initial(problem), gbcd
 
 
@@ -80,7 +82,7 @@ def test_a_state_moved_since_its_check_computes_the_gradient_afresh():
     gbcd.solve_greedy(problem, state, lam, 0.0, tol, MAX_ITER, INNER_ITERS)
     moved = _copy(state)
     j = int(np.flatnonzero(moved.w)[0])
-    gbcd.move_leaf(problem, moved, j, 0.5)  # a leaf moved from outside the solver: the kept gradient is stale
+    move_leaf(problem, moved, j, 0.5)  # a leaf moved from outside the solver: the kept gradient is stale
     passes, converged = gbcd.solve_greedy(problem, moved, lam, 0.0, tol, MAX_ITER, INNER_ITERS)
     assert converged and passes > 0
     assert np.abs(moved.w - state.w).max() < 1e-5  # both stationary within tol

@@ -20,7 +20,7 @@ shared by all classes, which no probability sees.
 
 Curvature. The softmax loss's Hessian in one leaf's vector is at most Boehning's bound
 ``1/2 (I - 11^T / K) S_j v_j^2``, which is ``c_j = 1/2 S_j v_j^2`` times the identity on the subspace the
-gradients live in; ``Problem.curvature`` holds it (``solver.datafits.CURVATURE_BOUND``). So, as for one output,
+gradients live in; ``Problem.curvature`` holds it (``CURVATURE_BOUND``). So, as for one output,
 every leaf and block step minimises a quadratic that lies above the loss along the step: a leaf's update is the
 closed-form group threshold of ``W_j - g_j / c_j`` (radial: the scalar prox of the norm, ``solver.penalties``),
 and a tree's block stays separable by leaf without fusion. With fusion a block update runs proximal-gradient
@@ -42,20 +42,22 @@ the curvature-scaled move of its exact group minimisation, per tree (fusion) tha
 and the intercepts' gradient. lambda_max, the largest ``||g_j||_2`` at the intercept-only model, is the smallest
 lambda_s at which zero is stationary (without fusion).
 
-The solver is GBCD as in ``solver.gbcd``: full-gradient checks alternating with passes over a working set (every
-nonzero unit plus the steepest violators), units being leaves without fusion and trees with it.
+The solver (``solver.losses.multinomial_gbcd``) is GBCD as in ``solver.gbcd``: full-gradient checks alternating with
+passes over a working set (every nonzero unit plus the steepest violators), units being leaves without fusion and trees
+with it; this module holds its kernels: the leaf and block steps, the intercept's, the measures.
 """
-
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from scipy.special import logsumexp, softmax
+from sklearn.metrics import roc_auc_score
 
-from ._tree_kernels import column_sums
-from .datafits import MAX_AMOUNT, column_entry
-from .gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, _leaves_of
-from .penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
-from .problem import at_last_check, mark_checked, unchecked
+from .._tree_kernels import column_sums
+from ..penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
+from .base import MAX_AMOUNT, Loss, Metric, column_entry
+
+CODE = 3  # no single-output kernel takes it: the multinomial loss has its own (solver.losses.kernels)
+CURVATURE_BOUND = 0.5
 
 INTERCEPT_STEPS = 50
 # an intercept step that raises the loss by no more than this, relative, is rounding (a sum over 1e5 rows), not a
@@ -65,30 +67,6 @@ DYKSTRA_STEPS = 200  # alternations of the fused block prox; stops earlier once 
 MAX_BACKTRACKS = 10  # step shortenings of a fused MCP block step (_block_steps)
 MAX_HALVINGS = 30  # of a leaf's Newton step in MCP's flat region (_flat_region_newton)
 SNAP_FRACTION = 1e-10  # amounts below this fraction of the prox point's largest entry are zero (Dykstra's residue)
-
-
-class ClassState(NamedTuple):
-    """The point being optimised (multinomial), updated in place; every weight change keeps every field exact."""
-
-    w: np.ndarray  # (R, K) rule weights
-    residual: np.ndarray  # (n, K) onehot(y) - softmax(score): the negative loss gradient per row and class
-    intercept: np.ndarray  # (K,) b, summing to zero
-    residual_sum: np.ndarray  # (K,) sum_i s_i residual_i: -d loss / d b
-    score: np.ndarray  # (n, K) b + M W
-    gradient: np.ndarray  # (R, K) the loss gradient at the last full-gradient check (solve_greedy)
-    checked: np.ndarray  # (R K + K,) W and b at that check; NaN before the first (solver.problem.at_last_check)
-
-    @classmethod
-    def initial(cls, problem, n_classes):
-        """w = 0, b the centred log of the weighted class shares (every class present: checked by the caller)."""
-        codes = problem.y.astype(np.int64)
-        shares = np.bincount(codes, weights=problem.sample_weight, minlength=n_classes) / problem.weight_total
-        intercept = np.log(shares) - np.log(shares).mean()
-        n = codes.shape[0]
-        residual = -np.tile(shares, (n, 1))
-        residual[np.arange(n), codes] += 1.0
-        w = np.zeros((problem.values.shape[0], n_classes))
-        return cls(w, residual, intercept, problem.sample_weight @ residual, np.tile(intercept, (n, 1)), *unchecked(w))
 
 
 @njit(cache=True)
@@ -317,7 +295,7 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     theta = np.empty_like(out)
     caps = np.empty(size)
     for j in range(size):
-        caps[j] = _cap(problem, first + j)
+        caps[j] = leaf_cap(problem, first + j)
     measure = 0.0
     for it in range(n_steps):
         trial_curvature = step_curvature
@@ -349,7 +327,7 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
 
 
 @njit(cache=True)
-def _cap(problem, j):
+def leaf_cap(problem, j):
     """The largest norm of leaf j's weights: amounts of at most ``MAX_AMOUNT`` per class where it fires."""
     v = abs(problem.values[j])
     return MAX_AMOUNT / v if v > 0.0 else 0.0
@@ -363,12 +341,12 @@ def _leaf_step(problem, j, w, gradient, lam, out):
     if c <= 0.0:
         out[:] = 0.0
         return 0.0
-    group_prox(w[j] - gradient / c, c, lam, problem.leaf_gamma[j], problem.penalty, _cap(problem, j), out)
+    group_prox(w[j] - gradient / c, c, lam, problem.leaf_gamma[j], problem.penalty, leaf_cap(problem, j), out)
     return c * np.sqrt(((out - w[j]) ** 2).sum())
 
 
 @njit(cache=True)
-def _update(problem, state, unit, lam, lam_f, inner_iters):
+def update(problem, state, unit, lam, lam_f, inner_iters):
     """One unit's update (a tree with fusion, a leaf without) from the current residual; returns its measure."""
     n_classes = state.w.shape[1]
     if lam_f > 0.0:
@@ -430,7 +408,7 @@ def _flat_region_newton(problem, state, j, gradient, lam, gamma):
     scale = max(np.trace(hessian), 1e-300)
     hessian += scale / n_classes / n_classes * np.ones((n_classes, n_classes)) + 1e-12 * scale * np.eye(n_classes)
     step = -np.linalg.solve(hessian, gradient)
-    cap = _cap(problem, j)
+    cap = leaf_cap(problem, j)
     current = _leaf_rows_value(problem, state, j, np.zeros(n_classes), lam, gamma)
     moved = state.w[j] + step
     if np.sqrt((moved * moved).sum()) > cap:
@@ -443,7 +421,7 @@ def _flat_region_newton(problem, state, j, gradient, lam, gamma):
 
 
 @njit(cache=True)
-def _measures(problem, state, gradient, lam, lam_f, out):
+def measures(problem, state, gradient, lam, lam_f, out):
     """Every unit's stationarity measure from the full ``gradient`` (R, K)."""
     scratch = np.empty(state.w.shape)
     offsets = problem.offsets
@@ -456,133 +434,88 @@ def _measures(problem, state, gradient, lam, lam_f, out):
         out[j] = _leaf_step(problem, j, state.w, gradient[j], lam, scratch[j])
 
 
-@njit(cache=True)
-def _active_units(problem, w, fused):
-    """Whether each unit (tree with fusion, leaf without) has a nonzero weight."""
-    n_units = problem.offsets.shape[0] - 1 if fused else w.shape[0]
-    active = np.zeros(n_units, dtype=np.bool_)
-    for j in range(w.shape[0]):
-        if np.any(w[j] != 0.0):
-            unit = np.searchsorted(problem.offsets, j, side="right") - 1 if fused else j
-            active[unit] = True
-    return active
+def multinomial_log_loss(y, score, sample_weight=None):
+    """The mean (weighted where ``sample_weight`` is given) of ``logsumexp(score_i) - score_{i, y_i}`` over rows
+    of class codes ``y`` and per-class scores ``score`` (n, K)."""
+    score = np.asarray(score, dtype=np.float64)
+    codes = np.asarray(y).astype(np.int64)
+    per_row = logsumexp(score, axis=1) - score[np.arange(len(codes)), codes]
+    return float(np.average(per_row, weights=sample_weight))
 
 
-@njit(cache=True)
-def _move_leaves_to(problem, state, leaves, target):
-    for k in range(leaves.shape[0]):
-        delta = target[k] - state.w[leaves[k]]
-        if np.any(delta != 0.0):
-            move_leaf(problem, state, leaves[k], delta)
+def macro_auc(y, score, sample_weight=None):
+    """The mean over classes of the one-vs-rest AUC of each class's score, over the classes that ``y`` (class
+    codes) holds and does not hold everywhere; None where there is none."""
+    aucs = [
+        roc_auc_score(y == k, score[:, k], sample_weight=sample_weight)
+        for k in range(score.shape[1])
+        if 0 < np.count_nonzero(y == k) < len(y)
+    ]
+    return float(np.mean(aucs)) if aucs else None
 
 
-@njit(cache=True)
-def _anderson_step(problem, state, history, leaves, lam, lam_f):
-    """Anderson extrapolation of the working set's last iterates (as ``solver.gbcd`` does for one output): kept
-    only where the objective falls and every rule stays within its bound, otherwise undone."""
-    n_steps = history.shape[0] - 1
-    flat = history.reshape(history.shape[0], -1)
-    diffs = flat[1:] - flat[:-1]
-    gram = diffs @ diffs.T
-    scale = np.trace(gram)
-    if not scale > 0.0:
-        return
-    gram += 1e-10 * scale * np.eye(n_steps)
-    z = np.linalg.solve(gram, np.ones(n_steps))
-    if not np.isfinite(z.sum()) or z.sum() == 0.0:
-        return
-    coefficients = z / z.sum()
-    extrapolated = np.zeros(history.shape[1:])
-    for m in range(n_steps):
-        extrapolated += coefficients[m] * history[m + 1]
-    for k in range(leaves.shape[0]):
-        row = extrapolated[k]
-        if np.sqrt((row * row).sum()) > _cap(problem, leaves[k]) * (1.0 + 1e-12):
-            return
-    before = objective_value(problem, state, lam, lam_f)
-    _move_leaves_to(problem, state, leaves, extrapolated)
-    if objective_value(problem, state, lam, lam_f) >= before:
-        _move_leaves_to(problem, state, leaves, history[n_steps])
+class Multinomial(Loss):
+    def check_targets(self, y, name, sample_weight=None):
+        """Class codes 0..K-1, every one with positive weight where ``sample_weight`` is given."""
+        if not np.all((y >= 0) & (y == np.round(y))):
+            raise ValueError(f"the multinomial loss needs {name} of class codes 0..K-1, got {np.unique(y)[:5]}")
+        if sample_weight is not None:
+            present = np.bincount(y.astype(np.int64), weights=sample_weight) > 0
+            if len(present) < 2 or not present.all():
+                raise ValueError(
+                    f"the multinomial loss needs every class code 0..{len(present) - 1} in {name} with positive weight"
+                )
+
+    def curvature_scale(self, y, sample_weight):
+        return CURVATURE_BOUND
+
+    def mean_loss(self, y, score, sample_weight=None):
+        """The mean log loss of the class scores ``score`` (n, K)."""
+        return multinomial_log_loss(y, score, sample_weight)
+
+    def step_metrics(self, y, score, sample_weight=None):
+        """The loss, ``auc`` (macro one-vs-rest), ``accuracy`` (the most probable class) and ``brier``, the mean over
+        rows of sum_k (p_k - 1[y = k])^2, in [0, 2] (Brier's definition; scikit-learn's ``brier_score_loss``)."""
+        indicator = y[:, None] == np.arange(score.shape[1])
+        return {
+            "loss": self.mean_loss(y, score, sample_weight),
+            "auc": macro_auc(y, score, sample_weight),
+            "accuracy": float(np.average(score.argmax(axis=1) == y, weights=sample_weight)),
+            "brier": float(np.average(((softmax(score, axis=1) - indicator) ** 2).sum(axis=1), weights=sample_weight)),
+        }
+
+    def response(self, classes=None):
+        return "log-odds per class"
+
+    def predicts(self, target, classes=None):
+        return f"{target}: one of {len(classes)} classes"
+
+    def warmup_target(self, y):
+        return np.digitize(y, [-0.5, 0.5]).astype(np.float64)  # three classes
 
 
-@njit(cache=True)
-def _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_passes):
-    """Passes over ``units`` until the largest measure is at most ``inner_tol``; a unit whose measure falls to a
-    small fraction of it sits out the rest (shrinking), and every ``ANDERSON_MEMORY`` passes an Anderson step
-    extrapolates the working set's weights (coupled rules, e.g. nearly pure leaves of several trees on the same
-    rows, otherwise crawl along their shared direction). Returns the passes."""
-    leaves = _leaves_of(problem, units) if lam_f > 0.0 else units.copy()
-    history = np.empty((ANDERSON_MEMORY + 1, leaves.shape[0], state.w.shape[1]))
-    for k in range(leaves.shape[0]):
-        history[0, k] = state.w[leaves[k]]
-    n_history = 1
-    visit = np.ones(units.shape[0], dtype=np.bool_)
-    passes = 0
-    while passes < max_passes:
-        worst = 0.0
-        for k in range(units.shape[0]):
-            if visit[k]:
-                measure = _update(problem, state, units[k], lam, lam_f, inner_iters)
-                visit[k] = measure > SHRINK_FRACTION * inner_tol
-                worst = max(worst, measure)
-        fit_intercept(problem, state, inner_tol)
-        passes += 1
-        if worst <= inner_tol:
-            break
-        for k in range(leaves.shape[0]):
-            history[n_history, k] = state.w[leaves[k]]
-        n_history += 1
-        if n_history == ANDERSON_MEMORY + 1:
-            _anderson_step(problem, state, history, leaves, lam, lam_f)
-            for k in range(leaves.shape[0]):
-                history[0, k] = state.w[leaves[k]]
-            n_history = 1
-    return passes
-
-
-@njit(cache=True)
-def solve_greedy(problem, state, lam, lam_f, tol, max_iter, inner_iters):
-    """GBCD from ``state`` until stationary: full-gradient checks alternating with working-set passes (every
-    nonzero unit plus the steepest violators, steepest first). Returns (passes, converged). The first check
-    reuses the gradient the state kept where it starts from the point of its last check, and counts no pass
-    (``solver.problem.at_last_check``)."""
-    fused = lam_f > 0.0
-    gradient = state.gradient
-    n_units = problem.offsets.shape[0] - 1 if fused else state.w.shape[0]
-    measures = np.empty(n_units)
-    passes = 0
-    first = True
-    while passes < max_iter:
-        fit_intercept(problem, state, tol)
-        if not (first and at_last_check(state)):  # a warm start from the last step's final check: its gradient
-            full_gradient(problem, state, gradient)
-            mark_checked(state)
-            passes += 1
-        first = False
-        _measures(problem, state, gradient, lam, lam_f, measures)
-        largest = max(measures.max(), np.abs(state.residual_sum).max())
-        if largest <= tol:
-            return passes, True
-        active = _active_units(problem, state.w, fused)
-        scores = np.where(active, np.inf, measures)
-        size = max(MIN_WORKING_SET, 2 * int(active.sum()))
-        order = np.argsort(-scores)[:size]
-        units = order[scores[order] > 0.0]
-        inner_tol = max(tol, INNER_TOL_FRACTION * largest)
-        passes += _passes(problem, state, units, lam, lam_f, inner_iters, inner_tol, max_iter - passes)
-    return passes, False
-
-
-@njit(cache=True)
-def solve_cyclic(problem, state, lam, lam_f, tol, max_iter, inner_iters):
-    """Cyclic BCD: sweep every unit until none moves by more than ``tol``. Returns (passes, converged)."""
-    n_units = problem.offsets.shape[0] - 1 if lam_f > 0.0 else state.w.shape[0]
-    everything = np.arange(n_units)
-    for passes in range(1, max_iter + 1):
-        worst = 0.0
-        for unit in everything:
-            worst = max(worst, _update(problem, state, unit, lam, lam_f, inner_iters))
-        fit_intercept(problem, state, tol)
-        if worst <= tol:
-            return passes, True
-    return max_iter, False
+LOSS = Multinomial(
+    name="multinomial",
+    code=CODE,
+    task="multiclass",
+    other_tasks=(),
+    link="softmax",
+    rule_link="softmax",
+    classifier=True,
+    per_class=True,
+    forest_task="Classifier",
+    nonnegative_target=False,
+    metrics=(
+        Metric("auc", "AUC"),
+        Metric("accuracy", "accuracy"),
+        Metric("brier", "Brier score"),
+        Metric("loss", "log loss"),
+    ),
+    chart_metric="loss",
+    selections=("loss", "auc"),
+    polish_default=False,
+    polish_refusal=(
+        "is not available for the multinomial loss (its refits of nearly pure leaves overfit as the logistic "
+        "loss's do): leave it null or false"
+    ),
+)

@@ -1,5 +1,5 @@
-"""The Poisson loss's path step under L1: proximal Newton (IRLS) around the squared-loss GBCD, then GBCD on the
-Poisson objective itself until certified stationary.
+"""The Poisson loss's path step under L1 (``solver.losses.poisson``): proximal Newton (IRLS) around the squared-loss
+GBCD, then GBCD on the Poisson objective itself until certified stationary.
 
 Each Newton step replaces the Poisson loss at the current scores ``eta`` by its second-order model, the weighted
 least-squares problem with row weights ``s_i mu_i`` (``mu = exp(eta)``) and working response
@@ -7,7 +7,7 @@ least-squares problem with row weights ``s_i mu_i`` (``mu = exp(eta)``) and work
 concavities kept at the Poisson problem's, fixed for the fit); the step to its solution is halved until the true
 objective falls. Newton steps stop once one improves the objective by less than ``NEWTON_RTOL`` relative. Then
 ``solver.gbcd`` runs on the Poisson problem from that point (leaf updates that minimise the exact Poisson loss of
-the leaf's rows, ``solver.datafits``) until no measure exceeds the tolerance: the step is certified stationary on
+the leaf's rows, ``solver.losses.poisson``) until no measure exceeds the tolerance: the step is certified stationary on
 the Poisson objective, as every other loss's.
 
 Why, and why L1 only, measured (``bench/results/poisson_solvers.md``: nmes1988_visits and doctor_visits, 250
@@ -17,14 +17,14 @@ in few passes. Under L1 (convex: one optimum) IRLS then certification reaches th
 about 5x faster. Under MCP the inner problem's thresholds use the local curvature ``mu``, not the fit's fixed one,
 and move leaves into other local minima: up to 1.7% above the direct solver's objective on a path step, and 1.7%
 above proximal gradient started from the same point in ``tests/solver/test_poisson.py``, where the direct solver
-stays within 1%; so MCP paths run the direct GBCD (``solver.path``).
+stays within 1%; so MCP paths run the direct GBCD (``Poisson.step_solve``).
 """
 
 import numpy as np
 
-from . import gbcd
-from .datafits import SQUARED
-from .problem import State, unchecked
+from .. import gbcd
+from ..problem import State, unchecked
+from . import squared
 
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
@@ -89,7 +89,7 @@ def weighted_least_squares(problem, target, weights):
         leaf_weight=leaf_weight,
         curvature=curvature,
         lipschitz=np.maximum.reduceat(curvature, problem.offsets[:-1]),
-        loss=SQUARED,
+        loss=squared.CODE,
     )
 
 

@@ -1,0 +1,117 @@
+"""What every loss module shares: the descriptor a loss registers (:class:`Loss`, with its :class:`Metric` list) and
+the column entry the kernels read a column's rows with.
+
+A loss is one module of this package with two halves (docs/solver-api.md, "Adding a loss"): its numba kernels,
+which ``solver.losses.kernels`` dispatches by the loss's ``code``, and one instance of a :class:`Loss` subclass,
+registered in ``solver.losses.LOSSES``, which the rest of the library and the service read instead of naming the
+loss.
+"""
+
+from dataclasses import dataclass
+
+from numba import njit
+
+# the most a rule may add to a score (multinomial: the norm of its amounts; Poisson, in a fused tree's steps: its
+# log rate): odds or a rate factor of e^20 (5e8) say certainty; without a bound a nearly pure leaf (or one whose
+# rows count nothing) in MCP's flat region has no finite minimiser and its weight never settles
+MAX_AMOUNT = 20.0
+
+
+@njit(cache=True, inline="always")
+def column_entry(problem, j, p):
+    """``v_j e_ij`` of column j at its position p (``solver.problem.Problem``): ``v_j`` for a rule."""
+    if j < problem.first_linear:
+        return problem.values[j]
+    return problem.values[j] * problem.linear_values[p - problem.linear_start]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A readable metric of a path step (``solver.path.PathStep``'s ``train_<name>`` and ``val_<name>``)."""
+
+    name: str  # "r2", "auc", ..., "loss" for the loss itself
+    label: str  # how people read it: "R²", "AUC", "log loss", ...
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A loss as the library and the service read it. Each loss module defines a subclass, which provides the
+    methods below that raise NotImplementedError, and registers one instance of it (``solver.losses``)."""
+
+    name: str  # PathSpec.loss
+    code: int  # the kernels' code (Problem.loss), dispatched by solver.losses.kernels; unique
+    task: str  # the dataset task it is made for: "regression", "classification", "multiclass", "count"
+    other_tasks: tuple[str, ...]  # the dataset tasks where a path may also ask for it
+    link: str  # how a score becomes the prediction: "identity", "logit", "softmax", "log"
+    rule_link: str | None  # the RuleEnsemble link of its rules (None: RuleEnsemble's default for the amounts)
+    classifier: bool  # y holds class codes, the forest is a classifier, the rules have classes
+    per_class: bool  # one weight per class for each rule: its own state and solver (solver.losses.multinomial_gbcd)
+    forest_task: str  # the scikit-learn forest train_forest builds: "Regressor" or "Classifier"
+    nonnegative_target: bool  # y >= 0 (the estimator's positive_only tag)
+    metrics: tuple[Metric, ...]  # the readable metrics of a path step in the order people read them, "loss" included
+    chart_metric: str  # the metric a chart of the path shows
+    selections: tuple[str, ...]  # the PathSpec.selection values it allows
+    polish_default: bool  # PathSpec.polish where it is None
+    polish_refusal: str | None = None  # why PathSpec.polish=True is refused; None where it is allowed
+
+    @property
+    def polish_allowed(self) -> bool:
+        return self.polish_refusal is None
+
+    def check_targets(self, y, name, sample_weight=None):
+        """Raise a ValueError naming ``name`` where ``y`` (float) is no target of this loss (with positive weight
+        where ``sample_weight`` is given)."""
+
+    def curvature_scale(self, y, sample_weight) -> float:
+        """kappa of the kernels' curvature ``c_j = kappa S_j v_j^2`` (solver.problem.Problem)."""
+        raise NotImplementedError
+
+    def initial_state(self, problem):
+        """The fields (w, residual, intercept, residual_sum, score) of the single-output state where a path starts
+        (``solver.problem.State.initial``): w = 0, the intercept-only model."""
+        raise NotImplementedError
+
+    def step_solve(self, penalty, solve):
+        """The solve a path step runs, given the GBCD ``solve`` of the path's block selection: that one, unless the
+        loss has a strategy of its own for ``penalty``."""
+        return solve
+
+    def state_score(self, problem, state):
+        """The training scores ``b + M w`` read from the single-output ``state`` (O(n)), where it holds them as a
+        fresh computation would; None: the path computes them afresh (O(n T)): a score kept by moves carries the
+        rounding of every move, enough to break the ties AUC counts."""
+        return None
+
+    def mean_loss(self, y, score, sample_weight=None) -> float:
+        """The per-row loss of scores ``score`` against ``y`` averaged over the rows (weighted where
+        ``sample_weight`` is given): PathStep's ``train_loss`` and ``val_loss``."""
+        raise NotImplementedError
+
+    def step_metrics(self, y, score, sample_weight=None) -> dict:
+        """The step's metrics (name -> value or None) on rows with targets ``y`` and scores ``score``: the names of
+        ``metrics``, as ``solver.path.PathStep`` defines them."""
+        raise NotImplementedError
+
+    def response(self, classes=None) -> str | None:
+        """What its rules add where it is not the target itself (``RuleEnsemble.response``)."""
+        return None
+
+    def predicts(self, target, classes=None) -> str:
+        """What a model of this loss predicts, in words, for a target column named ``target``."""
+        return str(target)
+
+    def warmup_target(self, y):
+        """A valid target of this loss made from a continuous ``y`` (the worker's warm-up fits)."""
+        raise NotImplementedError
+
+    def to_document(self) -> dict:
+        """The loss as API documents carry it (JSON-ready)."""
+        return {
+            "name": self.name,
+            "task": self.task,
+            "link": self.link,
+            "classifier": self.classifier,
+            "per_class": self.per_class,
+            "metrics": [{"name": metric.name, "label": metric.label} for metric in self.metrics],
+            "chart_metric": self.chart_metric,
+        }
