@@ -1,5 +1,6 @@
 """The exact references of tests/support/references.py against their own objectives, scikit-learn, their known
-closed-form optima and the binary logistic problem they reduce to with two classes."""
+closed-form optima and the binary logistic problem they reduce to with two classes; and the solver against the convex
+(L1, L1 + fusion) optimum of every registered loss (solver.losses.LOSSES)."""
 
 import itertools
 
@@ -8,6 +9,8 @@ import pytest
 from scipy.special import expit, logsumexp, softmax
 from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
+from solver import fit_path
+from solver.losses import LOSSES
 from tests.support.references import (
     CLARABEL_SETTINGS,
     multinomial_group_mcp_objective,
@@ -184,3 +187,70 @@ def test_mcp_objectives(problem):
     assert multinomial_objective(M, y, s, offsets, 0 * W, b, 0.0, 0.0) == pytest.approx(
         s @ (logsumexp(b) - b[y]), rel=1e-12
     )
+
+
+def _fused(offsets, w):
+    return sum(cp.norm1(cp.diff(w[start:stop])) for start, stop in itertools.pairwise(offsets) if stop - start > 1)
+
+
+def _single_output(loss_of_score):
+    """The cvxpy optimum of a one-weight-per-rule loss (``loss_of_score(score, y, s)``) under L1 and fusion."""
+
+    def optimum(M, y, s, offsets, lam, lam_f):
+        w, b = cp.Variable(M.shape[1]), cp.Variable()
+        problem = cp.Problem(
+            cp.Minimize(loss_of_score(b + M @ w, y, s) + lam * cp.norm1(w) + lam_f * _fused(offsets, w))
+        )
+        for settings in CLARABEL_SETTINGS:
+            problem.solve(solver="CLARABEL", **settings)
+            if problem.status == cp.OPTIMAL:
+                return problem.value
+        raise RuntimeError(f"the reference solve ended {problem.status}")
+
+    return optimum
+
+
+# Every registered loss's convex problem (L1, L1 + fusion) as cvxpy solves it, by name: a loss that registers adds its
+# own here, so that the test below checks the solver on it (None: a loss with no convex reference).
+CONVEX_OPTIMA = {
+    "squared": _single_output(lambda score, y, s: 0.5 * s @ cp.square(y - score)),
+    "logistic": _single_output(lambda score, y, s: s @ cp.logistic(score) - (s * y) @ score),
+    "multinomial": lambda M, y, s, offsets, lam, lam_f: solve_multinomial(
+        M, y.astype(int), s, offsets, lam, lam_f, int(y.max()) + 1
+    )[2],
+    "poisson": _single_output(lambda score, y, s: s @ cp.exp(score) - (s * y) @ score),
+}
+
+
+@pytest.fixture(scope="module")
+def forest_problem():
+    """200 rows, a forest of 4 depth-2 trees: its LeafMatrix, dense M, leaf offsets and a continuous signal."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from solver import TreeEnsemble, leaf_matrix
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    signal = X[:, 0] + 0.5 * X[:, 1] * (X[:, 2] > 0) + 0.3 * rng.normal(size=200)
+    trees = RandomForestRegressor(n_estimators=4, max_depth=2, random_state=0).fit(X, signal)
+    forest = TreeEnsemble.from_sklearn(trees)
+    matrix = leaf_matrix(forest, X)
+    return matrix, matrix.to_csc().toarray(), forest.leaf_offsets, signal
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("fusion_ratio", [0.0, 0.5])
+def test_every_registered_loss_reaches_the_convex_optimum(forest_problem, name, fusion_ratio):
+    """The solver's L1 (and L1 + fusion) path steps of every registered loss at cvxpy's optimum, within 1e-6."""
+    assert name in CONVEX_OPTIMA, f"the loss {name!r} registers its convex reference in CONVEX_OPTIMA"
+    if CONVEX_OPTIMA[name] is None:
+        pytest.skip(f"the {name} loss has no convex reference")
+    matrix, dense, offsets, signal = forest_problem
+    y = LOSSES[name].warmup_target(signal)
+    exact = dict(penalty="l1", scaling="leaf_value", min_support=0, tol=1e-7, max_iter=100_000, polish=False)
+    lambda_max = fit_path(matrix, y, loss=name, n_lambdas=1, **exact).lambda_max
+    lambdas = (0.3 * lambda_max, 0.05 * lambda_max)
+    path = fit_path(matrix, y, loss=name, lambdas=lambdas, fusion_ratio=fusion_ratio, **exact)
+    for step, lam in zip(path.steps, lambdas, strict=True):
+        optimum = CONVEX_OPTIMA[name](dense, y, np.ones(len(y)), offsets, lam, fusion_ratio * lam)
+        assert step.objective == pytest.approx(optimum, rel=1e-6)
