@@ -31,22 +31,18 @@ RQ_DEQUEUE_MARGIN_SECONDS = 15
 
 
 def warm_solver() -> None:
-    """Fit a tiny path of every kind (every loss; leaf candidates, and node candidates with linear terms) so the
-    forked work horses inherit compiled kernels."""
+    """Fit a tiny path of every kind (every registered loss; leaf candidates, and node candidates with linear
+    terms) so the forked work horses inherit compiled kernels."""
     from solver.fitting import fit_rules
+    from solver.losses import LOSSES
     from solver.spec import ForestSpec, PathSpec
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=64)
     forest = ForestSpec(n_estimators=3, max_depth=2, max_features=None)
-    targets = {
-        "squared": y,
-        "logistic": (y > 0).astype(np.float64),
-        "multinomial": np.digitize(y, [-0.5, 0.5]).astype(np.float64),  # three classes
-        "poisson": np.floor(np.exp(y)),
-    }
-    for loss, target in targets.items():
+    for loss, descriptor in LOSSES.items():
+        target = descriptor.warmup_target(y)
         for penalty, fusion_ratio in (("l1", 0.0), ("mcp", 0.0), ("mcp", 1.0), ("l1", 1.0)):
             fit_rules(
                 X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest

@@ -16,7 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from app.core import job_submission
 from app.core.errors import FieldFault, Invalid
 from app.core.forests import ValidationSplit
-from app.core.job_documents import Grid, JobState
+from app.core.job_documents import Grid, JobState, LossView
 from solver.path import PathStep
 from solver.spec import (
     BlockSelection,
@@ -485,13 +485,16 @@ class JobView(JobState):
     """A job as clients see it, with links to what can be done with it."""
 
     links: JobLinks
+    loss_info: LossView | None = Field(None, description="a path or grid job's loss and its metrics; null for training")
 
     @classmethod
     def of(cls, record: JobState) -> "JobView":
         base = f"/v1/jobs/{record.id}"
+        path = getattr(record.spec, "path", None)
         return cls(
             **{name: getattr(record, name) for name in JobState.model_fields},
             links=JobLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel", result=f"{base}/result"),
+            loss_info=None if path is None else LossView.of(path.loss),
         )
 
 

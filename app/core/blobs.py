@@ -155,7 +155,8 @@ class BlobStore:
         return None if data is None else json.loads(data)
 
     def put_document(self, key: str, document: BaseModel, ttl: int | None = None) -> None:
-        self.put(key, document.model_dump_json().encode(), ttl)
+        # a document's computed fields are for its readers (derived on every read), not stored
+        self.put(key, document.model_dump_json(exclude_computed_fields=True).encode(), ttl)
 
     def get_document(self, key: str, model):
         """The document under ``key`` read as ``model`` (a pydantic model or any type pydantic reads), or None."""

@@ -2,7 +2,7 @@
 
 import hashlib
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import Field
@@ -14,18 +14,11 @@ from app.core.keys import Keys
 from app.core.tables import Task, check_task, parse_table, validate_table
 from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding
-from solver.fitting import rule_response
+from solver.losses import LOSSES, get_loss
 from solver.spec import Loss
 
-# the path loss a dataset's task calls for (a path job that names no loss gets it)
-TASK_LOSSES: dict[str, Loss] = {
-    "classification": "logistic",
-    "regression": "squared",
-    "multiclass": "multinomial",
-    "count": "poisson",
-}
-# the losses whose rules score the labelled tasks' class codes
-CLASSIFIER_LOSSES = ("logistic", "multinomial")
+# the path loss a dataset's task calls for (a path job that names no loss gets it): the one made for it
+TASK_LOSSES: dict[str, Loss] = {loss.task: cast(Loss, name) for name, loss in LOSSES.items()}
 
 
 class TargetSummary(Document):
@@ -94,14 +87,10 @@ class DatasetInfo(Document):
         """The path loss of this dataset's task."""
         return TASK_LOSSES[self.task]
 
-    def response(self, loss: str) -> str | None:
-        """What rules fitted with ``loss`` add, named as ``solver.fitting.fit_rules`` names it."""
-        return rule_response(loss, self.classes)
-
     def rule_classes(self, loss: str) -> list | None:
         """The classes of rules fitted with ``loss``: the labels for a classifier's loss, else None (a squared loss
         on a classification dataset's 0/1 target has none)."""
-        return self.classes if loss in CLASSIFIER_LOSSES else None
+        return self.classes if get_loss(loss).classifier else None
 
 
 class DatasetStore:

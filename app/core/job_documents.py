@@ -14,14 +14,37 @@ from pydantic import Field, model_serializer
 from app.core.blobs import Document
 from app.core.forests import ForestInfo, ForestRecipe, ValidationSplit
 from app.core.tenants import DEFAULT_TENANT
+from solver.losses import get_loss
 from solver.path import PathStep
-from solver.spec import PathSpec
+from solver.spec import Loss, PathSpec
 
 JobKind = Literal["train", "path", "grid"]
 Status = Literal["queued", "running", "succeeded", "failed", "canceled"]
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = get_args(Status)
 ACTIVE = (QUEUED, RUNNING)
 TERMINAL = (SUCCEEDED, FAILED, CANCELED)
+
+
+class MetricView(Document):
+    name: str = Field(description="a path step's metric: its train_<name> and val_<name> fields")
+    label: str = Field(description="the metric in words")
+
+
+class LossView(Document):
+    """A path's loss as clients read it, from the library's registry (``solver.losses``): what it fits, and the
+    metrics its steps record, most telling first, with their labels (the dashboard names metrics by these)."""
+
+    name: Loss
+    task: str = Field(description="the dataset task the loss is made for")
+    link: str = Field(description="how a score becomes the prediction: identity, logit, softmax or log")
+    classifier: bool = Field(description="its targets are classes; its models return labels and probabilities")
+    per_class: bool = Field(description="each rule adds one amount per class")
+    metrics: list[MetricView] = Field(description="the readable metrics of a step, most telling first, loss included")
+    chart_metric: str = Field(description="the metric a chart of the path opens on")
+
+    @classmethod
+    def of(cls, name: str) -> "LossView":
+        return cls.model_validate(get_loss(name).to_document())
 
 
 # ---- specs --------------------------------------------------------------------------------------------------

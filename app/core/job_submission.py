@@ -6,25 +6,17 @@ from pydantic import Field
 
 from app.core.blobs import Document
 from app.core.config import Settings
-from app.core.datasets import TASK_LOSSES, DatasetInfo, DatasetStore
+from app.core.datasets import DatasetInfo, DatasetStore
 from app.core.errors import FieldFault, Invalid, TooMany
 from app.core.forests import ForestRecipe, ForestStore, ValidationSplit, check_forest_features, check_forest_rows
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import Grid, GridJobSpec, JobRecord, PathJobSpec, TrainJobSpec
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.records import JobRecords
+from solver.losses import LOSSES, get_loss
 from solver.spec import ForestSpec, Loss, PathSpec, SpecError
 
 BUSY_RETRY_AFTER_SECONDS = 5
-# the losses a path job may ask for on a dataset besides its task's own (TASK_LOSSES)
-TASK_OTHER_LOSSES: dict[str, tuple[Loss, ...]] = {
-    "classification": ("squared",),  # a linear probability model of the 0/1 target
-    "regression": ("poisson",),  # where the target is never negative
-    "multiclass": (),
-    "count": ("squared",),
-}
-# the task whose dataset a loss is made for (named in the fix of a refused loss)
-LOSS_TASKS = {loss: task for task, loss in TASK_LOSSES.items()}
 
 
 class PathJobRequest(Document):
@@ -251,12 +243,12 @@ class JobSubmission:
 
     @staticmethod
     def _path_loss(dataset: DatasetInfo, asked: Loss | None) -> Loss:
-        """The loss asked for, or the dataset's task's (TASK_LOSSES). Each task allows its own loss and the ones in
-        TASK_OTHER_LOSSES: a squared loss on a classification dataset's 0/1 target or on counts, the Poisson loss
-        on a regression target that is never negative."""
+        """The loss asked for, or the dataset's task's (TASK_LOSSES). Each task allows its own loss and those that
+        name it among their ``other_tasks`` (``solver.losses``): a squared loss on a classification dataset's 0/1
+        target or on counts, the Poisson loss on a regression target that is never negative."""
         if asked is None:
             return dataset.loss
-        allowed = (dataset.loss, *TASK_OTHER_LOSSES[dataset.task])
+        allowed = [dataset.loss, *(name for name, loss in LOSSES.items() if dataset.task in loss.other_tasks)]
         if asked not in allowed:
             raise Invalid(
                 f"A {asked} loss does not fit a {dataset.task} dataset.",
@@ -265,19 +257,20 @@ class JobSubmission:
                         "loss",
                         f"dataset {dataset.id} is a {dataset.task} dataset (target {dataset.target!r})",
                         f"use loss {' or '.join(allowed)} (or leave loss out: {dataset.loss}), or upload the table "
-                        f"with the task that loss needs (task={LOSS_TASKS[asked]})",
+                        f"with the task that loss needs (task={get_loss(asked).task})",
                     )
                 ],
             )
-        if asked == "poisson" and dataset.target_summary.min < 0:
+        if get_loss(asked).nonnegative_target and dataset.target_summary.min < 0:
+            others = [name for name in allowed if not get_loss(name).nonnegative_target]
             raise Invalid(
-                "The Poisson loss needs a target that is never negative.",
+                f"The {asked} loss needs a target that is never negative.",
                 [
                     FieldFault(
                         "loss",
                         f"the target {dataset.target!r} of dataset {dataset.id} goes down to "
                         f"{dataset.target_summary.min:g}",
-                        "use loss squared for a target that can be negative",
+                        f"use loss {' or '.join(others)} for a target that can be negative",
                     )
                 ],
             )

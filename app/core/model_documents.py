@@ -3,12 +3,13 @@ API serves)."""
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from app.core.blobs import Document
-from app.core.job_documents import PathJobSpec, ReadableMetrics
+from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble
+from solver.losses import get_loss
 from solver.spec import DEFAULT_LOSS, Loss
 
 
@@ -41,6 +42,11 @@ class ModelSummary(Document):
     n_rules: int
     metrics: ModelMetrics
     provenance: ModelProvenance
+
+    @computed_field(description="the model's loss and the metrics its steps record, with their labels")  # type: ignore[prop-decorator]
+    @property
+    def loss_info(self) -> LossView:
+        return LossView.of(self.provenance.parameters.path.loss)
 
 
 class ModelInfo(ModelSummary):
@@ -89,6 +95,11 @@ class ModelInfo(ModelSummary):
         default_factory=list,
         description="the aliases of the model's name that point at this version now (GET /v1/registered-models/{name})",
     )
+
+    @computed_field(description="what the model predicts, in words")  # type: ignore[prop-decorator]
+    @property
+    def predicts(self) -> str:
+        return get_loss(self.loss).predicts(self.target, self.classes)
 
 
 def longest_rule(ensemble: RuleEnsemble) -> int:

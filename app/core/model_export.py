@@ -7,6 +7,7 @@ from app.core.mlflow_export import mlflow_model_zip
 from app.core.model_documents import ModelInfo
 from solver import RuleEnsemble
 from solver.export import EXPORT_FORMATS, export_rules
+from solver.losses import get_loss
 
 # solver.export's formats, and "mlflow": a zipped MLflow model around the Python export (app.core.mlflow_export)
 EXPORT_MEDIA_TYPES = {"sql": "application/sql", "python": "text/x-python", "mlflow": "application/zip"}
@@ -54,7 +55,7 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
             f"{title}: gives the {output} (per unit of exposure): exp(log rate), the base rate "
             f"times the factor exp(contribution) of each rule that fires"
         ]
-    elif model.loss == "logistic" and model.classes:
+    elif get_loss(model.loss).link == "logit" and model.classes:
         output = f"log-odds of {model.classes[1]!r}"
         notes = [
             f"{title}: gives the {output} (target {model.target!r}, classes {model.classes!r})",

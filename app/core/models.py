@@ -8,7 +8,7 @@ import uuid
 from app.core.blobs import BlobStore, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetStore
-from app.core.errors import NotFound
+from app.core.errors import Expired, FieldFault, NotFound
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_results import JobResults
 from app.core.keys import Keys
@@ -77,7 +77,12 @@ class ModelStore:
         step = result.selected if step is None else step
         result, ensemble = self.job_results.step_rules(job_id, step, tenant=tenant)
         chosen = result.steps[step]
-        dataset = self.datasets.read(result.dataset_id)  # step_rules found it
+        dataset = self.datasets.find(result.dataset_id)  # its target and columns name the model's
+        if dataset is None:
+            raise Expired(
+                f"The dataset of job {job_id} was deleted: the job's rules can no longer be promoted.",
+                [FieldFault("job_id", f"dataset {result.dataset_id} deleted", "run the job again")],
+            )
         model = ModelInfo(
             id=model_id,
             tenant=tenant,

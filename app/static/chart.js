@@ -24,24 +24,21 @@ export function metricPairs(steps) {
   return [...pairs.values()].sort((a, b) => rank(a) - rank(b));
 }
 
-const LOSS_NAMES = { squared: "MSE", logistic: "log loss", multinomial: "log loss", poisson: "deviance" };
 const METRIC_NAMES = { auc: "AUC", mae: "MAE", r2: "R²", rmse: "RMSE", brier: "Brier score" };
 
-/** A metric's name in words; the loss as the path's `loss` measures it: mean squared error (regression, beside
- * R², RMSE and MAE), log loss (classifiers, beside AUC, macro one-vs-rest for K classes, accuracy and the Brier
- * score), Poisson deviance (counts, beside the MAE of the rate). */
-export const metricLabel = (name, loss) => (name === "loss" ? LOSS_NAMES[loss] ?? "loss" : METRIC_NAMES[name] ?? fieldLabel(name));
-
-/** The metrics people read first of each loss, most telling first: what summaries and lists show. */
-const READABLE = { squared: ["r2", "rmse", "mae", "loss"], logistic: ["auc", "accuracy", "brier", "loss"],
-                   multinomial: ["auc", "accuracy", "brier", "loss"], poisson: ["loss", "mae"] };
+/** A metric's name in words. `loss` is the loss document a job or model carries (its `loss_info`: the API's
+ * LossView, from the library's loss registry), whose metrics are labelled there: "MSE", "log loss" and "deviance"
+ * for the loss itself, "R²", "AUC", … for the others; without one, a generic label. */
+export const metricLabel = (name, loss) =>
+  loss?.metrics?.find(metric => metric.name === name)?.label ?? METRIC_NAMES[name] ?? fieldLabel(name);
 
 /** The first `count` readable validation metrics of a record (a step, a job's summary or progress, a model's
- * metrics) in words: "R² 0.5234, RMSE 2.141" (regression), "AUC 0.8123, accuracy 0.52" (classifiers), "deviance
- * 1.02, MAE 0.87" (counts), after "validation " where `named`; "train MSE 4.1" where it has no validation
- * metric (no validation rows). A record from before R² was recorded shows its loss. */
+ * metrics) in words, in the order the loss lists them (most telling first): "R² 0.5234, RMSE 2.141" (regression),
+ * "AUC 0.8123, accuracy 0.52" (classifiers), "deviance 1.02, MAE 0.87" (counts), after "validation " where
+ * `named`; "train MSE 4.1" where it has no validation metric (no validation rows). A record from before R² was
+ * recorded shows its loss. */
 export function metricsText(record, loss, { count = Infinity, named = false } = {}) {
-  const names = READABLE[loss] ?? ["loss"];
+  const names = loss?.metrics?.map(metric => metric.name) ?? ["loss"];
   for (const side of ["val", "train"]) {
     const shown = names.filter(name => Number.isFinite(record?.[`${side}_${name}`])).slice(0, count);
     if (!shown.length) continue;
@@ -51,11 +48,12 @@ export function metricsText(record, loss, { count = Infinity, named = false } = 
   return "—";
 }
 
-/** The metric a path's chart opens on: R² for regression, which for a fixed set of rows is 1 − MSE / variance,
- * so its curve has the loss's shape (upside down: the selected step is its peak) on a scale that reads without
- * the target's units (an MSE of 1.3e9 says little); a classifier's or a count path's loss otherwise, the
+/** The metric a path's chart opens on, the loss's `chart_metric`: R² for regression, which for a fixed set of rows
+ * is 1 − MSE / variance, so its curve has the loss's shape (upside down: the selected step is its peak) on a scale
+ * that reads without the target's units (an MSE of 1.3e9 says little); a classifier's or a count path's loss, the
  * quantity it selects on (AUC and the Brier score can order the steps differently). */
-const defaultMetric = (pairs, loss) => (loss === "squared" && pairs.some(pair => pair.name === "r2") ? "r2" : pairs[0]?.name);
+const defaultMetric = (pairs, loss) =>
+  (pairs.some(pair => pair.name === loss?.chart_metric) ? loss.chart_metric : pairs[0]?.name);
 
 /** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
 function stepFacts(step, loss) {

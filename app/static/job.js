@@ -28,8 +28,8 @@ function overview(job) {
   ]);
 }
 
-/** The loss a job's path fits (its spec's), which names its metrics. */
-const lossOf = job => job.spec.path?.loss ?? null;
+/** The loss a job's path fits (its `loss_info`: name, metrics and their labels), which names its metrics. */
+const lossOf = job => job.loss_info ?? null;
 
 /** The selected step of a finished path or grid job and every readable metric of it: "Selected step 12 (9 rules):
  * validation R² 0.5234, RMSE 2.141, MAE 1.52, MSE 4.58". */
@@ -104,12 +104,12 @@ async function cellResults(grid, signal) {
   return results;
 }
 
-function gridSection(result, signal) {
+function gridSection(result, loss, signal) {
   const cellLabel = cell => `γ ${formatNumber(cell.gamma)}, fusion ${formatNumber(cell.fusion_ratio)}`;
   const chartSlot = h("div");
   fill(chartSlot, async () => {
     const results = await cellResults(result.grid, signal);
-    return gridChart({ budget: result.parameters.path.max_rules, loss: result.parameters.path.loss,
+    return gridChart({ budget: result.parameters.path.max_rules, loss,
                        cells: result.grid.filter(cell => results.has(cell.job_id)).map(cell => ({
                          label: cellLabel(cell), steps: results.get(cell.job_id).steps,
                          selected: results.get(cell.job_id).selected, best: cell.job_id === result.best_cell_id })) });
@@ -121,13 +121,12 @@ function gridSection(result, signal) {
       { label: "Status", cell: cell => statusBadge(cell.status) },
       { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
       { label: "Rules", numeric: true, cell: cell => cell.summary ? formatCount(cell.summary.n_rules) : "—" },
-      { label: "Validation", cell: cell => (cell.summary ? metricsText(cell.summary, result.parameters.path.loss, { count: 2 }) : "—") },
+      { label: "Validation", cell: cell => (cell.summary ? metricsText(cell.summary, loss, { count: 2 }) : "—") },
       { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
     chartSlot);
 }
 
-function stepsTable(result, jobId) {
-  const loss = result.parameters.path.loss;
+function stepsTable(result, jobId, loss) {
   // every metric the steps record beside the loss, of the validation rows (the training rows' without them): R²,
   // RMSE and MAE of regression; AUC (macro one-vs-rest for K classes), accuracy and Brier score of classifiers;
   // the MAE of the rate of counts
@@ -153,10 +152,10 @@ function stepsTable(result, jobId) {
 /** The path of a succeeded path or grid job and the panel of the step shown. Returns {elements, showStep}. */
 function pathSection(job, result, dataset, { signal, navigate }) {
   const stepUrl = k => `/dashboard/jobs/${job.id}/steps/${k}`;
-  const panel = stepPanel({ jobId: job.id, result, dataset, signal, navigate });
+  const panel = stepPanel({ jobId: job.id, result, dataset, loss: lossOf(job), signal, navigate });
   const chart = pathChart({ steps: result.steps, selected: result.selected, budget: result.parameters.path.max_rules,
-                            label: "Path", loss: result.parameters.path.loss, onShow: k => navigate(stepUrl(k), { replace: true }) });
-  const table = stepsTable(result, job.id);
+                            label: "Path", loss: lossOf(job), onShow: k => navigate(stepUrl(k), { replace: true }) });
+  const table = stepsTable(result, job.id, lossOf(job));
   const sourceNote = result.kind === "grid"
     ? h("p", { class: "muted" }, "The chosen cell's path: ", link(`/dashboard/jobs/${result.best_cell_id}`, idText(result.best_cell_id))) : null;
   const elements = [
@@ -171,7 +170,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
       h("details", null, h("summary", null, `Every step (${result.steps.length})`), table)),
-    result.kind === "grid" ? gridSection(result, signal) : null,
+    result.kind === "grid" ? gridSection(result, lossOf(job), signal) : null,
     panel.element,
   ];
   const showStep = step => {

@@ -42,7 +42,7 @@ export function progressMeter(job) {
  * (9 rules)". */
 function metricsCell(job) {
   const { progress, summary } = job;
-  const loss = job.spec.path?.loss ?? null;
+  const loss = job.loss_info ?? null;
   if (summary && "val_loss" in summary) return `${metricsText(summary, loss, { count: 2 })} at ${summary.n_rules} rules`;
   if (progress.train_loss === undefined && !progress.best) return "—";
   const best = progress.best ? ` · best ${metricsText(progress.best, loss, { count: 1 })} (${progress.best.n_rules} rules)` : "";

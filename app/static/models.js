@@ -13,7 +13,7 @@ import { stepFactPairs } from "./step.js";
 const versionColumns = [
   { label: "Version", cell: model => link(`/dashboard/models/${model.id}`, `${model.name} v${model.version}`) },
   { label: "Rules", numeric: true, cell: model => formatCount(model.n_rules) },
-  { label: "Validation", cell: model => metricsText(model.metrics, model.provenance.parameters.path.loss, { count: 2 }) },
+  { label: "Validation", cell: model => metricsText(model.metrics, model.loss_info, { count: 2 }) },
   { label: "From", cell: model => link(`/dashboard/jobs/${model.provenance.job_id}/steps/${model.provenance.step}`,
                                        `step ${model.provenance.step} of ${model.provenance.job_id}`) },
   { label: "Promoted", cell: model => formatTime(model.created_at) },
@@ -125,14 +125,6 @@ function scoreView(model, answer) {
   ];
 }
 
-/** What the model predicts, in words: "grade (7 classes)", "the rate of visits", "the log-odds of 'good'". */
-function predictsText(model) {
-  if (model.loss === "multinomial") return `${model.target}: one of ${model.classes.length} classes`;
-  if (model.loss === "poisson") return `the rate of ${model.target} (counts)`;
-  if (model.loss === "logistic" && model.classes) return `${model.target}: ${model.classes.join(" or ")}`;
-  return model.target;
-}
-
 export function showModel(main, { modelId }, { signal, navigate }) {
   loadedView(main, "Model", async () => {
     const model = await get(`/v1/models/${encodeURIComponent(modelId)}`, signal);
@@ -147,14 +139,14 @@ export function showModel(main, { modelId }, { signal, navigate }) {
         card("Model", definitions([
           ["id", idText(model.id)], ["name", model.name], ["version", String(model.version)],
           ["aliases", model.aliases.join(", ") || null], ["promoted", formatTime(model.created_at)],
-          ["predicts", predictsText(model)], ["classes", model.classes?.join(", ")],
+          ["predicts", model.predicts], ["classes", model.classes?.join(", ")],
           ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))],
           ["longest rule", `${longestRule(model.ensemble)} conditions`], ["description", model.description],
           ["from", link(`/dashboard/jobs/${source.job_id}/steps/${source.step}`, `step ${source.step}${source.step === source.selected_step ? " (selected)" : ""}`)],
           ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
-        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss))))),
+        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss_info))))),
       card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
         + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),

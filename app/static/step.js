@@ -96,7 +96,7 @@ function treesSection(forestId, ensemble, signal) {
  * The panel of one step of `result` (a path or grid result). `show(k)` loads step k's rules and trees;
  * `dataset` (its columns) puts one-hot conditions in words.
  */
-export function stepPanel({ jobId, result, dataset, signal, navigate }) {
+export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
   const element = h("section", { class: "card", id: "step", "aria-live": "polite" });
   let current = null;
   const stepLink = (k, text) => (k >= 0 && k < result.steps.length ? link(`/dashboard/jobs/${jobId}/steps/${k}`, text) : null);
@@ -121,7 +121,7 @@ export function stepPanel({ jobId, result, dataset, signal, navigate }) {
           rules.selected ? h("span", { class: "tag selected" }, " selected") : null),
           h("nav", { class: "toolbar", "aria-label": "Steps" }, stepLink(k - 1, "← previous step"),
             rules.selected ? null : stepLink(result.selected, "selected step"), stepLink(k + 1, "next step →"))),
-        h("div", { id: "step-facts" }, definitions(stepFactPairs(rules, result.parameters.path.loss))),
+        h("div", { id: "step-facts" }, definitions(stepFactPairs(rules, loss))),
         h("details", null, h("summary", null, "Promote this step to a model"), promoteForm(jobId, k, dataset, navigate)),
         h("h3", null, `Rules (${rules.rules.rules.length})`),
         h("p", { id: "intercept" }, classLabels(rules.rules) ? "Intercept per class (log-odds): " : "Intercept: ",
