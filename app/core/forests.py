@@ -61,8 +61,8 @@ class ForestRecipe(Document):
     loss: Loss = Field(
         DEFAULT_LOSS,
         description=(
-            "the path loss the forest is for: its forest task (solver.losses) makes regression trees or "
-            "classifiers (solver.fitting.train_forest)"
+            "the path loss the forest is for: regression trees for 'squared' and 'poisson', classifiers for "
+            "'logistic' and 'multinomial' (solver.fitting.train_forest)"
         ),
     )
 
