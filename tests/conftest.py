@@ -9,4 +9,168 @@
 - ``tests/support/``: helpers shared by several modules (the shipped tables, the service stack, problem+json
   checks, exported-model runners); no test module imports another's helpers or fixtures.
 - ``tests/data/``: the small tables the tests use (gzipped CSV, target last).
+
+Tiers: the hook below marks every test, so that no module can forget its markers (declared in pyproject.toml).
+Four say what a test is or needs:
+
+- ``reference``: checks against an independent reference (cvxpy, skglm, scikit-learn's solvers, brute force);
+- ``contract``: scikit-learn's estimator checks and the schemathesis run of the OpenAPI document;
+- ``integration``: a real Redis and worker processes: the tests that use a fixture of ``INTEGRATION_FIXTURES``
+  and those the tables below name, which start their own;
+- ``browser``: the dashboard driven by Debian's chromium;
+
+and two what it costs:
+
+- ``slow``: takes more than about two seconds on a 2-core machine with numba's cache warm (measured; a
+  module whose tests all take longer keeps its quickest in the fast tier);
+- ``fast``: every test that is neither contract, browser nor slow: the README's test command,
+  ``python -m pytest -q -m fast``. Quick reference and integration tests are fast tests, so that the fast tier
+  touches every module that has a quick test; ``-m "fast and not integration"`` runs it without a Redis.
+
+``.ci/run`` runs ``-m fast``, then ``-m "not fast"``.
 """
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+OUTSIDE_FAST = {"contract", "browser", "slow"}
+# a test that uses one of these (directly or through another fixture, e.g. own_queue) talks to a real Redis
+INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
+# markers (separated by spaces) of every test of a module, by its path under tests/
+MODULE_MARKERS = {
+    "service/test_dashboard.py": "browser integration",
+    "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
+    "service/test_openapi.py": "integration",  # the API on the session's Redis, no fixture
+    "solver/test_references.py": "reference",
+}
+# markers of single tests, by module and test function (every parameter of it) or test id (one parameter)
+TEST_MARKERS = {
+    "service/test_agreement.py": {
+        "test_service_and_library_select_the_same_step_and_rules[abalone (text column Sex)]": "slow",
+    },
+    "service/test_faults.py": {  # each starts workers or `serve` of its own; the cache test is the quickest
+        "test_workers_and_data_outlive_redis_stopped_or_frozen_under_traffic": "slow",
+        "test_jobs_queued_during_an_outage_run_after_it": "slow",
+        "test_a_job_past_its_deadline_stops_within_its_phase": "slow",
+        "test_a_killed_worker_s_job_is_retried_and_succeeds": "slow",
+        "test_serve_restarts_a_dead_worker_and_leaves_no_process_behind": "slow",
+    },
+    "service/test_inference_protocol.py": {  # the models they score are trained first
+        "test_a_regression_model_by_name_version_and_alias_answers_as_predict": "slow",
+        "test_classifiers_and_counts_answer_labels_probabilities_and_rates_as_predict": "slow",
+        "test_errors_are_problems_with_the_protocols_error_message": "slow",
+    },
+    "service/test_jobs.py": {
+        "test_a_killed_worker_s_job_is_retried_once_then_failed_never_lost": "slow",
+        "test_cancel_a_running_job_stops_it_within_a_step": "slow",
+    },
+    "service/test_limits.py": {
+        "test_a_heavy_upload_does_not_hold_other_requests_up": "slow",
+    },
+    "service/test_multiclass.py": {
+        "test_a_seven_class_text_table_goes_through_the_api_and_agrees_with_the_library": "slow",
+        "test_more_text_labels_than_fire_max_classes_is_a_422_naming_the_setting_and_the_target": "integration",
+    },
+    "service/test_openapi.py": {
+        "test_every_answer_is_documented_and_none_is_a_server_error": "contract",
+    },
+    "service/test_tenants.py": {
+        "test_delete_handles_what_depends_on_the_thing": "slow",
+    },
+    "service/test_worker_threads.py": {
+        "test_fire_num_threads_sets_the_threads_of_the_work_horse": "slow",
+    },
+    "solver/test_candidates.py": {
+        "test_fused_logistic_nodes_and_linear_terms_match_cvxpy": "reference",
+        "test_fused_multinomial_nodes_and_linear_terms_match_cvxpy": "reference",
+        "test_fused_poisson_nodes_and_linear_terms_match_cvxpy": "reference",
+        "test_fused_poisson_nodes_match_cvxpy": "reference",
+        "test_fused_squared_nodes_match_cvxpy": "reference",
+        "test_l1_path_is_sklearns_lasso_on_the_dense_columns": "reference",
+        "test_mcp_steps_on_nodes_and_linear_terms_are_no_worse_than_proximal_gradient": "reference",
+        "test_poisson_l1_with_a_linear_term_matches_cvxpy": "reference",
+    },
+    "solver/test_estimator.py": {
+        "test_paths_are_reproducible_with_a_seed": "slow",
+        "test_sklearn_contract": "contract",
+    },
+    "solver/test_estimator_classes_and_counts.py": {
+        "test_text_labels_give_probabilities_per_class": "slow",
+    },
+    "solver/test_fused_blocks.py": {
+        "test_weighted_fused_lasso_prox_matches_qp": "reference",
+    },
+    "solver/test_logistic.py": {
+        "test_any_two_labels": "slow",
+        "test_class_and_sample_weights_change_the_fit": "slow",
+        "test_fit_rules_trains_the_classifier_variant_of_a_forest_spec": "slow",
+        "test_fused_l1_logistic_matches_the_exponential_cone_reference": "reference",
+        "test_l1_logistic_matches_sklearn_saga": "reference",
+        "test_mcp_logistic_path_no_worse_than_skglm": "reference slow",
+        "test_path_records_classification_metrics_and_selects_by_auc": "slow",
+    },
+    "solver/test_multinomial.py": {
+        "test_group_l1_matches_cvxpy": "reference",
+        "test_group_mcp_no_worse_than_proximal_gradient_from_the_same_point": "reference slow",
+        "test_without_fusion_each_rule_sums_to_zero": "slow",
+    },
+    "solver/test_path_stop.py": {
+        "test_a_path_past_its_best_stops_with_the_whole_grids_steps_and_selection": "slow",
+        "test_the_rule_needs_both_the_steps_and_the_rules": "slow",
+    },
+    "solver/test_poisson.py": {
+        "test_l1_poisson_matches_cvxpy": "reference",
+        "test_mcp_poisson_no_worse_than_proximal_gradient_from_the_same_point": "reference",
+    },
+    "solver/test_rules.py": {
+        "test_abalone_rules_read_in_the_tables_words": "slow",
+    },
+    "solver/test_solver.py": {
+        "test_direction_vector_hand_cases_with_tree_boundaries": "slow",
+        "test_fused_lasso_prox_matches_qp": "reference",
+        "test_l1_matches_sklearn_lasso": "reference",
+        "test_l1_with_fusion_matches_convex_reference": "reference",
+        "test_min_support_keeps_small_leaves_out_of_every_step": "slow",
+        "test_mcp_path_no_worse_than_skglm": "reference slow",
+        "test_penalty_prox_is_global_minimizer": "reference",
+        "test_the_leaf_gradient_is_inlined_into_the_solver_loops": "slow",
+        "test_unknown_penalty_code_raises": "slow",
+    },
+    "solver/test_threads.py": {
+        "test_a_child_forked_after_parallel_loops_runs_them_too_and_so_do_concurrent_threads": "slow",
+        "test_a_path_does_not_depend_on_n_jobs[logistic-nodes]": "slow",
+        "test_a_path_does_not_depend_on_n_jobs[multinomial-leaves]": "slow",
+        "test_a_path_does_not_depend_on_n_jobs[poisson-leaves]": "slow",
+        "test_fire_num_threads_sizes_the_pool_and_a_wrong_value_is_named": "slow",
+    },
+    "test_layering.py": {  # each imports the packages in a fresh interpreter
+        "test_the_core_never_loads_the_http_api": "slow",
+        "test_the_workers_never_load_the_http_api": "slow",
+    },
+}
+
+
+def markers_of(item: pytest.Item) -> set[str]:
+    """The tier markers of one test: its module's, its own, integration by fixture, and fast for the rest."""
+    module = item.path.relative_to(TESTS).as_posix()
+    tests = TEST_MARKERS.get(module, {})
+    markers = {*MODULE_MARKERS.get(module, "").split(), *tests.get(item.originalname, "").split()}
+    markers.update(tests.get(item.name, "").split())
+    if INTEGRATION_FIXTURES & set(item.fixturenames):
+        markers.add("integration")
+    if not markers & OUTSIDE_FAST:
+        markers.add("fast")
+    return markers
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in sorted(markers_of(item)):
+            item.add_marker(marker)
+    for module in {item.module for item in items}:
+        path = Path(module.__file__).relative_to(TESTS).as_posix()
+        missing = [name for name in TEST_MARKERS.get(path, {}) if not hasattr(module, name.split("[")[0])]
+        if missing:
+            raise pytest.UsageError(f"TEST_MARKERS (tests/conftest.py) names tests {path} no longer has: {missing}")
