@@ -166,6 +166,10 @@ def markers_of(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # the service's tests last: the library's fill numba's on-disk cache from this process, and the workers the
+    # service's tests start then load their kernels from it (from a cold cache, a fast run in the other order had
+    # its first worker compiling past its registration timeout)
+    items.sort(key=lambda item: item.path.relative_to(TESTS).parts[0] == "service")
     for item in items:
         for marker in sorted(markers_of(item)):
             item.add_marker(marker)

@@ -160,8 +160,8 @@ class WorkerProcess:
             stderr=subprocess.PIPE,
         )
 
-    def wait_registered(self, redis: Redis, timeout: float = 120.0) -> None:
-        # a first start compiles the solver (about a minute on 2 cores when numba's cache is cold)
+    def wait_registered(self, redis: Redis, timeout: float = 300.0) -> None:
+        # a first start compiles the solver when numba's cache is cold: 2 to 4 minutes on a busy 2-core machine
         queue = make_queue(self.settings.queue_name, redis)
         deadline = time.monotonic() + timeout
         while not any(w.pid == self.process.pid for w in Worker.all(queue=queue)):
