@@ -14,6 +14,7 @@ the same ridge (weights ``c_j`` then computed with the loss's curvature scale, `
 halved until the ridge-penalised loss decreases: the same cost per Newton step, a handful of steps.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -25,10 +26,10 @@ POLISH_RIDGE = 1e-6
 class _Glm(NamedTuple):
     """A link's generalized linear model, as the Newton refit reads it."""
 
-    intercept: object  # the intercept-only model's score at the weighted mean m of y
-    cumulant: object  # the per-row loss of a score, less its ``- y score`` term
-    mean: object  # the mean at a score
-    variance: object  # the cumulant's second derivative, of the mean
+    intercept: Callable  # the intercept-only model's score at the weighted mean m of y
+    cumulant: Callable  # the per-row loss of a score, less its ``- y score`` term
+    mean: Callable  # the mean at a score
+    variance: Callable  # the cumulant's second derivative, as a function of the mean
 
 
 GLMS = {
