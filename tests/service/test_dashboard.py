@@ -396,19 +396,18 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
 
     # the three settings, with the API's defaults: PathSpec's, through the request schema
     request = api.get("/openapi.json").json()["components"]["schemas"]["PathJobRequest"]["properties"]
-    defaults = PathSpec()
-    assert request["candidates"]["default"] == defaults.candidates
-    assert request["linear_terms"]["default"] is defaults.linear_terms
+    defaults = PathSpec.defaults()
+    assert request["candidates"].get("default") is defaults["candidates"] is None  # those that satisfy the cap
+    assert request["linear_terms"]["default"] is defaults["linear_terms"]
     candidates = page.get_by_label("Candidate rules", exact=True)
-    expect(candidates).to_have_value(defaults.candidates)
-    assert candidates.locator("option").all_inner_texts() == ["leaves", "nodes"]
+    expect(candidates).to_have_value("")
+    assert candidates.locator("option").all_inner_texts() == ["auto", "leaves", "nodes"]
     longest = page.get_by_label("Longest rule (conditions)", exact=True)
     expect(longest).to_have_attribute("type", "number")
     expect(longest).to_have_value("")
     linear = page.get_by_label("Linear terms", exact=True)
-    expect(linear).to_be_checked(checked=defaults.linear_terms)
-    candidates.select_option("nodes")
-    longest.fill("2")
+    expect(linear).to_be_checked(checked=defaults["linear_terms"])
+    longest.fill("2")  # candidates left on auto: every node, cut to two conditions
     linear.check()
     for label, value in {"Trees": "30", "λ steps": "20", "Rule budget (most rules)": "12"}.items():
         page.get_by_label(label, exact=True).fill(value)
