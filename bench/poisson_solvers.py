@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -63,10 +64,14 @@ def direct_path(problem, grid, ratio):
 
 
 def irls_path(problem, grid, ratio, certify=False):
-    """Proximal Newton (``solver.poisson_newton.newton_steps``) at each lambda; with ``certify``, then the direct
-    GBCD until stationary on the Poisson objective (``solver.poisson_newton.solve``, what L1 paths run)."""
+    """Proximal Newton (``solver.losses.poisson_newton.newton_steps``) at each lambda; with ``certify``, then the direct
+    GBCD until stationary on the Poisson objective (``solver.losses.poisson_newton.solve``, what L1 paths run)."""
     state = State.initial(problem)
-    run = poisson_newton.solve if certify else poisson_newton.newton_steps
+    run = partial(
+        poisson_newton.solve if certify else poisson_newton.newton_steps,
+        inner_solve=gbcd.solve_greedy,
+        objective=gbcd.objective_value,
+    )
     rows = []
     for lam in grid:
         started = time.perf_counter()

@@ -26,9 +26,9 @@ import pandas as pd
 from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
-from .losses import LOSSES, get_loss
+from .losses import get_loss
 from .path import PathResult, fit_path
-from .rules import Link, RuleEnsemble
+from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 
 MIN_TRAINING_ROWS = 2
@@ -88,16 +88,6 @@ def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
     return classes, (values == classes[1]).astype(np.float64)
 
 
-def rule_response(loss: str, classes=None) -> str | None:
-    """What rules fitted with ``loss`` add where it is not the target itself (``Loss.response``):
-    ``"log-odds of 'yes'"`` (``classes[1]``, or 1 without classes), None where they add to the target."""
-    return get_loss(loss).response(classes)
-
-
-# the RuleEnsemble link of each loss's scores where it is not RuleEnsemble's default (Loss.rule_link)
-RULE_LINKS: dict[str, Link] = {name: loss.rule_link for name, loss in LOSSES.items() if loss.rule_link is not None}
-
-
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
     """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: the loss's ``forest_task``,
     regressors, or classifiers of the class codes ``y`` for the classifiers' losses (whose TreeEnsemble predicts the
@@ -144,8 +134,8 @@ class RuleFit:
 
     def rules_at(self, step: int) -> RuleEnsemble:
         """The rules of any step of the path, built as the selected step's are (the service stores every step's)."""
-        loss = self.path.spec.loss
-        per_class = get_loss(loss).per_class
+        loss = get_loss(self.path.spec.loss)
+        per_class = loss.per_class
         classes = self.classes
         if per_class and classes is None:
             classes = np.arange(self.path.n_classes)
@@ -154,10 +144,10 @@ class RuleFit:
             self.path.coef(step),
             self.path.intercepts[step] if per_class else float(self.path.intercepts[step]),
             classes=[_plain(c) for c in classes] if per_class else None,
-            link=RULE_LINKS.get(loss),
+            link=loss.rule_link,
             encoding=self.encoding,
             X=self.X_train,
-            response=rule_response(loss, classes),
+            response=loss.response(classes),
         )
 
 

@@ -225,7 +225,7 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         state = multinomial_gbcd.ClassState.initial(problem, n_classes)
     else:
         n_classes = 1
-        kernels, solve = gbcd, loss.step_solve(penalty, SOLVERS[spec.block_selection])
+        kernels, solve = gbcd, loss.step_solve(penalty, SOLVERS[spec.block_selection], gbcd.objective_value)
         state = State.initial(problem)
     lambda_max = kernels.lambda_max(problem, state)
 

@@ -13,6 +13,7 @@ from numba import njit
 
 from ._tree_kernels import group_rows
 from .losses import get_loss, loss_of_code
+from .losses.base import unchecked
 from .penalties import MCP, penalty_code
 
 
@@ -131,13 +132,6 @@ class State(NamedTuple):
         """Where a path starts: w = 0, the intercept-only model of the problem's loss (``Loss.initial_state``)."""
         fields = loss_of_code(problem.loss).initial_state(problem)
         return cls(*fields, *unchecked(fields[0]))
-
-
-def unchecked(w):
-    """A state's (gradient, checked) fields before its first full-gradient check, for weights ``w`` ((R,) or
-    (R, K) with K intercepts)."""
-    n_intercepts = 1 if w.ndim == 1 else w.shape[1]
-    return np.zeros(w.shape), np.full(w.size + n_intercepts, np.nan)
 
 
 @njit(cache=True)

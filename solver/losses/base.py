@@ -9,6 +9,7 @@ loss.
 
 from dataclasses import dataclass
 
+import numpy as np
 from numba import njit
 
 # the most a rule may add to a score (multinomial: the norm of its amounts; Poisson, in a fused tree's steps: its
@@ -23,6 +24,13 @@ def column_entry(problem, j, p):
     if j < problem.first_linear:
         return problem.values[j]
     return problem.values[j] * problem.linear_values[p - problem.linear_start]
+
+
+def unchecked(w):
+    """A state's (gradient, checked) fields before its first full-gradient check (``solver.problem.State``), for
+    weights ``w`` ((R,) or (R, K) with K intercepts)."""
+    n_intercepts = 1 if w.ndim == 1 else w.shape[1]
+    return np.zeros(w.shape), np.full(w.size + n_intercepts, np.nan)
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,10 @@ class Loss:
         (``solver.problem.State.initial``): w = 0, the intercept-only model."""
         raise NotImplementedError
 
-    def step_solve(self, penalty, solve):
-        """The solve a path step runs, given the GBCD ``solve`` of the path's block selection: that one, unless the
-        loss has a strategy of its own for ``penalty``."""
+    def step_solve(self, penalty, solve, objective):
+        """The solve a path step runs, given the GBCD ``solve`` of the path's block selection and GBCD's
+        ``objective`` value (passed in: GBCD's kernels import the losses'): that solve, unless the loss has a strategy
+        of its own for ``penalty``."""
         return solve
 
     def state_score(self, problem, state):

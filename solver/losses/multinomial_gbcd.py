@@ -12,8 +12,9 @@ import numpy as np
 from numba import njit
 
 from ..gbcd import ANDERSON_MEMORY, INNER_TOL_FRACTION, MIN_WORKING_SET, SHRINK_FRACTION, leaves_of
-from ..problem import at_last_check, mark_checked, unchecked
+from ..problem import at_last_check, mark_checked
 from . import multinomial
+from .base import unchecked
 
 # the entry points a path reads, as solver.gbcd's for one output
 full_gradient = multinomial.full_gradient

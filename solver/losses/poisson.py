@@ -27,6 +27,7 @@ from numba import njit
 from scipy.special import xlogy
 
 from ..penalties import L1, block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights
+from . import poisson_newton
 from .base import MAX_AMOUNT, Loss, Metric, column_entry
 
 CODE = 2
@@ -310,14 +311,12 @@ class Poisson(Loss):
         residual = y - mean
         return w, residual, np.array([intercept]), np.array([np.dot(weights, residual)]), np.full(y.shape[0], intercept)
 
-    def step_solve(self, penalty, solve):
+    def step_solve(self, penalty, solve, objective):
         """Under L1, Newton steps, then ``solve`` until stationary: faster, the same optimum
         (``solver.losses.poisson_newton`` says why L1 only)."""
         if penalty != "l1":
             return solve
-        from . import poisson_newton  # here: it runs GBCD, whose kernels import this module
-
-        return partial(poisson_newton.solve, inner_solve=solve)
+        return partial(poisson_newton.solve, inner_solve=solve, objective=objective)
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean Poisson deviance ``2 (y log(y / mu) - y + mu)``."""

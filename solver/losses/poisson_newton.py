@@ -22,28 +22,30 @@ stays within 1%; so MCP paths run the direct GBCD (``Poisson.step_solve``).
 
 import numpy as np
 
-from .. import gbcd
-from ..problem import State, unchecked
 from . import squared
+from .base import unchecked
 
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
 MAX_HALVINGS = 20
 
 
-def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gbcd.solve_greedy):
-    """Newton steps from ``state`` (a Poisson State, updated in place), then ``inner_solve`` on the Poisson problem
-    until stationary. Returns (passes, converged), as the GBCD solvers."""
-    passes = newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve)
+def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, inner_solve, objective):
+    """Newton steps from ``state`` (a Poisson State, updated in place), then ``inner_solve`` (a GBCD solve) on the
+    Poisson problem until stationary; ``objective`` is GBCD's objective value (both are passed in: GBCD's kernels
+    import this loss's). Returns (passes, converged), as the GBCD solvers."""
+    passes = newton_steps(
+        problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=inner_solve, objective=objective
+    )
     n_passes, converged = inner_solve(problem, state, lam, lam_f, tol, max(max_iter - passes, 1), inner_iters)
     return passes + n_passes, converged
 
 
-def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_solve=gbcd.solve_greedy):
+def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, inner_solve, objective):
     """The proximal Newton steps alone (module docstring), ``state`` updated in place; returns the passes of the
     inner solves."""
     passes = 0
-    current = gbcd.objective_value(problem, state, lam, lam_f)
+    current = objective(problem, state, lam, lam_f)
     for _ in range(MAX_NEWTON_STEPS):
         if passes >= max_iter:
             break
@@ -53,7 +55,7 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_s
         target = eta + (problem.y - mu) / mu
         model = weighted_least_squares(problem, target, weights)
         residual = target - (eta - state.intercept[0])
-        inner = State(state.w.copy(), residual, np.zeros(1), np.zeros(1), np.zeros(0), *unchecked(state.w))
+        inner = type(state)(state.w.copy(), residual, np.zeros(1), np.zeros(1), np.zeros(0), *unchecked(state.w))
         n_passes, _ = inner_solve(model, inner, lam, lam_f, tol, max_iter - passes, inner_iters)
         passes += n_passes
         old_w, old_b = state.w.copy(), state.intercept[0]
@@ -61,7 +63,7 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, inner_s
         value = np.inf
         for _ in range(MAX_HALVINGS):
             move_to(problem, state, old_w + step_w, old_b + step_b)
-            value = gbcd.objective_value(problem, state, lam, lam_f)
+            value = objective(problem, state, lam, lam_f)
             if value <= current:
                 break
             step_w, step_b = 0.5 * step_w, 0.5 * step_b
