@@ -1,13 +1,13 @@
 """Threads for the solver's parallel kernels: a threading layer safe under fork and threads, and how many.
 
 The kernels that touch every row (``solver._tree_kernels``, the full gradients of ``solver.gbcd`` and
-``solver.multinomial``) run numba ``prange`` loops on a *threading layer*. On Linux without TBB numba takes GNU
-OpenMP, which can hang in a child forked after its parent ran a parallel loop (the RQ worker warms the solver, then
-forks a work horse per job), and its fork-safe alternative, ``workqueue``, aborts when two Python threads start
-parallel loops at once (the API scores on threads). TBB is safe under both (numba's ``"safe"`` layer). pip's
-``tbb`` wheel, a dependency, puts ``libtbb.so.12`` in ``<prefix>/lib``, where the dynamic loader does not look: it is
-loaded here by its path, so that numba finds it by name. Where it cannot be loaded, numba's own choice stands, with
-a warning. ``NUMBA_THREADING_LAYER``, where set, is left to rule.
+``solver.losses.multinomial_gbcd``) run numba ``prange`` loops on a *threading layer*. On Linux without TBB numba takes
+GNU OpenMP, which can hang in a child forked after its parent ran a parallel loop (the RQ worker warms the solver, then
+forks a work horse per job), and its fork-safe alternative, ``workqueue``, aborts when two Python threads start parallel
+loops at once (the API scores on threads). TBB is safe under both (numba's ``"safe"`` layer). pip's ``tbb`` wheel, a
+dependency, puts ``libtbb.so.12`` in ``<prefix>/lib``, where the dynamic loader does not look: it is loaded here by its
+path, so that numba finds it by name. Where it cannot be loaded, numba's own choice stands, with a warning.
+``NUMBA_THREADING_LAYER``, where set, is left to rule.
 
 How many threads: ``FIRE_NUM_THREADS`` (the service's setting; default: every core numba sees) sizes numba's pool
 for the whole process when it is read before the first parallel loop, as it is on importing ``solver``;

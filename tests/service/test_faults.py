@@ -17,6 +17,7 @@ from tests.support.data import ELEVATORS, REPO_ROOT
 from tests.support.jobs import FEATURE_COLUMNS
 from tests.support.problems import assert_problem
 from tests.support.service import (
+    END_WITH_THIS_RUN,
     RedisServer,
     ServiceStack,
     alive,
@@ -226,6 +227,7 @@ class Serve:
             env=env,
             cwd=REPO_ROOT,
             start_new_session=True,
+            preexec_fn=END_WITH_THIS_RUN,  # a killed test run leaves no service behind
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -17,7 +17,7 @@ from app.main import create_app
 from tests.support.data import REPO_ROOT, abalone_frame
 from tests.support.jobs import ABALONE_ROW, scoring_url, submit
 from tests.support.problems import assert_problem
-from tests.support.service import free_port, settings_env
+from tests.support.service import END_WITH_THIS_RUN, free_port, settings_env
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +42,7 @@ def live_api(isolated_settings):
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
         env=settings_env(settings),
         cwd=REPO_ROOT,
+        preexec_fn=END_WITH_THIS_RUN,  # a killed test run leaves no service behind
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
