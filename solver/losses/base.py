@@ -41,6 +41,15 @@ class Metric:
     label: str  # how people read it: "R²", "AUC", "log loss", ...
 
 
+# the readable metrics of a classifier's steps (logistic, multinomial), most telling first
+CLASSIFIER_METRICS = (
+    Metric("auc", "AUC"),
+    Metric("accuracy", "accuracy"),
+    Metric("brier", "Brier score"),
+    Metric("loss", "log loss"),
+)
+
+
 @dataclass(frozen=True)
 class Loss:
     """A loss as the library and the service read it. Each loss module defines a subclass, which provides the

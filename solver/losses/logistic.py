@@ -43,7 +43,7 @@ from numba import njit
 from scipy.special import expit
 from sklearn.metrics import roc_auc_score
 
-from .base import Loss, Metric, column_entry
+from .base import CLASSIFIER_METRICS, Loss, column_entry
 
 CODE = 1
 CURVATURE_BOUND = 0.25
@@ -185,12 +185,7 @@ LOSS = Logistic(
     per_class=False,
     forest_task="Classifier",
     nonnegative_target=False,
-    metrics=(
-        Metric("auc", "AUC"),
-        Metric("accuracy", "accuracy"),
-        Metric("brier", "Brier score"),
-        Metric("loss", "log loss"),
-    ),
+    metrics=CLASSIFIER_METRICS,
     chart_metric="loss",
     selections=("loss", "auc"),
     polish_default=False,

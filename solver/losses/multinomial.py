@@ -54,7 +54,7 @@ from sklearn.metrics import roc_auc_score
 
 from .._tree_kernels import column_sums
 from ..penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
-from .base import MAX_AMOUNT, Loss, Metric, column_entry
+from .base import CLASSIFIER_METRICS, MAX_AMOUNT, Loss, column_entry
 
 CODE = 3  # no single-output kernel takes it: the multinomial loss has its own (solver.losses.kernels)
 CURVATURE_BOUND = 0.5
@@ -505,12 +505,7 @@ LOSS = Multinomial(
     per_class=True,
     forest_task="Classifier",
     nonnegative_target=False,
-    metrics=(
-        Metric("auc", "AUC"),
-        Metric("accuracy", "accuracy"),
-        Metric("brier", "Brier score"),
-        Metric("loss", "log loss"),
-    ),
+    metrics=CLASSIFIER_METRICS,
     chart_metric="loss",
     selections=("loss", "auc"),
     polish_default=False,
