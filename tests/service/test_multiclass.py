@@ -273,8 +273,8 @@ def test_a_class_whose_rows_are_all_held_out_fails_the_job_naming_it(stack):
     submitted = stack.client.post("/v1/jobs", json=body)
     assert submitted.status_code == 202, submitted.text
     job = stack.wait_for(submitted.json()["id"], ("failed",), timeout=120)
-    assert job["error"]["type"] == "ValueError" and "['Z']" in job["error"]["detail"]
-    assert "another fraction or seed" in job["error"]["detail"]
+    assert job["error"]["type"] == "ValueError" and "no training row has class Z" in job["error"]["detail"]
+    assert "a smaller validation_fraction or another random_state" in job["error"]["detail"]  # fit_rules' check
 
 
 def test_a_grid_on_a_multiclass_dataset_keeps_the_best_cell_and_its_classes(stack):
