@@ -5,13 +5,10 @@
     forest + rows ─► leaf indices (computed here, or the caller's cached ones) ─► fit_path ─► best step
     best step ─► RuleEnsemble
 
-The path's loss decides the task: ``PathSpec(loss="logistic")`` fits a binary classifier on 0/1 ``y``
-(:func:`binary_labels` turns any two labels into them), trains the classifier variant of a ``ForestSpec`` and
-gives rules that add log-odds of ``classes[1]`` (``RuleEnsemble.response``); ``solver.losses.logistic.probability``
-turns a rule ensemble's prediction into the probability of ``classes[1]``. ``loss="multinomial"`` fits K classes
-on class codes 0..K-1 (:func:`class_labels`), trains the classifier variant too, and gives rules with one log-odds
-amount per class (link softmax); ``loss="poisson"`` fits counts or rates with a regression forest and gives rules
-whose amounts are log rates (link log: a rule multiplies the rate by exp(amount)).
+The path's loss decides the task through its descriptor (``solver.losses``): its ``forest_task`` says which variant
+of a ``ForestSpec`` is trained, a classifier's ``y`` holds class codes (:func:`binary_labels` turns any two labels
+into 0/1, :func:`class_labels` K labels into 0..K-1), and its ``rule_link`` and ``response`` say what the rules'
+amounts are (log-odds of ``classes[1]``, one log-odds amount per class, log rates, or the target itself).
 
 Validation rows are never rows a forest trained here has seen. A forest given fitted is the caller's
 responsibility: it should not have been trained on the validation rows either.
