@@ -269,7 +269,9 @@ def run_path(job_id: str, attempt: int) -> None:
             assert y_val is not None  # fit_rules holds no rows out only where it is given validation rows
             n_val = len(y_val)
         with run.timed("rules"):  # every step's, built once here as the library builds the selected step's
-            ensembles = [fit.rules_at(step) for step in range(len(fit.path.steps))]
+            ensembles = [
+                fit.rules if step == fit.selected else fit.rules_at(step) for step in range(len(fit.path.steps))
+            ]
         run.check_deadline()
         with run.timed("store"):
             run.core.results.put_rules(job_id, ensembles)

@@ -69,13 +69,8 @@ class PathJobSpec(Document):
     rows: ValidationSplit | None = Field(
         None,
         description="the split of the dataset whose training side the path learns from (and a forest trained for "
-        "the job): derived once, at submission; None in jobs submitted before it was recorded (split())",
+        "the job): derived once, at submission; None in jobs submitted before it was recorded",
     )
-
-    def split(self) -> ValidationSplit:
-        """The split of the path's training rows: as recorded, or for a job submitted before it was, as it was
-        derived then (``ValidationSplit.for_path``)."""
-        return self.rows or ValidationSplit.for_path(self.path, self.validation_dataset_id)
 
 
 class Grid(Document):
