@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import binning
 from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
@@ -100,13 +101,21 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
         random_state=spec.random_state,
     )
     task = get_loss(loss).forest_task
+    cuts = None
+    if spec.threshold_bins is not None:
+        cuts = binning.quantile_cuts(X, spec.threshold_bins)
+        X_grown = binning.bin_codes(X, cuts)
+    else:
+        X_grown = X
     if spec.kind == "gradient_boosting":
         estimator = getattr(forests, f"GradientBoosting{task}")(learning_rate=spec.learning_rate, **common)
     elif spec.kind == "extra_trees":
         estimator = getattr(forests, f"ExtraTrees{task}")(n_jobs=1, **common)
     else:
         estimator = getattr(forests, f"RandomForest{task}")(n_jobs=1, **common)
-    estimator.fit(X, y, sample_weight=sample_weight)
+    estimator.fit(X_grown, y, sample_weight=sample_weight)
+    if cuts is not None:
+        binning.raw_thresholds(estimator, X, cuts)
     return estimator, _named(TreeEnsemble.from_sklearn(estimator), feature_names)
 
 

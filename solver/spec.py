@@ -19,7 +19,7 @@ from .losses import DEFAULT_LOSS, LOSSES, LossName
 # each choice as a type (for annotations: a type checker reads these) and as the tuple of its values (for checks)
 Loss = LossName  # the registry's (solver.losses), named here for the service's schemas
 Penalty = Literal["mcp", "l1"]
-Selection = Literal["loss", "auc"]
+Selection = Literal["loss", "auc", "1se"]
 Scaling = Literal["unit", "leaf_value"]
 CandidateKind = Literal["leaves", "nodes"]
 McpScaling = Literal["block", "plain"]
@@ -59,6 +59,8 @@ READABLE = {"candidates": "nodes", "max_rule_length": 2, "linear_terms": True}
 # past any step the selection would take.
 DEFAULT_PATIENCE = 10
 PAST_BEST_RULE_FACTOR = 2
+# cross-validation's folds: each is a path and a forest, so more than 20 costs much and says little more
+MAX_CV_FOLDS = 20
 
 
 class SpecError(ValueError):
@@ -184,7 +186,9 @@ class PathSpec(_Spec):
         metadata=_doc(
             "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
             "squared error, log loss for the logistic and multinomial losses, Poisson deviance) or 'auc' (the highest "
-            "validation AUC, macro one-vs-rest for the multinomial loss; classifiers only)"
+            "validation AUC, macro one-vs-rest for the multinomial loss; classifiers only) or '1se' (the sparsest step "
+            "whose cross-validated loss is within one standard error of the lowest: glmnet's one-standard-error "
+            "rule; needs cv_folds)"
         ),
     )
     tol: float = field(
@@ -238,7 +242,19 @@ class PathSpec(_Spec):
         ),
     )
     validation_fraction: float = field(
-        default=0.2, metadata=_doc("share of the rows held out to select the step when no validation rows are given")
+        default=0.2,
+        metadata=_doc(
+            "share of the rows held out to select the step when no validation rows are given and cv_folds is None"
+        ),
+    )
+    cv_folds: int | None = field(
+        default=None,
+        metadata=_doc(
+            "cross-validate the step instead of holding rows out: one path per fold of the rows (K >= 2 folds drawn "
+            "with random_state), each on the lambda grid of all the rows with its own forest trained on the other "
+            "folds; a step's validation loss and metrics are the folds' means, with the standard error of the loss, "
+            "and the rules are refitted on all the rows (solver.cross_validation)"
+        ),
     )
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
 
@@ -308,6 +324,16 @@ class PathSpec(_Spec):
             self.loss in allowing,
             "selection",
             f"{self.selection!r} ranks classifiers: it needs loss=" + " or ".join(repr(name) for name in allowing),
+        )
+        _require(
+            self.cv_folds is None or (_is_count(self.cv_folds) and 2 <= self.cv_folds <= MAX_CV_FOLDS),
+            "cv_folds",
+            f"must be an integer in [2, {MAX_CV_FOLDS}] or None, got {self.cv_folds!r}",
+        )
+        _require(
+            self.selection != "1se" or self.cv_folds is not None,
+            "selection",
+            "'1se' reads the standard errors of a cross-validated path: give cv_folds (5 or 10), or use 'loss'",
         )
         _require(_is_number(self.tol) and 0 < self.tol < 1, "tol", f"must be in (0, 1), got {self.tol!r}")
         _require(
@@ -417,6 +443,14 @@ class ForestSpec(_Spec):
         ),
     )
     learning_rate: float = field(default=0.1, metadata=_doc("shrinkage of gradient boosting (other kinds ignore it)"))
+    threshold_bins: int | None = field(
+        default=None,
+        metadata=_doc(
+            "split each column only at its threshold_bins-quantiles on the training rows (SIRUS's restriction): the "
+            "forests of two samples then split at nearly the same thresholds, so their rules repeat; None: any "
+            "threshold"
+        ),
+    )
     random_state: int = field(default=0, metadata=_doc("seed of the forest"))
 
     def __post_init__(self):
@@ -445,6 +479,11 @@ class ForestSpec(_Spec):
             _is_number(self.learning_rate) and 0 < self.learning_rate <= 1,
             "learning_rate",
             f"must be in (0, 1], got {self.learning_rate!r}",
+        )
+        _require(
+            self.threshold_bins is None or (_is_count(self.threshold_bins) and 2 <= self.threshold_bins <= 256),
+            "threshold_bins",
+            f"must be an integer in [2, 256] or None, got {self.threshold_bins!r}",
         )
         _require(
             _is_count(self.random_state) and 0 <= self.random_state < 2**32,

@@ -187,6 +187,6 @@ LOSS = Logistic(
     nonnegative_target=False,
     metrics=CLASSIFIER_METRICS,
     chart_metric="loss",
-    selections=("loss", "auc"),
+    selections=("loss", "auc", "1se"),
     polish_default=False,
 )

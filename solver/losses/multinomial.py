@@ -507,7 +507,7 @@ LOSS = Multinomial(
     nonnegative_target=False,
     metrics=CLASSIFIER_METRICS,
     chart_metric="loss",
-    selections=("loss", "auc"),
+    selections=("loss", "auc", "1se"),
     polish_default=False,
     polish_refusal=(
         "is not available for the multinomial loss (its refits of nearly pure leaves overfit as the logistic "

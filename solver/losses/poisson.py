@@ -354,6 +354,6 @@ LOSS = Poisson(
     nonnegative_target=True,
     metrics=(Metric("loss", "deviance"), Metric("mae", "MAE")),
     chart_metric="loss",
-    selections=("loss",),
+    selections=("loss", "1se"),
     polish_default=False,
 )

@@ -92,6 +92,6 @@ LOSS = Squared(
     nonnegative_target=False,
     metrics=(Metric("r2", "R²"), Metric("rmse", "RMSE"), Metric("mae", "MAE"), Metric("loss", "MSE")),
     chart_metric="r2",
-    selections=("loss",),
+    selections=("loss", "1se"),
     polish_default=True,
 )

@@ -1,0 +1,60 @@
+"""Forests that split each column only at its quantiles (``ForestSpec.threshold_bins``), as SIRUS restricts its trees.
+
+A forest grown on two samples of one table splits a column at thresholds that differ in the third digit, so the
+rules it offers never repeat exactly. Restricted to the q-quantiles of each column, two samples' forests split at
+nearly the same places and their rules repeat (Bénard et al., SIRUS, 2021; histogram gradient boosting bins its
+columns for speed in the same way).
+
+The forest is grown on each value's bin code, the number of cuts below it (``np.searchsorted(cuts, x, "left")``):
+a split ``code <= b + 0.5`` means ``x <= cuts[b]``. Each threshold is then put back in the column's units, halfway
+between ``cuts[b]`` and the next training value above it, where scikit-learn itself puts a threshold. The forest
+returned splits the raw columns and sends every training row to the leaf the binned forest sent its codes to.
+"""
+
+import numpy as np
+
+
+def quantile_cuts(X: np.ndarray, n_bins: int) -> list[np.ndarray]:
+    """Per column, its distinct ``n_bins``-quantiles among the non-missing values (training values, so each cut is
+    a value some row has)."""
+    levels = np.arange(1, n_bins) / n_bins
+    cuts = []
+    for column in X.T:
+        present = column[~np.isnan(column)]
+        cuts.append(np.unique(np.quantile(present, levels, method="lower")) if len(present) else np.zeros(0))
+    return cuts
+
+
+def bin_codes(X: np.ndarray, cuts: list[np.ndarray]) -> np.ndarray:
+    """Each value's bin code: how many of its column's cuts lie below it (missing values stay missing)."""
+    codes = np.empty_like(X, dtype=np.float64)
+    for j, column_cuts in enumerate(cuts):
+        column = X[:, j]
+        codes[:, j] = np.where(np.isnan(column), np.nan, np.searchsorted(column_cuts, column, side="left"))
+    return codes
+
+
+def raw_thresholds(estimator, X: np.ndarray, cuts: list[np.ndarray]) -> None:
+    """Put the thresholds of ``estimator`` (a scikit-learn forest or boosting grown on ``bin_codes(X, cuts)``) back
+    in ``X``'s units, in place."""
+    # position b + 1 holds the threshold of "code <= b": below every code (-inf), between cuts, above them all (inf:
+    # scikit-learn's "every present value goes left", which separates the missing values only)
+    at_code = [
+        np.concatenate(([-np.inf], _next_values(column[~np.isnan(column)], column_cuts), [np.inf]))
+        for column, column_cuts in zip(X.T, cuts)
+    ]
+    for tree in np.ravel(estimator.estimators_):
+        nodes = tree.tree_
+        split = nodes.feature >= 0
+        # a split between codes b and b + 1 lies in (b, b + 1): the midpoint, or anywhere for extra trees
+        codes = np.floor(nodes.threshold[split]).astype(np.int64)
+        features = nodes.feature[split]
+        nodes.threshold[split] = [at_code[f][min(max(b + 1, 0), len(at_code[f]) - 1)] for f, b in zip(features, codes)]
+
+
+def _next_values(values: np.ndarray, column_cuts: np.ndarray) -> np.ndarray:
+    """Per cut, the threshold to split at: halfway between the cut and the next larger value in ``values``."""
+    distinct = np.unique(values)
+    after = np.searchsorted(distinct, column_cuts, side="right")
+    following = distinct[np.minimum(after, len(distinct) - 1)]
+    return np.where(after < len(distinct), (column_cuts + following) / 2, column_cuts)

@@ -1,0 +1,99 @@
+"""Whether a rule set repeats on another sample: rule identity up to quantile bins, the Dice–Sørensen index, and
+each rule's selection frequency over half-samples.
+
+Two fits on two samples of one table never split at exactly the same numbers, so rules are compared as SIRUS
+compares them (Bénard et al., 2021): a condition is its column, its direction, whether a missing value satisfies it,
+and the quantile cut of its column nearest its threshold (``QUANTILE_BINS``-quantiles of reference rows: the
+training rows of the model read). A rule is the set of its conditions; a linear term is its column.
+
+The stability of a procedure is the Dice–Sørensen index ``2 |A ∩ B| / (|A| + |B|)`` of the rule sets ``A`` and ``B``
+it extracts from two independent samples of the same size: the two halves of a random split (``half_sample_pairs``).
+A rule's selection frequency is the share of half-sample fits whose rule set holds it.
+"""
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .binning import quantile_cuts
+
+# deciles, as the issue's measurement and SIRUS's default q = 10
+QUANTILE_BINS = 10
+
+RuleKey = frozenset[Hashable]
+
+
+def reference_cuts(X: np.ndarray, n_bins: int = QUANTILE_BINS) -> list[np.ndarray]:
+    """The quantile cuts of each column of the reference rows ``X`` (encoded) that conditions are binned on."""
+    return quantile_cuts(np.asarray(X, dtype=np.float64), n_bins)
+
+
+def rule_keys(ensemble, cuts: Sequence[np.ndarray]) -> list[RuleKey]:
+    """One key per rule of ``ensemble`` (a RuleEnsemble), then one per linear term, in the ensemble's order."""
+    keys = []
+    for rule in ensemble.rules:
+        keys.append(
+            frozenset(
+                (c.feature_index, c.operator, c.missing, _nearest_cut(cuts[c.feature_index], c.threshold))
+                for c in rule.conditions
+            )
+        )
+    keys.extend(frozenset({("linear", term.feature_index)}) for term in ensemble.linear_terms)
+    return keys
+
+
+def _nearest_cut(column_cuts: np.ndarray, threshold: float) -> int:
+    if len(column_cuts) == 0:
+        return 0
+    return int(np.argmin(np.abs(column_cuts - threshold)))
+
+
+def dice(a: set | frozenset, b: set | frozenset) -> float:
+    """Dice–Sørensen index of two sets: 1 for equal sets (two empty ones included), 0 for disjoint ones."""
+    if not a and not b:
+        return 1.0
+    return 2 * len(a & b) / (len(a) + len(b))
+
+
+def half_sample_pairs(n_rows: int, n_pairs: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``n_pairs`` random splits of ``n_rows`` rows into two disjoint halves (sorted rows; the first half gets the
+    odd row), each pair drawn from its own stream of ``seed``."""
+    pairs = []
+    for k in range(n_pairs):
+        order = np.random.default_rng([seed, k]).permutation(n_rows)
+        half = (n_rows + 1) // 2
+        pairs.append((np.sort(order[:half]), np.sort(order[half:])))
+    return pairs
+
+
+@dataclass
+class RuleStability:
+    """How a rule set repeats over half-samples: ``frequencies`` (one per rule, then per linear term, of the model
+    read: the share of the resample fits holding it), ``dice`` (the mean Dice index of the pairs' two halves, SIRUS's
+    stability), ``pair_dice`` (each pair's), ``n_resamples`` (fits: two per pair)."""
+
+    frequencies: np.ndarray
+    dice: float
+    pair_dice: list[float]
+    n_resamples: int
+
+    def to_dict(self) -> dict:
+        return {
+            "frequencies": [float(f) for f in self.frequencies],
+            "dice": self.dice,
+            "pair_dice": list(self.pair_dice),
+            "n_resamples": self.n_resamples,
+        }
+
+
+def rule_stability(model, resample_pairs: Sequence[tuple], cuts: Sequence[np.ndarray]) -> RuleStability:
+    """The stability of ``model`` (a RuleEnsemble) from the rule ensembles fitted on the two halves of each pair in
+    ``resample_pairs`` (``[(ensemble of half a, ensemble of half b), ...]``), conditions binned on ``cuts``."""
+    if not resample_pairs:
+        raise ValueError("rule stability needs at least one pair of half-sample fits")
+    sets = [(set(rule_keys(a, cuts)), set(rule_keys(b, cuts))) for a, b in resample_pairs]
+    fits = [keys for pair in sets for keys in pair]
+    frequencies = np.array([np.mean([key in keys for keys in fits]) for key in rule_keys(model, cuts)])
+    pair_dice = [dice(a, b) for a, b in sets]
+    return RuleStability(frequencies, float(np.mean(pair_dice)), pair_dice, len(fits))
