@@ -5,7 +5,7 @@ What a condition says depends on the column it is about (the ensemble's :class:`
 * one-hot indicators of a text column read as the column's levels, every condition of a rule on that column
   merged into one: ``Sex is M``, ``Sex in {F, I}``, ``clarity is not I1``, ``clarity not in {I1, SI2}`` (the
   positive form unless the excluded levels are fewer and more than two levels would be listed); a condition
-  implied by another one (``is M`` and ``is not F``) is not repeated;
+  implied by another one (``is M`` and ``is not F``) is not a condition of the rule (``solver.rule_types``);
 * numbers print their threshold at the precision that separates the training values around it
   (``display_threshold``, set by :func:`display_thresholds`): the shortest decimal in the gap between the
   largest training value that satisfies ``x <= threshold`` and the smallest that does not, closest to the
@@ -51,13 +51,12 @@ from typing import Literal, get_args
 import numpy as np
 
 from .encoding import TableEncoding
-from .rule_types import Amount, Condition, LinearTerm, Rule, magnitude
+from .rule_types import FLOAT32_MAX, Amount, Condition, LinearTerm, Rule, accepted_levels, magnitude
 
 ShowMissing = Literal["auto", "always", "never"]
 SHOW_MISSING: tuple[ShowMissing, ...] = get_args(ShowMissing)
 SORTS = ("contribution", "id")
 CLASSES_SHOWN = 3
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def separating_threshold(below: float, above: float, threshold: float) -> float:
@@ -119,7 +118,7 @@ def printable(text: str) -> str:
 
 def is_unbounded(condition: Condition) -> bool:
     """Whether every finite float32 value, or none, satisfies the comparison."""
-    return abs(condition.threshold) >= _FLOAT32_MAX
+    return abs(condition.threshold) >= FLOAT32_MAX
 
 
 def _number(condition: Condition) -> str:
@@ -144,22 +143,18 @@ def column_groups(encoding: TableEncoding, conditions: Sequence[Condition]) -> l
 
 def level_sets(encoding: TableEncoding, conditions: Sequence[Condition]) -> tuple[list, list, bool]:
     """(allowed levels, excluded levels, whether a missing level satisfies them) of conditions on the indicators
-    of one text column: an indicator is 1 for its level and 0 otherwise, 0 for a missing level too."""
+    of one text column (``solver.rule_types.accepted_levels``)."""
     column = encoding.feature_column(conditions[0].feature_index)[0]
-    allowed = list(column.categories)
-    missing_ok = True
-    for condition in conditions:
-        level = encoding.feature_column(condition.feature_index)[1]
-        upper = condition.operator == "<="
-        at_zero = (condition.threshold >= 0.0) == upper
-        at_one = (condition.threshold >= 1.0) == upper
-        allowed = [category for category in allowed if (at_one if category == level else at_zero)]
-        missing_ok = missing_ok and at_zero
-    return allowed, [category for category in column.categories if category not in allowed], missing_ok
+    accepted = frozenset((*column.categories, None)).intersection(
+        *(accepted_levels(encoding, condition) for condition in conditions)
+    )
+    allowed = [level for level in column.categories if level in accepted]
+    return allowed, [level for level in column.categories if level not in accepted], None in accepted
 
 
 def bounds(conditions: Sequence[Condition]) -> tuple:
-    """(the ``>`` condition or None, the ``<=`` condition or None) of a numeric column's conditions."""
+    """(the ``>`` condition or None, the ``<=`` condition or None) of a numeric column's conditions, at most one of
+    each (``solver.rule_types.reduce_conditions``)."""
     return (
         next((c for c in conditions if c.operator == ">"), None),
         next((c for c in conditions if c.operator == "<="), None),
@@ -212,7 +207,8 @@ class RuleWording:
         return self._or_missing(text, missing_ok and bool(allowed) and bool(excluded), column)
 
     def _numbers(self, column, conditions: Sequence[Condition]) -> str:
-        """At most one ``>`` and one ``<=`` bound of one feature (``solver.forest``), as a phrase."""
+        """At most one ``>`` and one ``<=`` bound of one feature (``solver.rule_types.reduce_conditions``), as a
+        phrase."""
         name = printable(column.name)
         lower, upper = bounds(conditions)
         if lower is not None and upper is not None and not is_unbounded(lower) and not is_unbounded(upper):

@@ -16,6 +16,17 @@ A **condition** holds where the feature ``feature_index`` (named ``feature``), c
 float64 ``threshold``, is ``<=`` or ``>`` it, as in the trees; ``missing=True``: a NaN satisfies it.
 ``display_threshold`` (optional) is what the text shows (``solver.rule_text``).
 
+**Each condition said once.** A rule's conditions are the fewest that hold on the same rows
+(:func:`reduce_conditions`, applied by ``solver.rules_schema.RulesDocument`` to every rule it holds, and by
+``RuleEnsemble.from_weights`` before it merges rules), so the document, the text, the exports and the dashboard
+say each once: of several ``<=`` (or ``>``) bounds of one feature the tightest is kept (``x > 3 and x > 5``: ``x >
+5``; ``x > 2 and x is not missing``: ``x > 2``), and of conditions on the one-hot indicators of one text column
+those that the others imply are dropped (``is not J and is not I and is C``: ``is C``). A text column's
+conditions are judged on the rows its encoding writes (``solver.encoding``): one indicator 1 for a level, none
+for a missing one, which is also how the exports read a level the encoding never saw; ``is not A and is not B``
+stays two conditions, as no one condition on an indicator also holds for a missing level (the text says ``not
+in {A, B}``).
+
 A **member** is one forest leaf merged into a rule: its ``tree``, its ``leaf`` within that tree, the ``weight``
 FIRE gave it, its ``value`` in the forest and the forest's count of training samples that reach it
 (``support``, null where unknown); it adds ``weight * value`` where it fires. Every key is optional. A member
@@ -53,15 +64,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ._validation import SchemaError, check_keys, is_integer, require_finite
+from .encoding import TableEncoding
 
 MAX_CONDITIONS_PER_RULE = 1_000
 OPERATORS = ("<=", ">")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 Amount = float | tuple[float, ...]
 """What a rule or a leaf adds: one number, or (multiclass) one number per class."""
@@ -102,6 +115,11 @@ class Condition:
         if self.display_threshold is not None:
             entry["display_threshold"] = self.display_threshold
         return entry
+
+    def satisfied_by(self, value: float) -> bool:
+        """Whether a present ``value`` satisfies the condition, compared as float32 as the trees compare it."""
+        compared = float(np.float32(value))
+        return compared <= self.threshold if self.operator == "<=" else compared > self.threshold
 
     @classmethod
     def from_dict(cls, entry, field: str, feature_names: Sequence[str]) -> Condition:
@@ -287,6 +305,84 @@ class LinearTerm:
             raise RuleSchemaError(f"{field}/weight", "must hold as many numbers as the coefficient (one per class)")
         support = None if entry.get("support") is None else count(entry["support"], f"{field}/support")
         return cls(feature_names[index], int(index), coefficient, lower, upper, fill, weight=weight, support=support)
+
+
+def accepted_levels(encoding: TableEncoding, condition: Condition) -> frozenset[str | None]:
+    """The levels of a text column whose rows satisfy ``condition``, on one of the column's one-hot indicators:
+    the indicator is 1 for its level and 0 for the others; ``None`` in the set stands for a missing level, where
+    every indicator is 0."""
+    column, indicated = encoding.feature_column(condition.feature_index)
+    return frozenset(
+        level for level in (*column.categories, None) if condition.satisfied_by(1.0 if level == indicated else 0.0)
+    )
+
+
+def reduce_conditions(conditions: Sequence[Condition], encoding: TableEncoding) -> tuple[Condition, ...]:
+    """The fewest of ``conditions`` (on the features of ``encoding``) that hold on the same rows, in their order
+    (module docstring): per numeric feature at most one ``>`` and one ``<=`` bound (:func:`_bounds`), per text
+    column the conditions its other ones do not imply (:func:`_unimplied_levels`); none that every row
+    satisfies. ``conditions`` themselves (a tuple) where that is all of them."""
+    conditions = tuple(conditions)
+    groups: dict[tuple, list[int]] = {}
+    for position, condition in enumerate(conditions):
+        column, level = encoding.feature_column(condition.feature_index)
+        key = ("bounds", condition.feature_index) if level is None else ("levels", column.name)
+        groups.setdefault(key, []).append(position)
+    kept: dict[int, Condition] = {}
+    for (kind, _), positions in groups.items():
+        group = [conditions[position] for position in positions]
+        reduced = _bounds(group) if kind == "bounds" else _unimplied_levels(group, encoding)
+        kept.update((positions[k], condition) for k, condition in reduced.items())
+    reduced = tuple(kept[position] for position in sorted(kept))
+    return conditions if reduced == conditions else reduced
+
+
+def _bounds(group: list[Condition]) -> dict[int, Condition]:
+    """{position: condition} of the bounds that say what the conditions ``group`` on one numeric feature say:
+    the tightest ``<=`` and the tightest ``>`` (the first of equal ones), or one of the two where it implies the
+    other: no present value satisfies it, or every one satisfies the other (a present value is a finite float32;
+    larger ones are refused, ``solver.forest.as_float32_rows``). A NaN satisfies the kept bounds where it
+    satisfied them all, as in a tree's simplified path (``TreeEnsemble.leaf_conditions``)."""
+    upper = min((k for k, c in enumerate(group) if c.operator == "<="), key=lambda k: group[k].threshold, default=None)
+    lower = max((k for k, c in enumerate(group) if c.operator == ">"), key=lambda k: group[k].threshold, default=None)
+    if upper is not None and lower is not None:
+        upper_some, upper_every = _present_values(group[upper])
+        lower_some, lower_every = _present_values(group[lower])
+        if not upper_some or lower_every:
+            lower = None
+        elif not lower_some or upper_every:
+            upper = None
+    missing = all(condition.missing for condition in group)
+    # a lone bound that every value satisfies, a missing one too, says nothing
+    kept = [k for k in (upper, lower) if k is not None and not (missing and _present_values(group[k])[1])]
+    return {k: replace(group[k], missing=missing) for k in kept}
+
+
+def _present_values(condition: Condition) -> tuple[bool, bool]:
+    """(whether some finite float32 value satisfies a bound, whether every one does): the values that do are a
+    ray, reaching the largest or the smallest."""
+    at_smallest, at_largest = condition.satisfied_by(-FLOAT32_MAX), condition.satisfied_by(FLOAT32_MAX)
+    return at_smallest or at_largest, at_smallest and at_largest
+
+
+def _unimplied_levels(group: list[Condition], encoding: TableEncoding) -> dict[int, Condition]:
+    """{position: condition} of the conditions ``group`` on the indicators of one text column that the others
+    kept do not imply: each is dropped where the rest accept the same levels (a missing one included), those
+    that accept the most levels tried first, the last of equal ones first (so ``is not J`` goes before ``is C``,
+    a repeated condition keeps its first place, and one condition that accepts no level stays rather than two
+    that contradict each other)."""
+    accepted = [accepted_levels(encoding, condition) for condition in group]
+    every_level = frozenset((*encoding.feature_column(group[0].feature_index)[0].categories, None))
+
+    def levels(positions) -> frozenset[str | None]:
+        return every_level.intersection(*(accepted[k] for k in positions))
+
+    whole = levels(range(len(group)))
+    kept = set(range(len(group)))
+    for position in sorted(kept, key=lambda k: (-len(accepted[k]), -k)):
+        if levels(kept - {position}) == whole:
+            kept.discard(position)
+    return {position: group[position] for position in sorted(kept)}
 
 
 def count(value, field: str) -> int:

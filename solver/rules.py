@@ -60,7 +60,7 @@ from .encoding import TableEncoding
 from .forest import as_float32_rows, as_tree_ensemble
 from .leaf_matrix import count_antecedents
 from .rule_text import display_thresholds, rules_text
-from .rule_types import Amount, LinearTerm, Member, Rule, as_json, is_zero, magnitude
+from .rule_types import Amount, LinearTerm, Member, Rule, as_json, is_zero, magnitude, reduce_conditions
 from .rules_schema import Link, RulesDocument, as_amount
 
 INVERSE_LINKS = {"identity": np.asarray, "logit": expit, "log": np.exp, "softmax": partial(softmax, axis=1)}
@@ -173,7 +173,8 @@ class RuleEnsemble(RulesDocument):
 
         Rule column ``j`` contributes ``weights[j] * values[j]`` (a K-tuple per class; a leaf's value, 1 for a node
         of any depth) when it fires, so the result scores exactly like ``intercept + M @ weights``. Columns with
-        identical simplified conditions are merged into one rule (contributions summed); rules whose
+        identical simplified conditions, each said once (``solver.rule_types.reduce_conditions``), are merged into
+        one rule (contributions summed); rules whose
         contribution is exactly 0 (for every class) are dropped. A node candidate's member records its ``node``
         (and its ``leaf`` where it is one); ``n_antecedents`` counts the distinct internal nodes above the kept
         rule columns. Linear term k (``Candidates.linear``) with weight ``w`` becomes the coefficient
@@ -190,6 +191,10 @@ class RuleEnsemble(RulesDocument):
         """
         candidates = forest if isinstance(forest, Candidates) else Candidates.of(as_tree_ensemble(forest))
         forest = candidates.forest
+        if encoding is not None and len(encoding.feature_names) != forest.n_features:
+            raise ValueError(
+                f"the encoding has {len(encoding.feature_names)} features, the forest splits on {forest.n_features}"
+            )
         n_columns, n_rules = candidates.n_terms, candidates.n_rules
         weights = np.asarray(weights, dtype=np.float64)
         if weights.ndim not in (1, 2) or weights.shape[0] != n_columns:
@@ -206,10 +211,12 @@ class RuleEnsemble(RulesDocument):
             raise ValueError("intercept must be finite")
         nonzero = weights.reshape(n_columns, -1).any(axis=1)
         columns = np.flatnonzero(nonzero[:n_rules])
-        # the simplified conditions, as sorted (feature_index, operator, threshold, missing) ->
+        # the simplified conditions, each said once, as sorted (feature_index, operator, threshold, missing) ->
         # (conditions, members, their columns)
+        features = TableEncoding.numeric(forest.feature_names) if encoding is None else encoding
         merged: dict[tuple, tuple] = {}
         for column, conditions in zip(columns, candidates.conditions(columns)):
+            conditions = reduce_conditions(conditions, features)
             member = _member(candidates, int(column), as_amount(weights[column]))
             key = tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
             entry = merged.setdefault(key, (conditions, [], []))
@@ -230,10 +237,6 @@ class RuleEnsemble(RulesDocument):
                 encoding = TableEncoding.numeric(forest.feature_names, np.isnan(X32).any(axis=0))
             rules = display_thresholds(rules, X64)
         feature_names = forest.feature_names if encoding is None else encoding.feature_names
-        if len(feature_names) != forest.n_features:
-            raise ValueError(
-                f"the encoding has {len(feature_names)} features, the forest splits on {forest.n_features}"
-            )
         rules = [
             replace(rule, conditions=[replace(c, feature=feature_names[c.feature_index]) for c in rule.conditions])
             for rule in rules

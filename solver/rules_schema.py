@@ -40,7 +40,7 @@ import numpy as np
 from ._validation import MAX_FEATURE_NAME_LENGTH, check_feature_names, check_keys, is_integer, require_finite
 from .encoding import TableEncoding
 from .rule_text import label_text
-from .rule_types import Amount, LinearTerm, Rule, RuleSchemaError, amount, as_json, count
+from .rule_types import Amount, LinearTerm, Rule, RuleSchemaError, amount, as_json, count, reduce_conditions
 
 RULES_FORMAT = "fire-rules"
 RULES_FORMAT_VERSION = 3
@@ -72,12 +72,13 @@ class RulesDocument:
     ``n_antecedents`` is the paper's interpretability count: distinct internal tree nodes on the
     paths of the selected leaves (``None`` when unknown). ``encoding``: the TableEncoding of the
     features (numeric columns named ``feature_names``, missing values unknown, where none is given);
-    ``importance``: {column: share} or None (see the module docstring). Rule ids are set here: a rule's
-    id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`). ``link`` (None: softmax where
-    ``intercept`` is a sequence, else identity) and ``classes`` are checked against the intercept and the
-    contributions (a RuleSchemaError naming the document's path, e.g. ``rules/3/contribution``). ``linear``: the
-    linear terms (:class:`~solver.rule_types.LinearTerm`, on numeric features, ids set here as their positions),
-    added after the rules (module docstring).
+    ``importance``: {column: share} or None (see the module docstring). Rule ids and conditions are set here: a
+    rule's id is its position in ``rules`` (a tuple of :class:`~solver.rule_types.Rule`), its conditions the
+    fewest that hold on the same rows (``solver.rule_types.reduce_conditions``), so a document read, even one
+    written before, says each once. ``link`` (None: softmax where ``intercept`` is a sequence, else identity) and
+    ``classes`` are checked against the intercept and the contributions (a RuleSchemaError naming the document's
+    path, e.g. ``rules/3/contribution``). ``linear``: the linear terms (:class:`~solver.rule_types.LinearTerm`, on
+    numeric features, ids set here as their positions), added after the rules (module docstring).
     """
 
     def __init__(
@@ -94,19 +95,17 @@ class RulesDocument:
         link: Link | None = None,
         linear: Sequence[LinearTerm] = (),
     ):
-        self.rules = tuple(
-            rule if rule.id == position else replace(rule, id=position) for position, rule in enumerate(rules)
-        )
-        self.intercept = as_amount(intercept)
-        self.classes, self.link = _check_outputs(self.rules, self.intercept, classes, link)
-        self.response = response
         self.feature_names = list(feature_names)
-        self.n_antecedents = n_antecedents
         self.encoding = TableEncoding.numeric(self.feature_names) if encoding is None else encoding
         if len(self.encoding.feature_names) != len(self.feature_names):
             raise ValueError(
                 f"the encoding has {len(self.encoding.feature_names)} features, the rules {len(self.feature_names)}"
             )
+        self.rules = tuple(_said_once(rule, position, self.encoding) for position, rule in enumerate(rules))
+        self.intercept = as_amount(intercept)
+        self.classes, self.link = _check_outputs(self.rules, self.intercept, classes, link)
+        self.response = response
+        self.n_antecedents = n_antecedents
         self.importance = importance
         self.linear = tuple(
             term if term.id == position else replace(term, id=position) for position, term in enumerate(linear)
@@ -224,6 +223,15 @@ class RulesDocument:
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+def _said_once(rule: Rule, position: int, encoding: TableEncoding) -> Rule:
+    """``rule`` with its id, its ``position``, and the fewest conditions that fire on the same rows
+    (``solver.rule_types.reduce_conditions``)."""
+    conditions = reduce_conditions(rule.conditions, encoding)
+    if rule.id == position and conditions == rule.conditions:
+        return rule
+    return replace(rule, id=position, conditions=conditions)
+
+
 def _check_linear_entries(document: Mapping[str, Any], feature_names: list[str]) -> list[LinearTerm]:
     """The linear terms of an untrusted document (none where it has no ``linear``)."""
     if "linear" not in document:
