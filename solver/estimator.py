@@ -29,11 +29,12 @@ from sklearn.utils.validation import (
 
 from . import threads
 from .encoding import TableEncoding, has_text_columns
-from .fitting import class_labels, fit_rules
+from .fitting import class_labels, fit_half_samples, fit_rules
 from .losses import DEFAULT_LOSS, LOSSES
 from .losses.logistic import probability
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
+from .stability import check_resamples, reference_cuts, rule_stability
 
 DOCUMENT_FORMAT = "fire-rule-model"
 # estimator parameter -> ForestSpec field, where the names differ
@@ -95,6 +96,10 @@ class _FireEstimator(BaseEstimator):
         None (:class:`solver.spec.ForestSpec`: ``forest_kind`` is its ``kind``).
     penalty, gamma, mcp_scaling, scaling, ... : every other :class:`solver.spec.PathSpec` field, where each is
         documented with its default.
+    stability_resamples : even int or None, default=None
+        Also measure how the rules repeat (:mod:`solver.stability`): this many more fits, on the two disjoint
+        halves of ``stability_resamples / 2`` random splits of the rows, each fitted as this one is; sets
+        ``rule_stability_`` and ``stability_dice_``.
     n_jobs : int or None, default=None
         Threads of the solver's parallel kernels during ``fit``: a count, -1 for every core, None for
         ``FIRE_NUM_THREADS`` or every core (:mod:`solver.threads`). The rules do not depend on it.
@@ -114,7 +119,12 @@ class _FireEstimator(BaseEstimator):
     ``from_dict``, which has no ``coef_``, holds the rule ensemble's);
     n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : its rules (a tuple of
     ``solver.rule_types.Rule``);
-    n_features_in_, feature_names_in_ (the original columns).
+    n_features_in_, feature_names_in_ (the original columns);
+    cv_fold_paths_ : with ``cv_folds``, each fold's path (lists of step dicts; ``path_``'s validation values are
+    their means, with ``val_loss_se``), else None;
+    rule_stability_ : with ``stability_resamples``, per rule then per linear term of ``rule_ensemble_``, the share
+    of the half-sample fits that selected it (a rule counts as the same where its conditions fall at the same
+    decile cuts of the training rows); stability_dice_ : the mean Dice–Sørensen index of the two halves' rule sets.
     """
 
     def _path_loss(self) -> str:
@@ -183,11 +193,12 @@ class _FireEstimator(BaseEstimator):
             else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         )
         spec = self.path_spec(seed)
+        forest = self.forest_spec(seed) if self.forest is None else self.forest
         fit = fit_rules(
             X,
             y,
             spec,
-            forest=self.forest_spec(seed) if self.forest is None else self.forest,
+            forest=forest,
             X_val=X_val,
             y_val=y_val,
             sample_weight=sample_weight,
@@ -204,6 +215,24 @@ class _FireEstimator(BaseEstimator):
         self.coef_ = fit.path.coef(fit.selected)
         self.intercept_ = _intercept(fit.path.intercepts[fit.selected])
         self.rule_ensemble_ = fit.rules
+        self.cv_fold_paths_ = (
+            None if fit.fold_paths is None else [[s.to_dict() for s in p.steps] for p in fit.fold_paths]
+        )
+        if self.stability_resamples is not None:
+            n_pairs = check_resamples(self.stability_resamples)
+            pairs = fit_half_samples(
+                X,
+                y,
+                spec,
+                n_pairs,
+                forest=forest,
+                sample_weight=sample_weight,
+                feature_names=self._encoded_feature_names(),
+                encoding=self.encoding_,
+                classes=getattr(self, "classes_", None),
+            )
+            stability = rule_stability(fit.rules, pairs, reference_cuts(fit.X_train))
+            self.rule_stability_, self.stability_dice_ = stability.frequencies, stability.dice
         return self
 
     def _encoded_feature_names(self):
@@ -304,7 +333,9 @@ REGRESSION_LOSSES = tuple(name for name, loss in LOSSES.items() if not loss.clas
 CLASSIFIER_LOSSES = {loss.per_class: name for name, loss in LOSSES.items() if loss.classifier}
 
 
-class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss=DEFAULT_LOSS, n_jobs=None)):
+class FireRegressor(
+    RegressorMixin, _FireEstimator, parameters=_parameters(loss=DEFAULT_LOSS, stability_resamples=None, n_jobs=None)
+):
     """FIRE as a scikit-learn regressor. ``loss="squared"``: ``predict`` is the rules' sum. ``loss="poisson"``
     (counts or rates, y >= 0, log link): the rules add log rates, ``predict`` is the rate ``exp(sum)`` and each
     rule multiplies it by ``exp(contribution)``; exposure goes in as scikit-learn's ``PoissonRegressor`` takes
@@ -331,7 +362,9 @@ class FireRegressor(RegressorMixin, _FireEstimator, parameters=_parameters(loss=
         return self.rule_ensemble_.predict_mean(self._table(X, reset=False))
 
 
-class FireClassifier(ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None, n_jobs=None)):
+class FireClassifier(
+    ClassifierMixin, _FireEstimator, parameters=_parameters(class_weight=None, stability_resamples=None, n_jobs=None)
+):
     """FIRE as a scikit-learn classifier. Two labels: the logistic loss; the rules add log-odds of ``classes_[1]``.
     K > 2 labels: the multinomial loss; each rule adds one amount per class to the class scores (in or out for
     all classes at once) and the probabilities are their softmax.

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import binning
+from . import binning, cross_validation
 from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
 from .losses import get_loss
-from .path import PathResult, fit_path
+from .path import PathResult, fit_path, path_grid, path_lambda_max
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
+from .stability import half_sample_pairs
 
 MIN_TRAINING_ROWS = 2
 
@@ -134,6 +135,8 @@ class RuleFit:
     encoding: TableEncoding | None  # the table's encoding: the rules read in its words
     classes: Sequence | None  # the labels of y's codes (fit_rules' ``classes``)
     rules: RuleEnsemble = field(init=False)  # the selected step's
+    # a cross-validated fit's (PathSpec.cv_folds): each fold's path, whose validation losses path.steps average
+    fold_paths: list[PathResult] | None = field(init=False, default=None)
 
     def __post_init__(self):
         self.rules = self.rules_at(self.selected)
@@ -165,6 +168,7 @@ def fit_rules(
     forest,
     X_val=None,
     y_val=None,
+    rows=None,
     sample_weight=None,
     feature_names=None,
     encoding=None,
@@ -178,7 +182,9 @@ def fit_rules(
 
     ``forest``: a :class:`ForestSpec` (trained here on the training rows), a fitted scikit-learn forest or a
     :class:`TreeEnsemble`. Without ``X_val``/``y_val`` the rows are split by :func:`holdout_split` with the
-    spec's ``validation_fraction`` and ``random_state``. ``encoding``: the TableEncoding ``X`` was encoded with
+    spec's ``validation_fraction`` and ``random_state``, or by ``rows`` = (training rows, validation rows) where the
+    caller chose them (a fold); with ``spec.cv_folds`` the step is cross-validated (:func:`fit_cross_validated`).
+    ``encoding``: the TableEncoding ``X`` was encoded with
     (its feature names name the forest's features; the rules read in its words, see ``RuleEnsemble``).
     ``leaves``/``val_leaves``: the forest's leaf
     indices (n, T) on all rows of ``X``/``X_val`` where the caller has them (a cache); computed otherwise.
@@ -192,32 +198,30 @@ def fit_rules(
         feature_names = encoding.feature_names
     if (X_val is None) != (y_val is None):
         raise ValueError("give both X_val and y_val, or neither")
-    if X_val is None:
-        train_rows, val_rows = holdout_split(len(y), spec.validation_fraction, spec.random_state)
-    else:
+    if spec.cv_folds is not None:
+        if X_val is not None or rows is not None:
+            raise ValueError("cv_folds validates on folds of X: give no X_val, y_val or rows with it")
+        return fit_cross_validated(
+            X,
+            y,
+            spec,
+            forest=forest,
+            sample_weight=sample_weight,
+            feature_names=feature_names,
+            encoding=encoding,
+            classes=classes,
+            leaves=leaves,
+            callback=callback,
+        )
+    if X_val is not None:
         train_rows, val_rows = np.arange(len(y)), None
-    X_train = X[train_rows]
-    train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
-    if get_loss(spec.loss).per_class:
-        n_classes = len(classes) if classes is not None else int(y.max()) + 1
-        missing = sorted(set(range(n_classes)) - set(np.unique(y[train_rows]).astype(int)))
-        if missing:
-            shown = [str(classes[k]) if classes is not None else str(k) for k in missing[:5]]
-            raise ValueError(
-                f"no training row has class {', '.join(shown)}: every class needs training rows (its rows all fell "
-                "in the validation rows: give more rows of it, a smaller validation_fraction or another random_state)"
-            )
-
-    if isinstance(forest, ForestSpec):
-        estimator, ensemble = train_forest(forest, X_train, y[train_rows], train_weight, feature_names, loss=spec.loss)
+    elif rows is not None:
+        train_rows, val_rows = (np.asarray(r, dtype=np.int64) for r in rows)
     else:
-        estimator = None if isinstance(forest, TreeEnsemble) else forest
-        ensemble = _named(as_tree_ensemble(forest), feature_names)
-    if ensemble.n_features != X.shape[1]:
-        raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
-
-    leaves = ensemble.apply(X) if leaves is None else leaves
-    candidates = candidate_terms(ensemble, spec, X_train, train_weight, encoding)
+        train_rows, val_rows = holdout_split(len(y), spec.validation_fraction, spec.random_state)
+    _check_classes(y[train_rows], spec, classes)
+    prepared = _prepare(X, y, spec, forest, train_rows, sample_weight, feature_names, encoding, leaves)
+    leaves, candidates = prepared.leaves, prepared.candidates
     val_matrix, y_holdout = None, None
     if val_rows is not None and len(val_rows):
         val_matrix, y_holdout = candidates.matrix(leaves[val_rows], X[val_rows]), y[val_rows]
@@ -226,21 +230,234 @@ def fit_rules(
         y_holdout = np.asarray(y_val, dtype=np.float64).ravel()
         if y_holdout.shape != (len(X_val),):
             raise ValueError(f"X_val has {len(X_val)} rows but y_val has {y_holdout.size} values")
-        val_matrix = candidates.matrix(ensemble.apply(X_val) if val_leaves is None else val_leaves, X_val)
+        val_matrix = candidates.matrix(prepared.ensemble.apply(X_val) if val_leaves is None else val_leaves, X_val)
 
     path = fit_path(
-        candidates.matrix(leaves[train_rows], X_train),
+        candidates.matrix(leaves[train_rows], prepared.X_train),
         y[train_rows],
         spec,
-        sample_weight=train_weight,
+        sample_weight=prepared.train_weight,
         val_matrix=val_matrix,
         y_val=y_holdout,
         leaf_ancestors=candidates.ancestors,
         column_trees=candidates.trees,
         callback=callback,
     )
-    selected = path.select()
-    return RuleFit(ensemble, estimator, path, selected, candidates, train_rows, val_rows, X_train, encoding, classes)
+    return prepared.rule_fit(path, path.select(), train_rows, val_rows, encoding, classes)
+
+
+def cross_validation_grid(
+    X, y, spec: PathSpec, *, forest, sample_weight=None, feature_names=None, encoding=None, leaves=None
+) -> np.ndarray:
+    """The lambda grid every fold of a cross-validated fit (``spec.cv_folds``) follows: that of all the rows, with
+    ``forest`` fitted (or trained here) on all of them."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    everything = np.arange(len(y))
+    prepared = _prepare(X, y, spec, forest, everything, sample_weight, feature_names, encoding, leaves)
+    matrix = prepared.candidates.matrix(prepared.leaves, X)
+    return path_grid(spec, path_lambda_max(matrix, y, spec, prepared.train_weight))
+
+
+def fit_fold(
+    X,
+    y,
+    spec: PathSpec,
+    grid,
+    fold: int,
+    *,
+    forest,
+    sample_weight=None,
+    feature_names=None,
+    encoding=None,
+    classes=None,
+    leaves=None,
+    callback=None,
+) -> PathResult:
+    """The path of fold ``fold`` of ``spec.cv_folds``: on ``grid`` (:func:`cross_validation_grid`), fitted on the
+    other folds' rows (a ``ForestSpec`` trained on them only) and validated on the fold's."""
+    rows = cross_validation.fold_rows(len(y), spec.cv_folds, spec.random_state, fold)
+    return fit_rules(
+        X,
+        y,
+        cross_validation.fold_spec(spec, grid),
+        forest=forest,
+        rows=rows,
+        sample_weight=sample_weight,
+        feature_names=feature_names,
+        encoding=encoding,
+        classes=classes,
+        leaves=leaves,
+        callback=callback,
+    ).path
+
+
+def refit_cross_validated(
+    X,
+    y,
+    spec: PathSpec,
+    grid,
+    fold_paths: list[PathResult],
+    *,
+    forest,
+    sample_weight=None,
+    feature_names=None,
+    encoding=None,
+    classes=None,
+    leaves=None,
+    callback=None,
+) -> RuleFit:
+    """The cross-validated fit of ``spec``: the path on all the rows over the steps every fold reached, each step
+    holding the folds' mean validation loss and metrics (and the loss's standard error), and the step selected by
+    them (``spec.selection``, "1se" included). ``fold_paths``: :func:`fit_fold` of each fold, in order."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if len(fold_paths) != spec.cv_folds:
+        raise ValueError(f"{len(fold_paths)} fold paths for cv_folds={spec.cv_folds}")
+    everything = np.arange(len(y))
+    _check_classes(y, spec, classes)
+    prepared = _prepare(X, y, spec, forest, everything, sample_weight, feature_names, encoding, leaves)
+    candidates = prepared.candidates
+    refit = fit_path(
+        candidates.matrix(prepared.leaves, X),
+        y,
+        cross_validation.refit_spec(spec, grid, cross_validation.common_steps(fold_paths)),
+        sample_weight=prepared.train_weight,
+        leaf_ancestors=candidates.ancestors,
+        column_trees=candidates.trees,
+        callback=callback,
+    )
+    path = cross_validation.with_fold_means(refit, fold_paths, spec)
+    fit = prepared.rule_fit(path, path.select(), everything, None, encoding, classes)
+    fit.fold_paths = list(fold_paths)
+    return fit
+
+
+def fit_cross_validated(
+    X,
+    y,
+    spec: PathSpec,
+    *,
+    forest,
+    sample_weight=None,
+    feature_names=None,
+    encoding=None,
+    classes=None,
+    leaves=None,
+    callback=None,
+) -> RuleFit:
+    """:func:`fit_rules` with ``spec.cv_folds``: the grid of all the rows, each fold's path, then the refit. A
+    ``ForestSpec`` is trained once on all the rows (grid and refit) and once per fold on its training rows."""
+    if isinstance(forest, ForestSpec):
+        X = np.asarray(X, dtype=np.float64)
+        weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        estimator, _ = train_forest(forest, X, np.asarray(y, dtype=np.float64), weight, feature_names, loss=spec.loss)
+        everything = estimator
+    else:
+        everything = forest
+    shared = dict(sample_weight=sample_weight, feature_names=feature_names, encoding=encoding)
+    grid = cross_validation_grid(X, y, spec, forest=everything, leaves=leaves, **shared)
+    folds = [fit_fold(X, y, spec, grid, k, forest=forest, classes=classes, **shared) for k in range(spec.cv_folds)]
+    return refit_cross_validated(
+        X, y, spec, grid, folds, forest=everything, classes=classes, leaves=leaves, callback=callback, **shared
+    )
+
+
+def fit_half_samples(
+    X, y, spec: PathSpec, n_pairs: int, *, forest, sample_weight=None, feature_names=None, encoding=None, classes=None
+) -> list[tuple[RuleEnsemble, RuleEnsemble]]:
+    """The rules :func:`fit_rules` selects on each half of ``n_pairs`` random splits of the rows into two disjoint
+    halves (``solver.stability.half_sample_pairs``, seeded by ``spec.random_state``), each half a whole fit: its
+    own validation rows (or folds) and, for a ``ForestSpec``, its own forest. For ``solver.stability``."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+
+    def half_fit(rows) -> RuleEnsemble:
+        return fit_half(
+            X,
+            y,
+            spec,
+            rows,
+            forest=forest,
+            sample_weight=weight,
+            feature_names=feature_names,
+            encoding=encoding,
+            classes=classes,
+        )
+
+    return [(half_fit(a), half_fit(b)) for a, b in half_sample_pairs(len(y), n_pairs, spec.random_state)]
+
+
+def fit_half(
+    X, y, spec: PathSpec, rows, *, forest, sample_weight=None, feature_names=None, encoding=None, classes=None
+) -> RuleEnsemble:
+    """The selected rules of :func:`fit_rules` on the rows ``rows`` of the table alone (one half-sample fit)."""
+    return fit_rules(
+        X[rows],
+        y[rows],
+        spec,
+        forest=forest,
+        sample_weight=None if sample_weight is None else sample_weight[rows],
+        feature_names=feature_names,
+        encoding=encoding,
+        classes=classes,
+    ).rules
+
+
+@dataclass
+class _Prepared:
+    """A forest on some training rows: its leaves on every row of X, and the candidate terms of the path."""
+
+    estimator: object
+    ensemble: TreeEnsemble
+    leaves: np.ndarray
+    candidates: Candidates
+    X_train: np.ndarray
+    train_weight: np.ndarray | None
+
+    def rule_fit(self, path, selected, train_rows, val_rows, encoding, classes) -> RuleFit:
+        return RuleFit(
+            self.ensemble,
+            self.estimator,
+            path,
+            selected,
+            self.candidates,
+            train_rows,
+            val_rows,
+            self.X_train,
+            encoding,
+            classes,
+        )
+
+
+def _prepare(X, y, spec, forest, train_rows, sample_weight, feature_names, encoding, leaves) -> _Prepared:
+    X_train = X[train_rows]
+    train_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[train_rows]
+    if isinstance(forest, ForestSpec):
+        estimator, ensemble = train_forest(forest, X_train, y[train_rows], train_weight, feature_names, loss=spec.loss)
+    else:
+        estimator = None if isinstance(forest, TreeEnsemble) else forest
+        ensemble = _named(as_tree_ensemble(forest), feature_names)
+    if ensemble.n_features != X.shape[1]:
+        raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
+    leaves = ensemble.apply(X) if leaves is None else leaves
+    candidates = candidate_terms(ensemble, spec, X_train, train_weight, encoding)
+    return _Prepared(estimator, ensemble, leaves, candidates, X_train, train_weight)
+
+
+def _check_classes(y_train, spec: PathSpec, classes) -> None:
+    """Every class of a per-class loss has training rows."""
+    if not get_loss(spec.loss).per_class:
+        return
+    n_classes = len(classes) if classes is not None else int(y_train.max()) + 1
+    missing = sorted(set(range(n_classes)) - set(np.unique(y_train).astype(int)))
+    if missing:
+        shown = [str(classes[k]) if classes is not None else str(k) for k in missing[:5]]
+        raise ValueError(
+            f"no training row has class {', '.join(shown)}: every class needs training rows (its rows all fell "
+            "in the validation rows: give more rows of it, a smaller validation_fraction or another random_state)"
+        )
 
 
 def _plain(label):

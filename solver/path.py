@@ -1,7 +1,7 @@
 """Warm-started regularization paths over the sparsity parameter lambda_s."""
 
 import time
-from dataclasses import KW_ONLY, asdict, dataclass, fields
+from dataclasses import KW_ONLY, MISSING, asdict, dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,15 +67,17 @@ class PathStep:
     val_rmse: float | None = None
     train_brier: float | None = None
     val_brier: float | None = None
+    # a cross-validated step's (solver.cross_validation): the standard error of val_loss, the folds' mean
+    val_loss_se: float | None = None
 
     def to_dict(self):
         return asdict(self)
 
     @classmethod
     def from_dict(cls, record):
-        """The step of a ``to_dict()`` record (keys it does not know are ignored; the metrics beside the losses
-        may be missing, as in records written before they existed)."""
-        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name not in METRICS or f.name in record})
+        """The step of a ``to_dict()`` record (keys it does not know are ignored; the fields after the losses may
+        be missing, as in records written before they existed)."""
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.default is MISSING or f.name in record})
 
 
 def best_step(steps, max_rules=None, selection=PathSpec().selection):
@@ -84,11 +86,20 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
     The one selection rule of the library and the service (final choice, progress, grid cells): among steps
     with at most ``max_rules`` rules, the lowest validation loss (``selection="loss"``) or the highest
     validation AUC (``"auc"``; ``PathSpec.selection``), from the training rows where a step has no
-    validation metric; the earlier (sparser) step on ties.
+    validation metric; the earlier (sparser) step on ties. ``"1se"``: the earliest (sparsest) step whose
+    validation loss is at most the lowest one plus that step's standard error (``val_loss_se``, cross-validated
+    steps), glmnet's one-standard-error rule; the lowest where a step has no standard error.
     """
     eligible = [k for k, s in enumerate(steps) if max_rules is None or s.n_rules <= max_rules]
     if not eligible:
         return None
+    if selection == "1se":
+        lowest = best_step([steps[k] for k in eligible], None, "loss")
+        assert lowest is not None
+        best = steps[eligible[lowest]]
+        if best.val_loss is None or best.val_loss_se is None:
+            return eligible[lowest]
+        return next(k for k in eligible if steps[k].val_loss <= best.val_loss + best.val_loss_se)
     if selection == "auc":
         has_val = all(steps[k].val_auc is not None for k in eligible)
         return min(eligible, key=lambda k: (-(steps[k].val_auc if has_val else steps[k].train_auc), k))
@@ -191,7 +202,6 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
     spec = spec or PathSpec()
     if settings:
         spec = spec.replace(**settings)
-    penalty, gamma, mcp_scaling = spec.penalty, spec.gamma, spec.mcp_scaling
     max_rules, max_iter, inner_iters = spec.max_rules, spec.max_iter, spec.inner_iters
 
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -209,32 +219,14 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
 
     weights = _validated_sample_weight(sample_weight, n)
     loss = get_loss(spec.loss)
-    loss.check_targets(y, "y", weights)
+    setup = _Setup.of(matrix, y, weights, spec)
     if y_val is not None:
         loss.check_targets(y_val, "y_val")
-    matrix = matrix.without_small_leaves(spec.min_support_rows(n))
-    if spec.scaling == "unit":  # the solver's weights w' are w / scale
-        solved, scale = matrix.unit_columns(weights)
-    else:
-        solved, scale = matrix, np.ones(matrix.shape[1])
-    problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, penalty, gamma, mcp_scaling)
+    matrix, problem, state, scale, n_classes = setup.matrix, setup.problem, setup.state, setup.scale, setup.n_classes
+    kernels, solve = setup.kernels, setup.solve
     n_leaves = problem.values.shape[0]
-    if loss.per_class:
-        n_classes = int(y.max()) + 1
-        kernels, solve = multinomial_gbcd, CLASS_SOLVERS[spec.block_selection]
-        state = multinomial_gbcd.ClassState.initial(problem, n_classes)
-    else:
-        n_classes = 1
-        kernels, solve = gbcd, loss.step_solve(penalty, SOLVERS[spec.block_selection], gbcd.objective_value)
-        state = State.initial(problem)
     lambda_max = kernels.lambda_max(problem, state)
-
-    if spec.lambdas is not None:
-        grid = np.asarray(spec.lambdas)
-    elif lambda_max > 0:
-        grid = lambda_grid(lambda_max, spec.n_lambdas, spec.lambda_min_ratio)
-    else:
-        grid = np.zeros(1)
+    grid = path_grid(spec, lambda_max)
     tol_abs = spec.tol * max(lambda_max, np.finfo(float).tiny)
     unscale = scale if n_classes == 1 else scale[:, None]
 
@@ -288,6 +280,53 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
     coefs = np.concatenate([vals for _, vals in rows]) if rows else np.zeros(0)
     coef_path = sp.csr_matrix((coefs, indices, indptr), shape=(len(rows), n_leaves * n_classes))
     return PathResult(steps, coef_path, np.asarray(intercepts), lambda_max, spec, stop_reason, n_classes)
+
+
+@dataclass
+class _Setup:
+    """The problem a path solves (the penalties' units, the state at zero weights, the kernels of its loss)."""
+
+    matrix: object  # the LeafMatrix without the leaves of too few rows, in M's units
+    problem: Problem
+    state: object
+    scale: np.ndarray  # the solver's weights are w / scale
+    n_classes: int
+    kernels: object
+    solve: object
+
+    @classmethod
+    def of(cls, matrix, y, weights, spec: PathSpec) -> "_Setup":
+        loss = get_loss(spec.loss)
+        loss.check_targets(y, "y", weights)
+        matrix = matrix.without_small_leaves(spec.min_support_rows(len(y)))
+        if spec.scaling == "unit":
+            solved, scale = matrix.unit_columns(weights)
+        else:
+            solved, scale = matrix, np.ones(matrix.shape[1])
+        problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, spec.penalty, spec.gamma, spec.mcp_scaling)
+        if loss.per_class:
+            n_classes = int(y.max()) + 1
+            state = multinomial_gbcd.ClassState.initial(problem, n_classes)
+            return cls(matrix, problem, state, scale, n_classes, multinomial_gbcd, CLASS_SOLVERS[spec.block_selection])
+        solve = loss.step_solve(spec.penalty, SOLVERS[spec.block_selection], gbcd.objective_value)
+        return cls(matrix, problem, State.initial(problem), scale, 1, gbcd, solve)
+
+
+def path_lambda_max(matrix, y, spec: PathSpec, sample_weight=None) -> float:
+    """lambda_max of the path ``fit_path(matrix, y, spec, sample_weight=...)`` would solve: the smallest lambda_s
+    at which every weight is zero (cross-validation's folds share the grid of all the rows)."""
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    setup = _Setup.of(matrix, y, _validated_sample_weight(sample_weight, len(y)), spec)
+    return float(setup.kernels.lambda_max(setup.problem, setup.state))
+
+
+def path_grid(spec: PathSpec, lambda_max: float) -> np.ndarray:
+    """The lambda_s steps of a path: the spec's own, or its geometric grid below ``lambda_max``."""
+    if spec.lambdas is not None:
+        return np.asarray(spec.lambdas)
+    if lambda_max > 0:
+        return lambda_grid(lambda_max, spec.n_lambdas, spec.lambda_min_ratio)
+    return np.zeros(1)
 
 
 def _training_score(loss, problem, state, matrix, w, intercept, polished):

@@ -6,20 +6,28 @@ compares them (Bénard et al., 2021): a condition is its column, its direction, 
 and the quantile cut of its column nearest its threshold (``QUANTILE_BINS``-quantiles of reference rows: the
 training rows of the model read). A rule is the set of its conditions; a linear term is its column.
 
+Whether a missing value satisfies a condition is part of it only where its column has missing values in the
+reference rows (``missing_features``): elsewhere the flag says only where a split would send a value it never saw
+(scikit-learn sends it to the larger child), which differs between two samples' forests and says nothing about the
+table.
+
 The stability of a procedure is the Dice–Sørensen index ``2 |A ∩ B| / (|A| + |B|)`` of the rule sets ``A`` and ``B``
 it extracts from two independent samples of the same size: the two halves of a random split (``half_sample_pairs``).
 A rule's selection frequency is the share of half-sample fits whose rule set holds it.
 """
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .binning import quantile_cuts
+from .spec import SpecError, _is_count
 
 # deciles, as the issue's measurement and SIRUS's default q = 10
 QUANTILE_BINS = 10
+# half-sample fits of one stability measurement: each is a whole fit
+MAX_RESAMPLES = 100
 
 RuleKey = frozenset[Hashable]
 
@@ -29,17 +37,29 @@ def reference_cuts(X: np.ndarray, n_bins: int = QUANTILE_BINS) -> list[np.ndarra
     return quantile_cuts(np.asarray(X, dtype=np.float64), n_bins)
 
 
-def rule_keys(ensemble, cuts: Sequence[np.ndarray]) -> list[RuleKey]:
-    """One key per rule of ``ensemble`` (a RuleEnsemble), then one per linear term, in the ensemble's order."""
+def missing_features(X: np.ndarray) -> frozenset[int]:
+    """The columns of the reference rows ``X`` (encoded) that have missing values."""
+    return frozenset(np.flatnonzero(np.isnan(np.asarray(X, dtype=np.float64)).any(axis=0)).tolist())
+
+
+def rule_keys(ensemble, cuts: Sequence[np.ndarray], with_missing: Collection[int] | None = None) -> list[RuleKey]:
+    """One key per rule of ``ensemble`` (a RuleEnsemble), then one per linear term, in the ensemble's order.
+    ``with_missing``: the features whose conditions' missing flag is part of the key (``missing_features`` of the
+    reference rows); None: every feature's."""
     keys = []
     for rule in ensemble.rules:
         keys.append(
             frozenset(
-                (c.feature_index, c.operator, c.missing, _nearest_cut(cuts[c.feature_index], c.threshold))
+                (
+                    c.feature_index,
+                    c.operator,
+                    c.missing if with_missing is None or c.feature_index in with_missing else None,
+                    _nearest_cut(cuts[c.feature_index], c.threshold),
+                )
                 for c in rule.conditions
             )
         )
-    keys.extend(frozenset({("linear", term.feature_index)}) for term in ensemble.linear_terms)
+    keys.extend(frozenset({("linear", term.feature_index)}) for term in ensemble.linear)
     return keys
 
 
@@ -67,6 +87,16 @@ def half_sample_pairs(n_rows: int, n_pairs: int, seed: int) -> list[tuple[np.nda
     return pairs
 
 
+def check_resamples(n_resamples, field: str = "stability_resamples") -> int:
+    """The number of pairs of half-sample fits of ``n_resamples`` fits (an even count >= 2), or a SpecError."""
+    if not _is_count(n_resamples) or n_resamples < 2 or n_resamples % 2 or n_resamples > MAX_RESAMPLES:
+        raise SpecError(
+            field,
+            f"must be an even number of fits in [2, {MAX_RESAMPLES}] (pairs of disjoint halves), got {n_resamples!r}",
+        )
+    return n_resamples // 2
+
+
 @dataclass
 class RuleStability:
     """How a rule set repeats over half-samples: ``frequencies`` (one per rule, then per linear term, of the model
@@ -87,13 +117,16 @@ class RuleStability:
         }
 
 
-def rule_stability(model, resample_pairs: Sequence[tuple], cuts: Sequence[np.ndarray]) -> RuleStability:
+def rule_stability(
+    model, resample_pairs: Sequence[tuple], cuts: Sequence[np.ndarray], with_missing: Collection[int] | None = None
+) -> RuleStability:
     """The stability of ``model`` (a RuleEnsemble) from the rule ensembles fitted on the two halves of each pair in
-    ``resample_pairs`` (``[(ensemble of half a, ensemble of half b), ...]``), conditions binned on ``cuts``."""
+    ``resample_pairs`` (``[(ensemble of half a, ensemble of half b), ...]``), conditions binned on ``cuts`` (and
+    missing flags kept ``with_missing``, as in ``rule_keys``)."""
     if not resample_pairs:
         raise ValueError("rule stability needs at least one pair of half-sample fits")
-    sets = [(set(rule_keys(a, cuts)), set(rule_keys(b, cuts))) for a, b in resample_pairs]
+    sets = [(set(rule_keys(a, cuts, with_missing)), set(rule_keys(b, cuts, with_missing))) for a, b in resample_pairs]
     fits = [keys for pair in sets for keys in pair]
-    frequencies = np.array([np.mean([key in keys for keys in fits]) for key in rule_keys(model, cuts)])
+    frequencies = np.array([np.mean([key in keys for keys in fits]) for key in rule_keys(model, cuts, with_missing)])
     pair_dice = [dice(a, b) for a, b in sets]
     return RuleStability(frequencies, float(np.mean(pair_dice)), pair_dice, len(fits))

@@ -29,8 +29,11 @@ def test_the_estimators_take_every_default_from_the_specs(estimator, loss):
         if name != "random_state":
             assert params[estimator_name] == default, name
     assert set(params) - set(PathSpec.defaults()) - {"forest", "forest_kind"} - set(ForestSpec.defaults()) == (
-        {"class_weight", "n_jobs"} if estimator is FireClassifier else {"n_jobs"}
+        {"class_weight", "stability_resamples", "n_jobs"}
+        if estimator is FireClassifier
+        else {"stability_resamples", "n_jobs"}
     )
+    assert params["stability_resamples"] is None  # no half-sample fits unless asked: each is a whole fit
     assert params["n_jobs"] is None  # FIRE_NUM_THREADS or every core (solver.threads): not a setting of the fit
 
 
