@@ -46,8 +46,9 @@ def raw_thresholds(estimator, X: np.ndarray, cuts: list[np.ndarray]) -> None:
     for tree in np.ravel(estimator.estimators_):
         nodes = tree.tree_
         split = nodes.feature >= 0
-        # a split between codes b and b + 1 lies in (b, b + 1): the midpoint, or anywhere for extra trees
-        codes = np.floor(nodes.threshold[split]).astype(np.int64)
+        # a split between codes b and b + 1 lies in (b, b + 1): the midpoint, or anywhere for extra trees; inf (the
+        # missing values' split) is clipped first, as no integer holds it
+        codes = np.floor(np.minimum(nodes.threshold[split], max(map(len, cuts), default=0) + 1)).astype(np.int64)
         features = nodes.feature[split]
         nodes.threshold[split] = [at_code[f][min(max(b + 1, 0), len(at_code[f]) - 1)] for f, b in zip(features, codes)]
 

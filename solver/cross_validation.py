@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .path import METRIC_NAMES, PathResult
+from .path import METRIC_NAMES, PathResult, PathStep
 from .spec import PathSpec
 
 # the validation values a cross-validated step holds as the folds' means
@@ -62,23 +62,23 @@ def _fold_selection(selection: str) -> str:
     return "loss" if selection == "1se" else selection
 
 
-def common_steps(fold_paths: list[PathResult]) -> int:
-    """How many steps every fold's path reached."""
-    if not fold_paths:
+def common_steps(fold_steps: list[list[PathStep]]) -> int:
+    """How many steps every fold's path reached (``fold_steps``: each fold's ``PathResult.steps``)."""
+    if not fold_steps:
         raise ValueError("cross-validation needs the paths of its folds")
-    return min(len(path.steps) for path in fold_paths)
+    return min(len(steps) for steps in fold_steps)
 
 
-def with_fold_means(refit: PathResult, fold_paths: list[PathResult], spec: PathSpec) -> PathResult:
+def with_fold_means(refit: PathResult, fold_steps: list[list[PathStep]], spec: PathSpec) -> PathResult:
     """The refitted path whose steps hold the folds' mean validation loss and metrics, and the standard error of
     the loss, at their lambda; its spec ``spec`` (the cross-validated one)."""
     steps = []
     for k, step in enumerate(refit.steps):
-        fold_steps = [path.steps[k] for path in fold_paths]
-        if any(not np.isclose(s.lambda_s, step.lambda_s, rtol=1e-12) for s in fold_steps):
+        at_step = [steps_of_fold[k] for steps_of_fold in fold_steps]
+        if any(not np.isclose(s.lambda_s, step.lambda_s, rtol=1e-12) for s in at_step):
             raise ValueError(f"the folds' step {k} is not at the refit's lambda_s {step.lambda_s:g}")
-        means = {name: _mean([getattr(s, name) for s in fold_steps]) for name in FOLD_MEANS}
-        steps.append(replace(step, **means, val_loss_se=standard_error([s.val_loss for s in fold_steps])))
+        means = {name: _mean([getattr(s, name) for s in at_step]) for name in FOLD_MEANS}
+        steps.append(replace(step, **means, val_loss_se=standard_error([s.val_loss for s in at_step])))
     return replace(refit, steps=steps, spec=spec)
 
 

@@ -216,7 +216,7 @@ class _FireEstimator(BaseEstimator):
         self.intercept_ = _intercept(fit.path.intercepts[fit.selected])
         self.rule_ensemble_ = fit.rules
         self.cv_fold_paths_ = (
-            None if fit.fold_paths is None else [[s.to_dict() for s in p.steps] for p in fit.fold_paths]
+            None if fit.fold_steps is None else [[s.to_dict() for s in steps] for steps in fit.fold_steps]
         )
         if self.stability_resamples is not None:
             n_pairs = check_resamples(self.stability_resamples)

@@ -25,7 +25,7 @@ from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
 from .losses import get_loss
-from .path import PathResult, fit_path, path_grid, path_lambda_max
+from .path import PathResult, PathStep, fit_path, path_grid, path_lambda_max
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 from .stability import half_sample_pairs
@@ -135,8 +135,8 @@ class RuleFit:
     encoding: TableEncoding | None  # the table's encoding: the rules read in its words
     classes: Sequence | None  # the labels of y's codes (fit_rules' ``classes``)
     rules: RuleEnsemble = field(init=False)  # the selected step's
-    # a cross-validated fit's (PathSpec.cv_folds): each fold's path, whose validation losses path.steps average
-    fold_paths: list[PathResult] | None = field(init=False, default=None)
+    # a cross-validated fit's (PathSpec.cv_folds): each fold's path's steps, whose validation losses path.steps average
+    fold_steps: list[list[PathStep]] | None = field(init=False, default=None)
 
     def __post_init__(self):
         self.rules = self.rules_at(self.selected)
@@ -297,7 +297,7 @@ def refit_cross_validated(
     y,
     spec: PathSpec,
     grid,
-    fold_paths: list[PathResult],
+    fold_steps: list[list[PathStep]],
     *,
     forest,
     sample_weight=None,
@@ -309,11 +309,12 @@ def refit_cross_validated(
 ) -> RuleFit:
     """The cross-validated fit of ``spec``: the path on all the rows over the steps every fold reached, each step
     holding the folds' mean validation loss and metrics (and the loss's standard error), and the step selected by
-    them (``spec.selection``, "1se" included). ``fold_paths``: :func:`fit_fold` of each fold, in order."""
+    them (``spec.selection``, "1se" included). ``fold_steps``: the steps of each fold's path (:func:`fit_fold`), in
+    fold order."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if len(fold_paths) != spec.cv_folds:
-        raise ValueError(f"{len(fold_paths)} fold paths for cv_folds={spec.cv_folds}")
+    if len(fold_steps) != spec.cv_folds:
+        raise ValueError(f"{len(fold_steps)} fold paths for cv_folds={spec.cv_folds}")
     everything = np.arange(len(y))
     _check_classes(y, spec, classes)
     prepared = _prepare(X, y, spec, forest, everything, sample_weight, feature_names, encoding, leaves)
@@ -321,15 +322,15 @@ def refit_cross_validated(
     refit = fit_path(
         candidates.matrix(prepared.leaves, X),
         y,
-        cross_validation.refit_spec(spec, grid, cross_validation.common_steps(fold_paths)),
+        cross_validation.refit_spec(spec, grid, cross_validation.common_steps(fold_steps)),
         sample_weight=prepared.train_weight,
         leaf_ancestors=candidates.ancestors,
         column_trees=candidates.trees,
         callback=callback,
     )
-    path = cross_validation.with_fold_means(refit, fold_paths, spec)
+    path = cross_validation.with_fold_means(refit, fold_steps, spec)
     fit = prepared.rule_fit(path, path.select(), everything, None, encoding, classes)
-    fit.fold_paths = list(fold_paths)
+    fit.fold_steps = [list(steps) for steps in fold_steps]
     return fit
 
 
@@ -359,7 +360,16 @@ def fit_cross_validated(
     grid = cross_validation_grid(X, y, spec, forest=everything, leaves=leaves, **shared)
     folds = [fit_fold(X, y, spec, grid, k, forest=forest, classes=classes, **shared) for k in range(spec.cv_folds)]
     return refit_cross_validated(
-        X, y, spec, grid, folds, forest=everything, classes=classes, leaves=leaves, callback=callback, **shared
+        X,
+        y,
+        spec,
+        grid,
+        [fold.steps for fold in folds],
+        forest=everything,
+        classes=classes,
+        leaves=leaves,
+        callback=callback,
+        **shared,
     )
 
 

@@ -51,7 +51,7 @@ def test_each_fold_path_is_a_plain_fit_on_that_folds_rows(table, cross_validated
     X, y = table
     grid = cross_validation_grid(X, y, SPEC, forest=train_forest(FOREST, X, y)[0])
     assert np.allclose([s.lambda_s for s in cross_validated.path.steps], grid[: len(cross_validated.path.steps)])
-    for k, fold_path in enumerate(cross_validated.fold_paths):
+    for k, fold_steps in enumerate(cross_validated.fold_steps):
         train, val = fold_rows(len(y), SPEC.cv_folds, SPEC.random_state, k)
         plain = fit_rules(
             X[train],
@@ -61,20 +61,20 @@ def test_each_fold_path_is_a_plain_fit_on_that_folds_rows(table, cross_validated
             X_val=X[val],
             y_val=y[val],
         ).path
-        assert len(plain.steps) == len(fold_path.steps)
-        for ours, theirs in zip(fold_path.steps, plain.steps):
+        assert len(plain.steps) == len(fold_steps)
+        for ours, theirs in zip(fold_steps, plain.steps):
             assert {**ours.to_dict(), "seconds": 0} == {**theirs.to_dict(), "seconds": 0}
 
 
 def test_the_steps_hold_the_folds_mean_loss_and_its_standard_error(cross_validated):
-    steps, folds = cross_validated.path.steps, cross_validated.fold_paths
-    reached = min(len(p.steps) for p in folds)  # the refit goes as far as every fold, or to its rule budget
+    steps, folds = cross_validated.path.steps, cross_validated.fold_steps
+    reached = min(len(fold) for fold in folds)  # the refit goes as far as every fold, or to its rule budget
     assert len(steps) == reached or (len(steps) < reached and steps[-1].n_rules > SPEC.max_rules)
     for k, step in enumerate(steps):
-        losses = np.array([p.steps[k].val_loss for p in folds])
+        losses = np.array([fold[k].val_loss for fold in folds])
         assert step.val_loss == pytest.approx(losses.mean(), rel=1e-12)
         assert step.val_loss_se == pytest.approx(losses.std(ddof=1) / np.sqrt(len(losses)), rel=1e-12)
-        assert step.val_r2 == pytest.approx(np.mean([p.steps[k].val_r2 for p in folds]), rel=1e-12)
+        assert step.val_r2 == pytest.approx(np.mean([fold[k].val_r2 for fold in folds]), rel=1e-12)
     assert cross_validated.val_rows is None and len(cross_validated.train_rows) == 1200
     assert cross_validated.selected == best_step(steps, SPEC.max_rules, "loss")
 
