@@ -119,11 +119,12 @@ def test_check_targets_takes_what_the_loss_fits():
 def test_the_spec_reads_selection_and_polish_from_the_registry(name):
     loss = LOSSES[name]
     for selection in SELECTIONS:
+        folds = 5 if selection == "1se" else None  # the one-standard-error rule reads cross-validated steps
         if selection in loss.selections:
-            assert PathSpec(loss=name, selection=selection).selection == selection
+            assert PathSpec(loss=name, selection=selection, cv_folds=folds).selection == selection
         else:
             with pytest.raises(SpecError, match="selection"):
-                PathSpec(loss=name, selection=selection)
+                PathSpec(loss=name, selection=selection, cv_folds=folds)
     assert PathSpec(loss=name).polishes() == loss.polish_default
     if loss.polish_allowed:
         assert PathSpec(loss=name, polish=True).polishes()
