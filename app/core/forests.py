@@ -71,6 +71,8 @@ class ForestRecipe(Document):
         recipe = self.model_dump(mode="json", include=set(ForestRecipe.model_fields))
         if recipe["loss"] == DEFAULT_LOSS:
             del recipe["loss"]  # ids kept from before classification
+        if recipe["params"].get("threshold_bins") is None:
+            del recipe["params"]["threshold_bins"]  # ids kept from before quantile-binned forests
         return "fo_" + canonical_hash(recipe)
 
 
