@@ -21,6 +21,7 @@ from app.core.job_documents import (
     SUCCEEDED,
     TERMINAL,
     BestStep,
+    CrossValidation,
     GridCell,
     GridJobResult,
     GridJobSpec,
@@ -31,6 +32,7 @@ from app.core.job_documents import (
     PathJobSpec,
     PathResultBase,
     Progress,
+    RuleStability,
     TrainJobSpec,
     TrainResult,
     TrainSummary,
@@ -38,10 +40,11 @@ from app.core.job_documents import (
 )
 from app.core.records import now
 from solver import TreeEnsemble, threads
-from solver.fitting import fit_rules
+from solver.fitting import RuleFit, fit_half_samples, fit_rules
 from solver.fitting import train_forest as train_ensemble
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec
+from solver.stability import check_resamples, reference_cuts, rule_stability
 
 PROGRESS_INTERVAL_SECONDS = 0.1
 SpecT = TypeVar("SpecT", bound=TrainJobSpec | PathJobSpec)  # the spec a job function runs
@@ -243,12 +246,14 @@ def run_path(job_id: str, attempt: int) -> None:
             val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
             cache_hit = cache_hit and val_hit
         run.phase("path", step=0, n_steps=spec.path.n_steps)
+        # a cross-validated path trains each fold's forest from the recipe (the stored forest saw every row)
+        fitted_forest = spec.recipe.params if spec.path.cv_folds is not None and spec.recipe is not None else forest
         with run.timed("path"):
             fit = fit_rules(
                 X,
                 y,
                 spec.path,
-                forest=forest,
+                forest=fitted_forest,
                 X_val=X_val,
                 y_val=y_val,
                 encoding=dataset.encoding,  # names the features; linear terms only on numeric columns
@@ -265,6 +270,8 @@ def run_path(job_id: str, attempt: int) -> None:
         run.check_deadline()
         if fit.val_rows is not None:
             n_val = len(fit.val_rows)
+        elif fit.fold_steps is not None:
+            n_val = len(fit.train_rows)  # every row, each in its fold
         else:
             assert y_val is not None  # fit_rules holds no rows out only where it is given validation rows
             n_val = len(y_val)
@@ -273,6 +280,14 @@ def run_path(job_id: str, attempt: int) -> None:
                 fit.rules if step == fit.selected else fit.rules_at(step) for step in range(len(fit.path.steps))
             ]
         run.check_deadline()
+        stability = None
+        if spec.stability_resamples is not None:
+            run.phase("stability")
+            with run.timed("stability"):
+                stability = _rule_stability(
+                    X, y, spec, spec.recipe.params if spec.recipe is not None else forest, dataset, fit, ensembles
+                )
+            run.check_deadline()
         with run.timed("store"):
             run.core.results.put_rules(job_id, ensembles)
             result = PathJobResult(
@@ -289,9 +304,51 @@ def run_path(job_id: str, attempt: int) -> None:
                 selected=fit.selected,
                 steps=fit.path.steps,
                 classes=dataset.rule_classes(spec.path.loss),
+                cv=_cross_validation(fit),
+                stability=stability,
             )
             run.core.results.put(result)
         run.succeed(result.summary(), cache_hit=cache_hit)
+
+
+def _cross_validation(fit: RuleFit) -> CrossValidation | None:
+    """What a cross-validated fit chose and from what (None for a path with validation rows)."""
+    if fit.fold_steps is None:
+        return None
+    spec, steps = fit.path.spec, fit.path.steps
+    best_min, best_1se = best_step(steps, spec.max_rules, "loss"), best_step(steps, spec.max_rules, "1se")
+    assert best_min is not None and best_1se is not None  # fit_rules selected a step within the budget
+    return CrossValidation(
+        folds=len(fit.fold_steps),
+        selection=spec.selection,
+        best_min=best_min,
+        best_1se=best_1se,
+        fold_steps=fit.fold_steps,
+    )
+
+
+def _rule_stability(X, y, spec: PathJobSpec, forest, dataset, fit: RuleFit, ensembles) -> RuleStability:
+    """The selection frequency of every step's rules over the job's half-sample fits (solver.stability), each fit
+    as the job's own: its settings, and a forest of its own where the job trains one."""
+    assert spec.stability_resamples is not None
+    pairs = fit_half_samples(
+        X,
+        y,
+        spec.path,
+        check_resamples(spec.stability_resamples),
+        forest=forest,
+        encoding=dataset.encoding,
+        classes=dataset.classes,
+    )
+    cuts = reference_cuts(fit.X_train)
+    measured = [rule_stability(ensemble, pairs, cuts) for ensemble in ensembles]
+    first = measured[0]
+    return RuleStability(
+        dice=first.dice,
+        pair_dice=first.pair_dice,
+        n_resamples=first.n_resamples,
+        frequencies=[[float(f) for f in m.frequencies] for m in measured],
+    )
 
 
 def collect_grid(job_id: str, attempt: int) -> None:

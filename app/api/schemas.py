@@ -32,6 +32,7 @@ from solver.spec import (
     Selection,
     SpecError,
 )
+from solver.stability import check_resamples
 
 PATH_DEFAULTS, PATH_DOCS = PathSpec.defaults(), PathSpec.descriptions()
 FOREST_DEFAULTS, FOREST_DOCS = ForestSpec.defaults(), ForestSpec.descriptions()
@@ -76,6 +77,7 @@ class TrainingParams(StrictBody):
     max_depth: int = forest_setting("max_depth")
     max_features: float | int | MaxFeaturesName | None = forest_setting("max_features")
     learning_rate: float = forest_setting("learning_rate")
+    threshold_bins: int | None = forest_setting("threshold_bins")
     random_state: int = forest_setting("random_state")
 
     def forest_spec(self) -> ForestSpec:
@@ -184,6 +186,13 @@ class PathJobRequest(StrictBody):
     linear_terms: bool = path_setting("linear_terms")
     linear_quantile: float = path_setting("linear_quantile")
     polish: bool | None = path_setting("polish")
+    cv_folds: int | None = path_setting("cv_folds")
+    stability_resamples: int | None = Field(
+        None,
+        description="also fit the job's settings on the two disjoint halves of stability_resamples / 2 random "
+        "splits of the rows (an even number, at most 100): each step's rules get their selection frequency, the job "
+        "the Dice index of the halves' rule sets (solver.stability); null: not measured",
+    )
     grid: Grid | None = Field(
         None,
         description="one job per gamma x fusion_ratio cell (at most FIRE_MAX_GRID_CELLS, "
@@ -242,6 +251,7 @@ class PathJobRequest(StrictBody):
             path=self.path_spec(),
             loss=self.loss if "loss" in self.model_fields_set else None,
             grid=self.grid,
+            stability_resamples=self.stability_resamples,
         )
 
     @model_validator(mode="after")
@@ -258,6 +268,20 @@ class PathJobRequest(StrictBody):
             raise body_error(self, VALIDATION_FIELDS.get(error.field, (error.field,)), error.detail) from error
         if self.grid is not None:
             self._check_grid(spec)
+        if spec.cv_folds is not None:
+            if self.validation.dataset_id is not None:
+                raise body_error(
+                    self, ("validation", "dataset_id"), "cv_folds validates on folds of the dataset: drop one of them"
+                )
+            if self.grid is not None:
+                raise body_error(
+                    self, ("grid",), "a grid of cross-validated paths is not offered: drop grid or cv_folds"
+                )
+        if self.stability_resamples is not None:
+            try:
+                check_resamples(self.stability_resamples)
+            except SpecError as error:
+                raise body_error(self, (error.field,), error.detail) from error
         return self
 
     def _check_grid(self, spec: PathSpec) -> None:
@@ -498,6 +522,15 @@ class JobView(JobState):
         )
 
 
+class StepStability(BaseModel):
+    dice: float = Field(description="the job's Dice–Sørensen index of the rule sets of each pair's two halves")
+    n_resamples: int
+    frequencies: list[float] = Field(
+        description="per rule of rules.rules, then per linear term of rules.linear: the share of the half-sample "
+        "fits that selected it (a rule counts as the same where its conditions fall at the same decile cuts)"
+    )
+
+
 @pydantic_dataclass
 class StepRules(PathStep):
     """One path step (its PathStep fields) with its rules."""
@@ -511,6 +544,10 @@ class StepRules(PathStep):
         int, Field(description="linear terms among the step's terms (rules.linear; n_rules counts rules and them)")
     ] = 0
     longest_rule: Annotated[int, Field(description="the most conditions of any of the step's rules (0: none)")] = 0
+    stability: Annotated[
+        StepStability | None,
+        Field(description="with the job's stability_resamples: how often each of these rules was selected"),
+    ] = None
 
 
 class Health(BaseModel):

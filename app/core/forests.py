@@ -41,8 +41,9 @@ class ValidationSplit(Document):
 
     @classmethod
     def for_path(cls, path: PathSpec, validation_dataset_id: str | None) -> "ValidationSplit":
-        """A path's split: every row on the training side where validation rows come from another dataset."""
-        if validation_dataset_id is not None:
+        """A path's split: every row on the training side where validation rows come from another dataset, or
+        from folds of this one (``path.cv_folds``: each fold's forest is trained inside the job)."""
+        if validation_dataset_id is not None or path.cv_folds is not None:
             return cls.holdout(0, 0)
         return cls.holdout(path.validation_fraction, path.random_state)
 

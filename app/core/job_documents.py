@@ -71,6 +71,11 @@ class PathJobSpec(Document):
         description="the split of the dataset whose training side the path learns from (and a forest trained for "
         "the job): derived once, at submission; None in jobs submitted before it was recorded",
     )
+    stability_resamples: int | None = Field(
+        None,
+        description="half-sample fits that measure how the rules repeat (solver.stability): each step's rules get "
+        "their selection frequency, the job the Dice index of the halves' rule sets; None: not measured",
+    )
 
 
 class Grid(Document):
@@ -254,6 +259,27 @@ class TrainResult(Document):
     forest: ForestInfo
 
 
+class CrossValidation(Document):
+    """How a cross-validated path (``path.cv_folds``) chose its step: the steps' val_* values are the folds' means
+    and val_loss_se the standard error of the loss (solver.cross_validation)."""
+
+    folds: int
+    selection: str = Field(description="the rule that chose the selected step: 'loss', 'auc' or '1se'")
+    best_min: int = Field(description="the step of the lowest mean validation loss within the rule budget")
+    best_1se: int = Field(description="the sparsest step within one standard error of best_min's loss")
+    fold_steps: list[list[PathStep]] = Field(description="each fold's path, its rows of that fold held out")
+
+
+class RuleStability(Document):
+    """How the rules repeat over half-sample fits (solver.stability): ``frequencies[k]`` holds, for each rule then
+    each linear term of step k's stored rules, the share of the fits that selected it."""
+
+    dice: float = Field(description="the mean Dice–Sørensen index of the rule sets of each pair's two halves")
+    pair_dice: list[float]
+    n_resamples: int
+    frequencies: list[list[float]]
+
+
 class PathResultBase(Document):
     """What a path produced: the result of a path job, and of a grid job (its best cell's)."""
 
@@ -277,6 +303,8 @@ class PathResultBase(Document):
             "rules add one amount per class in this order); None for regression and counts"
         ),
     )
+    cv: CrossValidation | None = Field(None, description="a cross-validated path's folds and choices")
+    stability: RuleStability | None = Field(None, description="with stability_resamples: how the rules repeat")
 
     def summary(self) -> PathSummary:
         return PathSummary(

@@ -8,7 +8,14 @@ from app.core.blobs import Document
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo, DatasetStore
 from app.core.errors import FieldFault, Invalid, TooMany
-from app.core.forests import ForestRecipe, ForestStore, ValidationSplit, check_forest_features, check_forest_rows
+from app.core.forests import (
+    ForestRecipe,
+    ForestStore,
+    TrainedForest,
+    ValidationSplit,
+    check_forest_features,
+    check_forest_rows,
+)
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import Grid, GridJobSpec, JobRecord, PathJobSpec, TrainJobSpec
 from app.core.job_lifecycle import JobLifecycle, new_job_id
@@ -39,6 +46,7 @@ class PathJobRequest(Document):
         ),
     )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
+    stability_resamples: int | None = Field(None, description="half-sample fits of the stability measurement")
 
 
 class JobSubmission:
@@ -211,6 +219,18 @@ class JobSubmission:
         recipe = None
         if request.forest_id is not None:
             forest = self.forests.get(request.forest_id, tenant=tenant)
+            if path.cv_folds is not None and isinstance(forest.source, TrainedForest):
+                raise Invalid(
+                    "A cross-validated path trains a forest for each fold; this forest was trained on rows of every "
+                    "fold.",
+                    [
+                        FieldFault(
+                            "forest_id",
+                            f"forest {forest.id} was trained by the service",
+                            "give forest (training parameters) instead, or an uploaded forest",
+                        )
+                    ],
+                )
             check_forest_features(forest, dataset)
             check_forest_rows(forest, dataset.id, validation_id, rows)
             forest_id = forest.id
@@ -239,6 +259,7 @@ class JobSubmission:
             validation_dataset_id=validation_id,
             path=path,
             rows=rows,
+            stability_resamples=request.stability_resamples,
         )
 
     @staticmethod

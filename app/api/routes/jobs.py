@@ -7,7 +7,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import CoreDep, TenantDep
 from app.api.problems import problem_responses
-from app.api.schemas import JobView, PathJobRequest, StepRules
+from app.api.schemas import JobView, PathJobRequest, StepRules, StepStability
 from app.core.connections import REDIS_FAILURES
 from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
 from app.core.model_documents import longest_rule
@@ -154,4 +154,11 @@ def get_step_rules(
         text=ensemble.to_text(show_missing=show_missing),
         n_linear=len(ensemble.linear),
         longest_rule=longest_rule(ensemble),
+        stability=None
+        if result.stability is None
+        else StepStability(
+            dice=result.stability.dice,
+            n_resamples=result.stability.n_resamples,
+            frequencies=result.stability.frequencies[step],
+        ),
     )
