@@ -144,10 +144,12 @@ let chartCount = 0;
 /**
  * Train and validation metric against the rules (or antecedents) of each step of a path: the selected
  * step and the rule budget drawn, the facts of a step in a tooltip. With `onShow`, a click on a step or
- * the arrow keys (the plot is a slider over the steps) call `onShow(index)`.
+ * the arrow keys (the plot is a slider over the steps) call `onShow(index)`. A cross-validated path (`cv`, the
+ * result's: {folds, best_min, best_1se}) opens on its loss, drawn with ± one standard error of the folds' mean
+ * at each step, and marks both choices: the lowest mean loss and the sparsest step within one standard error.
  * Returns {element, show(index), setSteps(steps)}.
  */
-export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path", loss = null }) {
+export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path", loss = null, cv = null }) {
   const id = `chart-${chartCount += 1}`;
   const state = { steps, shown, metric: null, xField: "n_rules" }; // metric: a pair's name, the default until chosen
   const plot = h("div", { class: "chart" });
@@ -159,7 +161,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
   const metrics = () => metricPairs(state.steps);
   const currentPair = () => {
     const pairs = metrics();
-    const name = pairs.some(pair => pair.name === state.metric) ? state.metric : defaultMetric(pairs, loss);
+    const name = pairs.some(pair => pair.name === state.metric) ? state.metric : cv ? "loss" : defaultMetric(pairs, loss);
     return pairs.find(pair => pair.name === name) ?? {};
   };
   const xValue = step => step[state.xField];
@@ -207,17 +209,25 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     const pair = currentPair();
     const { width, height } = plotSize(plot);
     const points = state.steps.filter(step => Number.isFinite(xValue(step)));
-    const ys = points.flatMap(step => [step[pair.train], step[pair.val]]);
+    // the folds' standard error, of the loss only (the other metrics are means without one)
+    const withError = pair.name === "loss" ? points.filter(step => Number.isFinite(step.val_loss_se) && Number.isFinite(step.val_loss)) : [];
+    const ys = [...points.flatMap(step => [step[pair.train], step[pair.val]]),
+                ...withError.flatMap(step => [step.val_loss - step.val_loss_se, step.val_loss + step.val_loss_se])];
     const xs = points.map(xValue);
     const showBudget = budget !== null && state.xField === "n_rules";
     const scales = plotFrame(width, height, extent(showBudget ? [...xs, budget] : xs, { zero: true }), extent(ys),
                              state.xField === "n_rules" ? "rules" : "antecedents", metricLabel(pair.name ?? "loss", loss));
     const { x, y } = scales;
-    const marker = (index, className, text) => {
+    const marker = (index, className, text, row = 0) => {
       const step = state.steps[index];
       if (!step || !Number.isFinite(xValue(step))) return null;
       return svg("g", null, svg("line", { class: className, x1: x(xValue(step)), x2: x(xValue(step)), y1: scales.top, y2: scales.bottom }),
-                 text ? svg("text", { class: "label", x: x(xValue(step)) + 4, y: scales.top + 10 }, text) : null);
+                 text ? svg("text", { class: "label", x: x(xValue(step)) + 4, y: scales.top + 10 + 13 * row }, text) : null);
+    };
+    const errorBar = step => {
+      const px = x(xValue(step)), low = y(step.val_loss - step.val_loss_se), high = y(step.val_loss + step.val_loss_se);
+      return svg("g", null, svg("line", { x1: px, x2: px, y1: low, y2: high }),
+                 svg("line", { x1: px - 3, x2: px + 3, y1: low, y2: low }), svg("line", { x1: px - 3, x2: px + 3, y1: high, y2: high }));
     };
     const series = [[pair.train, "train"], [pair.val, "validation"]].filter(([key]) => key);
     const chart = svg("svg", {
@@ -230,6 +240,9 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
           + (onShow ? "; arrow keys choose a step" : "")),
       scales.group,
       showBudget ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
+      withError.length ? svg("g", { class: "error-bars" }, withError.map(errorBar)) : null,
+      cv ? marker(cv.best_min, "cv-min-step", "lowest mean", 1) : null,
+      cv ? marker(cv.best_1se, "cv-1se-step", "1 SE", 2) : null,
       marker(selected, "selected-step", "selected"),
       state.shown !== selected ? marker(state.shown, "focused-step", null) : null,
       series.map(([key, name]) => svg("g", null,
@@ -242,6 +255,8 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     legendSlot.replaceChildren(legend([
       ...series.map(([, name]) => [`${name} ${metricLabel(pair.name, loss)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
       ...(selected !== null ? [["selected step", "var(--selected)"]] : []),
+      ...(withError.length ? [[`± 1 standard error (${cv?.folds ?? "the"} folds)`, "var(--validation)"]] : []),
+      ...(cv ? [["lowest mean loss", "#7c3aed", true], ["one standard error rule", "#0e7490", true]] : []),
       ...(showBudget ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
   }
 

@@ -63,6 +63,7 @@ function settings(job) {
   if (spec.path) {
     rows.push(["validation", spec.validation_dataset_id
       ? link(`/dashboard/datasets/${spec.validation_dataset_id}`, idText(spec.validation_dataset_id))
+      : spec.path.cv_folds ? `${spec.path.cv_folds} folds (seed ${spec.path.random_state})`
       : `holdout of ${formatNumber(spec.path.validation_fraction)} (seed ${spec.path.random_state})`]);
     for (const [key, value] of Object.entries(spec.path)) {
       if (value !== null && !["validation_fraction", "random_state"].includes(key)) rows.push([fieldLabel(key), Array.isArray(value) ? value.map(v => formatNumber(v)).join(", ") : String(value)]);
@@ -154,7 +155,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
   const stepUrl = k => `/dashboard/jobs/${job.id}/steps/${k}`;
   const panel = stepPanel({ jobId: job.id, result, dataset, loss: lossOf(job), signal, navigate });
   const chart = pathChart({ steps: result.steps, selected: result.selected, budget: result.parameters.path.max_rules,
-                            label: "Path", loss: lossOf(job), onShow: k => navigate(stepUrl(k), { replace: true }) });
+                            label: "Path", loss: lossOf(job), cv: result.cv ?? null, onShow: k => navigate(stepUrl(k), { replace: true }) });
   const table = stepsTable(result, job.id, lossOf(job));
   const sourceNote = result.kind === "grid"
     ? h("p", { class: "muted" }, "The chosen cell's path: ", link(`/dashboard/jobs/${result.best_cell_id}`, idText(result.best_cell_id))) : null;
@@ -165,7 +166,10 @@ function pathSection(job, result, dataset, { signal, navigate }) {
                    ["classes", result.classes ? result.classes.join(", ") : null, "classes"],
                    ["rule budget", result.parameters.path.max_rules ?? "none"], ["stopped by", fieldLabel(result.stop_reason)],
                    ["λ max", formatNumber(result.lambda_max)], ["training rows", formatCount(result.n_train)],
-                   ["validation rows", formatCount(result.n_val)]]),
+                   result.cv
+                     ? ["validation", `${result.cv.folds}-fold cross-validation, step by ${result.cv.selection === "1se" ? "the one standard error rule" : result.cv.selection}`, "cv"]
+                     : ["validation rows", formatCount(result.n_val)],
+                   ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"]]),
       sourceNote,
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,

@@ -16,13 +16,29 @@ const threshold = bound => (bound.display_threshold !== undefined ? String(bound
 /** A rule's id: its `id` (fire-rules v2), else its position. */
 export const ruleId = (rule, position) => rule.id ?? position;
 
-/** One condition, or a feature's two bounds, in words: "Sex is not I", "0.11 < Height ≤ 0.16", and whether a
- * missing value satisfies it too (said only where the column can be missing). */
+/** The conditions on the indicators of one text column in words, as the library words them (solver/rule_text.py
+ * `RuleWording._levels`): the levels every condition accepts ("is C" accepts C alone, "is not C" every other level
+ * and a missing value), said as one level, the set allowed or the set excluded, whichever is shorter. */
+function levelText(conditions, column) {
+  const accepts = (condition, level) => (condition.operator === ">" ? level === condition.level : level !== condition.level);
+  const allowed = column.categories.filter(level => conditions.every(condition => accepts(condition, level)));
+  const excluded = column.categories.filter(level => !allowed.includes(level));
+  const missingOk = conditions.every(condition => accepts(condition, null));
+  const name = column.name;
+  let text;
+  if (!excluded.length) text = missingOk ? `${name} is any value` : `${name} is not missing`;
+  else if (!allowed.length) text = missingOk ? `${name} is missing` : `${name} matches no value`;
+  else if (allowed.length === 1) text = `${name} is ${allowed[0]}`;
+  else if (allowed.length <= Math.max(2, excluded.length)) text = `${name} in {${allowed.join(", ")}}`;
+  else if (excluded.length === 1) text = `${name} is not ${excluded[0]}`;
+  else text = `${name} not in {${excluded.join(", ")}}`;
+  return [text, (column.missing ?? true) && missingOk && allowed.length > 0 && excluded.length > 0];
+}
+
+/** One condition, or a feature's two bounds, in words: "0.11 < Height ≤ 0.16", and whether a missing value
+ * satisfies it too (said only where the column can be missing). */
 function conditionText(bounds, features) {
   const known = features.get(bounds[0].feature);
-  if (known?.category !== undefined && bounds.length === 1 && bounds[0].threshold >= 0 && bounds[0].threshold < 1) {
-    return [`${known.column.name} is ${bounds[0].operator === ">" ? "" : "not "}${known.category}`, false];
-  }
   const lower = bounds.find(bound => bound.operator === ">");
   const upper = bounds.find(bound => bound.operator === "<=");
   const name = bounds[0].feature;
@@ -31,12 +47,19 @@ function conditionText(bounds, features) {
   return [text, (known?.column.missing ?? true) && bounds.every(bound => bound.missing)];
 }
 
-/** A rule's conditions in words, one feature per line. */
+/** A rule's conditions in words, one column per line: a text column's levels said once (`levelText`). */
 function conditionList(conditions, features) {
   const byFeature = new Map();
-  for (const condition of conditions) byFeature.set(condition.feature, [...(byFeature.get(condition.feature) ?? []), condition]);
-  return h("ul", { class: "conditions" }, [...byFeature.values()].map((bounds, i) => {
-    const [text, orMissing] = conditionText(bounds, features);
+  for (const condition of conditions) {
+    const known = features.get(condition.feature);
+    const level = known?.category !== undefined && condition.threshold >= 0 && condition.threshold < 1;
+    const key = level ? `column:${known.column.name}` : condition.feature;
+    const entry = byFeature.get(key) ?? { column: level ? known.column : null, bounds: [] };
+    entry.bounds.push(level ? { ...condition, level: known.category } : condition);
+    byFeature.set(key, entry);
+  }
+  return h("ul", { class: "conditions" }, [...byFeature.values()].map(({ column, bounds }, i) => {
+    const [text, orMissing] = column ? levelText(bounds, column) : conditionText(bounds, features);
     return h("li", null, i ? "and " : "if ", text, orMissing ? h("span", { class: "or-missing" }, " or missing") : null);
   }));
 }
@@ -133,9 +156,9 @@ function amountColumns(ensemble) {
  * from. `columns` (the table's encoding) puts one-hot conditions in words where the document does not carry
  * its own; `onTree(t)` makes each tree a button; `only` limits the table to these rule ids.
  */
-export function rulesTable(ensemble, { columns = [], onTree = null, only = null, order = "contribution", caption } = {}) {
+export function rulesTable(ensemble, { columns = [], onTree = null, only = null, order = "contribution", caption, stability = null } = {}) {
   const features = featureColumns(ensemble.columns ?? columns);
-  const rows = ensemble.rules.map((rule, position) => ({ rule, id: ruleId(rule, position) }))
+  const rows = ensemble.rules.map((rule, position) => ({ rule, id: ruleId(rule, position), frequency: stability?.frequencies[position] }))
     .filter(row => only === null || only.includes(row.id))
     .sort(ORDERS[order]);
   // a leaf, or an internal node (rules from every node: fire-rules v3 members carry `node`, and `leaf` only for leaves)
@@ -154,11 +177,20 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
       classes ? null : { label: "Weight × value", numeric: true, cell: ({ rule }) => rule.members.length > 1 ? `${rule.members.length} terms`
         : `${formatNumber(rule.weight, 4)} × ${formatNumber(rule.value, 4)}` },
       { label: "Support", numeric: true, cell: ({ rule }) => formatCount(rule.support) },
+      stability ? frequencyColumn(stability) : null,
       { label: "From", cell: ({ rule }) => h("span", null, rule.members.map((member, i) => [i ? ", " : "",
         onTree ? h("button", { type: "button", class: "secondary link-like", onclick: () => onTree(member.tree) }, leafText(member))
           : leafText(member)])) },
     ].filter(Boolean),
   });
+}
+
+/** How often a term was selected over the half-sample fits (the step's `stability`), as a share and a bar. */
+function frequencyColumn(stability) {
+  return { label: `Selected in (of ${stability.n_resamples} half-sample fits)`, numeric: true, cell: ({ frequency }) =>
+    h("span", { class: "frequency", title: `selected by ${Math.round(frequency * stability.n_resamples)} of ${stability.n_resamples} fits` },
+      h("span", { class: "bar-track", "aria-hidden": "true" }, h("span", { class: "bar", style: `width:${(100 * frequency).toFixed(0)}%` })),
+      `${Math.round(100 * frequency)}%`) };
 }
 
 /** Each column's share of the summed |contribution| over the training rows (fire-rules v2 `importance`). */
@@ -183,14 +215,15 @@ export const linearId = term => `lin${term.id}`;
  * (per class for K classes), the range the value is clipped to, the value a missing one is scored at and the
  * training rows that have a value. `amounts` (a scored row's, in the order of `linear`) adds what each adds there.
  */
-export function linearTable(ensemble, { amounts = null, caption } = {}) {
+export function linearTable(ensemble, { amounts = null, caption, stability = null } = {}) {
   const labels = classLabels(ensemble);
   const terms = ensemble.linear ?? [];
   const largest = amounts && !labels ? Math.max(0, ...amounts.map(Math.abs)) : 0;
   return dataTable({
     caption,
     empty: "No linear term.",
-    rows: terms.map((term, position) => ({ term, amount: amounts?.[position] })),
+    rows: terms.map((term, position) => ({ term, amount: amounts?.[position],
+                                           frequency: stability?.frequencies[ensemble.rules.length + position] })),
     rowProps: ({ term }) => ({ "data-linear": term.id }),
     columns: [
       { label: "Term", cell: ({ term }) => linearId(term) },
@@ -203,6 +236,7 @@ export function linearTable(ensemble, { amounts = null, caption } = {}) {
       amounts ? { label: "Adds for this row", numeric: true, cell: ({ amount }) => (labels
         ? h("span", { class: "mono" }, amountText(amount, labels)) : contributionCell(amount, largest)) }
         : { label: "Support", numeric: true, cell: ({ term }) => formatCount(term.support) },
-    ],
+      stability ? frequencyColumn(stability) : null,
+    ].filter(Boolean),
   });
 }

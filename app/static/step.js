@@ -112,7 +112,7 @@ export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
                       h("option", { value: "tree" }, "tree and leaf"));
       const table = h("div");
       const drawTable = () => table.replaceChildren(rulesTable(rules.rules, { columns: dataset?.columns, order: order.value,
-                                                                            onTree: trees.focusTree }));
+                                                                            onTree: trees.focusTree, stability: rules.stability }));
       const importance = columnImportance(rules.rules.importance);
       order.addEventListener("change", drawTable);
       drawTable();
@@ -126,12 +126,16 @@ export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
         h("h3", null, `Rules (${rules.rules.rules.length})`),
         h("p", { id: "intercept" }, classLabels(rules.rules) ? "Intercept per class (log-odds): " : "Intercept: ",
           h("span", { class: "mono" }, interceptText(rules.rules))),
+        rules.stability ? h("p", { id: "rule-stability", class: "muted" }, `Rule stability: the rule sets of two disjoint halves `
+          + `of the rows share a Dice index of ${formatNumber(rules.stability.dice, 3)} (1: the same rules, 0: none in common); `
+          + "beside each term, the share of the half-sample fits that selected it (the same conditions up to the decile "
+          + "cuts of each column).") : null,
         h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
         table,
         rules.rules.linear?.length ? [h("h3", { id: "linear-title" }, `Linear terms (${rules.rules.linear.length})`),
           h("p", { class: "muted" }, "Each adds its amount per unit times the column's value clipped to its range (a missing "
             + "value counts as the training mean)."),
-          h("div", { id: "linear-terms" }, linearTable(rules.rules))] : null,
+          h("div", { id: "linear-terms" }, linearTable(rules.rules, { stability: rules.stability }))] : null,
         importance ? [h("h3", null, "Columns by importance"), importance] : null,
         h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
         h("p", { class: "muted" }, classLabels(rules.rules) ? "Selected leaves are marked with their rule (#rule below) and the class "

@@ -14,10 +14,14 @@ const LABELS = {
   linear_quantile: "Linear terms clipped at quantile",
   kind: "Forest kind", n_estimators: "Trees", max_depth: "Depth", max_features: "Features tried per split",
   learning_rate: "Learning rate (boosting)", random_state: "Forest seed", fraction: "Holdout fraction", seed: "Holdout seed",
+  threshold_bins: "Split only at quantiles (bins)", cv_folds: "Cross-validation folds", selection: "Step chosen by",
+  stability_resamples: "Stability: half-sample fits",
 };
 const MAIN_SETTINGS = ["penalty", "gamma", "fusion_ratio", "lambda_f", "max_rules", "n_lambdas"];
 // which terms the path may select: rules from leaves or every node, their length, linear terms
 const TERM_SETTINGS = ["candidates", "max_rule_length", "linear_terms", "linear_quantile"];
+// how far the rules can be trusted: the step cross-validated (with error bars) and the rules refitted on resamples
+const TRUST_SETTINGS = ["cv_folds", "selection", "stability_resamples"];
 const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid"]);
 
 /** The alternatives a property allows: its types, its enum values, whether null is one. */
@@ -112,7 +116,8 @@ async function buildForm(query, navigate) {
   dataset.addEventListener("change", drawForestChoices);
 
   const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name)
-                                                               && !TERM_SETTINGS.includes(name));
+                                                               && !TERM_SETTINGS.includes(name) && !TRUST_SETTINGS.includes(name));
+  const trust = settingsGroup(request.properties, TRUST_SETTINGS.filter(name => name in request.properties));
   const main = settingsGroup(request.properties, MAIN_SETTINGS.filter(name => name in request.properties));
   const terms = settingsGroup(request.properties, TERM_SETTINGS.filter(name => name in request.properties));
   const solver = settingsGroup(request.properties, others);
@@ -140,6 +145,10 @@ async function buildForm(query, navigate) {
         field("Stored forest", storedForest, { name: "forest_id", wide: true, help: request.properties.forest_id.description }))),
     h("fieldset", null, h("legend", null, "Penalty and rule budget"), main.element),
     h("fieldset", null, h("legend", null, "Candidate terms"), terms.element),
+    h("fieldset", null, h("legend", null, "Cross-validation and stability (optional)"),
+      h("p", { class: "muted" }, "With folds, every training row validates the step in its fold (the holdout is not used) "
+        + "and the chart shows the folds' standard errors; with half-sample fits, each rule shows how often it comes back."),
+      trust.element),
     h("fieldset", null, h("legend", null, "Grid (optional)"),
       h("label", null, gridOn, " run one path per γ × fusion ratio cell and keep the best"),
       h("div", { "data-when": "grid-on", class: "fields" },
@@ -159,7 +168,7 @@ async function buildForm(query, navigate) {
   showChosenParts();
 
   onSubmit(form, slot, async () => {
-    const body = { dataset_id: dataset.value, ...main.read(), ...terms.read(), ...solver.read() };
+    const body = { dataset_id: dataset.value, ...main.read(), ...terms.read(), ...trust.read(), ...solver.read() };
     body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
     if (form.elements["forest-mode"].value === "train") body.forest = forestTraining.read();
     else body.forest_id = storedForest.value;

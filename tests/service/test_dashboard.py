@@ -592,3 +592,74 @@ def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_us
     expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text(f"R² {selected['val_r2']:.4g}"[:7])
     page.screenshot(path="/tmp/dashboard-jobs.png", full_page=True)
     assert errors == []
+
+
+def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
+    """Issue 29 from the form: 3 folds chosen by the one-standard-error rule and 4 half-sample fits. The chart draws
+    the folds' error bars and marks both choices; each rule and linear term shows how often the half fits selected
+    it, as the API says; a rule on the text column Sex says its level once."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=SIZES["1280"])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base, api = served.base_url, served.api
+    uploaded = api.post(
+        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+    )
+    dataset_id = uploaded.json()["id"]
+    page.goto(f"{base}/dashboard/jobs/new?dataset={dataset_id}")
+    page.get_by_label("API key").fill(API_KEY)
+    page.get_by_role("button", name="Use", exact=True).click()
+    settings = {
+        "Trees": "30",
+        "λ steps": "20",
+        "Rule budget (most rules)": "12",
+        "Cross-validation folds": "3",
+        "Stability: half-sample fits": "4",
+    }
+    for label, value in settings.items():
+        page.get_by_label(label, exact=True).fill(value)
+    page.get_by_label("Step chosen by", exact=True).select_option("1se")
+    page.get_by_label("Split only at quantiles (bins)", exact=True).fill("10")
+    shoot(page, "cv-form")
+    page.get_by_role("button", name="Submit job").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/dashboard/jobs/job_\w+$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=240_000)
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert job["spec"]["path"]["cv_folds"] == 3 and job["spec"]["path"]["selection"] == "1se"
+    assert job["spec"]["stability_resamples"] == 4 and job["spec"]["recipe"]["params"]["threshold_bins"] == 10
+
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    cv = result["cv"]
+    assert result["selected"] == cv["best_1se"] <= cv["best_min"]
+    expect(page.locator("dd[data-field='cv']")).to_contain_text("3-fold cross-validation")
+    expect(page.locator("dd[data-field='stability']")).to_contain_text(f"{result['stability']['dice']:.3g}"[:4])
+    chart = page.locator(".chart svg").first
+    expect(chart.locator(".error-bars > g")).to_have_count(
+        sum(1 for step in result["steps"] if step["val_loss_se"] is not None)
+    )
+    expect(chart.locator(".cv-1se-step")).to_have_count(1)
+    expect(chart.locator(".cv-min-step")).to_have_count(1)
+    expect(page.locator(".legend")).to_contain_text("standard error (3 folds)")
+
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
+    frequencies = rules["stability"]["frequencies"]
+    expect(page.locator("#rule-stability")).to_be_visible()
+    rows = page.locator("#step table.data").first.locator("tbody tr")
+    expect(rows).to_have_count(len(rules["rules"]["rules"]))
+    for position, rule in enumerate(rules["rules"]["rules"]):
+        row = page.locator(f"#step tr[data-rule='{rule['id']}']")
+        expect(row.locator(".frequency")).to_have_text(f"{round(100 * frequencies[position])}%")
+    n_rules = len(rules["rules"]["rules"])
+    for position, term in enumerate(rules["rules"]["linear"]):
+        row = page.locator(f"#linear-terms tr[data-linear='{term['id']}']")
+        expect(row.locator(".frequency")).to_have_text(f"{round(100 * frequencies[n_rules + position])}%")
+    for rule in rules["rules"]["rules"]:  # each rule says a level of Sex once: no "is not" beside an "is"
+        text = page.locator(f"#step tr[data-rule='{rule['id']}'] ul.conditions").inner_text()
+        assert not ("Sex is not" in text and re.search(r"Sex is [FIM]\b", text)), text
+        assert text.count("Sex") <= 1, text
+    shoot(page, "cv-job-step")
+    assert errors == []
