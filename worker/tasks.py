@@ -8,6 +8,7 @@ only loads the dataset, the forest and the cached leaf indices, and stores what 
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Generic, TypeVar
 
@@ -40,7 +41,15 @@ from app.core.job_documents import (
 )
 from app.core.records import now
 from solver import TreeEnsemble, threads
-from solver.fitting import RuleFit, fit_half_samples, fit_rules
+from solver.cross_validation import fold_rows
+from solver.fitting import (
+    RuleFit,
+    cross_validation_grid,
+    fit_fold,
+    fit_half_samples,
+    fit_rules,
+    refit_cross_validated,
+)
 from solver.fitting import train_forest as train_ensemble
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec
@@ -226,89 +235,228 @@ def _cached_leaves(
     return leaves, hit
 
 
+@dataclass
+class _PathData:
+    """What a path job loads: the dataset's arrays and encoding, validation rows from another dataset, the forest's
+    leaf indices on both (from the cache where they are)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    dataset: Any
+    X_val: np.ndarray | None
+    y_val: np.ndarray | None
+    leaves: np.ndarray
+    val_leaves: np.ndarray | None
+    cache_hit: bool
+
+
+def _load_path_data(run: JobRun[PathJobSpec], forest: TreeEnsemble) -> _PathData:
+    spec = run.spec
+    run.phase("loading")
+    with run.timed("load_data"):
+        X, y = run.core.datasets.load_arrays(spec.dataset_id)
+        dataset = run.core.datasets.read(spec.dataset_id)
+        X_val = y_val = val_leaves = None
+        validation_id = spec.validation_dataset_id
+        if validation_id is not None:
+            X_val, y_val = run.core.datasets.load_arrays(validation_id)
+    run.phase("matrix")
+    leaves, cache_hit = _cached_leaves(run, forest, spec.dataset_id, X)
+    if validation_id is not None and X_val is not None:
+        val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
+        cache_hit = cache_hit and val_hit
+    return _PathData(X, y, dataset, X_val, y_val, leaves, val_leaves, cache_hit)
+
+
+def _path_finished(run: JobRun[PathJobSpec]) -> bool:
+    """After a path: False where the job must leave its record alone (orphaned: its lost heartbeat gets it run
+    again); cancel and deadline raise."""
+    run.report_progress(run.spec.path)
+    run.check_cancel()
+    if run.orphaned:
+        run.claimed = False
+        return False
+    run.check_deadline()
+    return True
+
+
 def run_path(job_id: str, attempt: int) -> None:
     with JobRun(job_id, attempt, PathJobSpec) as run:
         if not run.claimed:
             return
         spec = run.spec
         forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
-        run.phase("loading")
-        with run.timed("load_data"):
-            X, y = run.core.datasets.load_arrays(spec.dataset_id)
-            dataset = run.core.datasets.read(spec.dataset_id)
-            X_val = y_val = val_leaves = None
-            validation_id = spec.validation_dataset_id
-            if validation_id is not None:
-                X_val, y_val = run.core.datasets.load_arrays(validation_id)
-        run.phase("matrix")
-        leaves, cache_hit = _cached_leaves(run, forest, spec.dataset_id, X)
-        if validation_id is not None and X_val is not None:
-            val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
-            cache_hit = cache_hit and val_hit
+        data = _load_path_data(run, forest)
+        if spec.fold is not None:
+            _run_fold(run, forest, data)
+            return
         run.phase("path", step=0, n_steps=spec.path.n_steps)
-        # a cross-validated path trains each fold's forest from the recipe (the stored forest saw every row)
-        fitted_forest = spec.recipe.params if spec.path.cv_folds is not None and spec.recipe is not None else forest
         with run.timed("path"):
             fit = fit_rules(
-                X,
-                y,
+                data.X,
+                data.y,
                 spec.path,
-                forest=fitted_forest,
-                X_val=X_val,
-                y_val=y_val,
-                encoding=dataset.encoding,  # names the features; linear terms only on numeric columns
-                classes=dataset.classes,
-                leaves=leaves,
-                val_leaves=val_leaves,
+                forest=forest,
+                X_val=data.X_val,
+                y_val=data.y_val,
+                encoding=data.dataset.encoding,  # names the features; linear terms only on numeric columns
+                classes=data.dataset.classes,
+                leaves=data.leaves,
+                val_leaves=data.val_leaves,
                 callback=partial(run.on_step, spec.path),
             )
-        run.report_progress(spec.path)
-        run.check_cancel()
-        if run.orphaned:
-            run.claimed = False  # leave the record alone: the lost heartbeat gets the job run again
+        if _path_finished(run):
+            _store_fit(run, forest, data, fit)
+
+
+def _fold_forest(spec: PathJobSpec, forest: TreeEnsemble):
+    """The forest of a fold, or of a half-sample fit: trained there from the recipe (the stored forest learned from
+    every row), or the uploaded forest itself."""
+    return spec.recipe.params if spec.recipe is not None else forest
+
+
+def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -> None:
+    """One fold of a cross-validated path (``spec.fold``): its path on the grid of all the rows, stored as a path
+    result without rules (the parent, collect_folds, refits on all the rows)."""
+    spec = run.spec
+    assert spec.fold is not None and spec.path.cv_folds is not None
+    run.phase("path", step=0, n_steps=spec.path.n_steps)
+    shared = dict(encoding=data.dataset.encoding)
+    with run.timed("path"):
+        grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, leaves=data.leaves, **shared)
+        path = fit_fold(
+            data.X,
+            data.y,
+            spec.path,
+            grid,
+            spec.fold,
+            forest=_fold_forest(spec, forest),
+            classes=data.dataset.classes,
+            callback=partial(run.on_step, spec.path),
+            **shared,
+        )
+    if not _path_finished(run):
+        return
+    train_rows, val_rows = fold_rows(len(data.y), spec.path.cv_folds, spec.path.random_state, spec.fold)
+    with run.timed("store"):
+        result = PathJobResult(
+            job_id=run.job_id,
+            source_job_id=run.job_id,
+            dataset_id=spec.dataset_id,
+            forest_id=spec.forest_id,
+            parameters=spec,
+            lambda_max=path.lambda_max,
+            stop_reason=path.stop_reason,
+            n_train=len(train_rows),
+            n_val=len(val_rows),
+            cache_hit=data.cache_hit,
+            selected=path.select(),
+            steps=path.steps,
+            classes=data.dataset.rule_classes(spec.path.loss),
+        )
+        run.core.results.put(result)
+    run.succeed(result.summary(), cache_hit=data.cache_hit)
+
+
+def collect_folds(job_id: str, attempt: int) -> None:
+    """Parent of a cross-validated path: waits for every fold (re-queued behind retried ones, as a grid's parent),
+    then refits on all the rows over the steps every fold reached, each step holding the folds' means
+    (solver.fitting.refit_cross_validated), and stores it as a path job stores its fit."""
+    with JobRun(job_id, attempt, PathJobSpec) as run:
+        if not run.claimed:
             return
-        run.check_deadline()
-        if fit.val_rows is not None:
-            n_val = len(fit.val_rows)
-        elif fit.fold_steps is not None:
-            n_val = len(fit.train_rows)  # every row, each in its fold
-        else:
-            assert y_val is not None  # fit_rules holds no rows out only where it is given validation rows
-            n_val = len(y_val)
-        with run.timed("rules"):  # every step's, built once here as the library builds the selected step's
-            ensembles = [
-                fit.rules if step == fit.selected else fit.rules_at(step) for step in range(len(fit.path.steps))
-            ]
-        run.check_deadline()
-        stability = None
-        if spec.stability_resamples is not None:
-            run.phase("stability")
-            with run.timed("stability"):
-                stability = _rule_stability(
-                    X, y, spec, spec.recipe.params if spec.recipe is not None else forest, dataset, fit, ensembles
-                )
-            run.check_deadline()
-        with run.timed("store"):
-            run.core.results.put_rules(job_id, ensembles)
-            result = PathJobResult(
-                job_id=job_id,
-                source_job_id=job_id,
-                dataset_id=spec.dataset_id,
-                forest_id=spec.forest_id,
-                parameters=spec,
-                lambda_max=fit.path.lambda_max,
-                stop_reason=fit.path.stop_reason,
-                n_train=len(fit.train_rows),
-                n_val=n_val,
-                cache_hit=cache_hit,
-                selected=fit.selected,
-                steps=fit.path.steps,
-                classes=dataset.rule_classes(spec.path.loss),
-                cv=_cross_validation(fit),
-                stability=stability,
+        cells = _finished_cells(run)
+        if cells is None:
+            return
+        failed = [cell for cell in cells if cell.status != SUCCEEDED]
+        if failed:
+            raise RuntimeError(
+                "a fold of the cross-validation did not succeed: "
+                + "; ".join(f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in failed)
             )
-            run.core.results.put(result)
-        run.succeed(result.summary(), cache_hit=cache_hit)
+        folds = sorted((_path_result(run, cell.id) for cell in cells), key=lambda r: r.parameters.fold or 0)
+        spec = run.spec
+        forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
+        data = _load_path_data(run, forest)
+        run.phase("path", step=0, n_steps=spec.path.n_steps)
+        shared = dict(encoding=data.dataset.encoding, leaves=data.leaves)
+        with run.timed("path"):
+            grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, **shared)
+            fit = refit_cross_validated(
+                data.X,
+                data.y,
+                spec.path,
+                grid,
+                [fold.steps for fold in folds],
+                forest=forest,
+                classes=data.dataset.classes,
+                callback=partial(run.on_step, spec.path),
+                **shared,
+            )
+        if _path_finished(run):
+            _store_fit(run, forest, data, fit, cache_hit=data.cache_hit and all(c.cache_hit for c in cells))
+
+
+def _finished_cells(run: JobRun[Any]) -> list[JobRecord] | None:
+    """The cells of a parent job (a grid's, a cross-validation's folds) once every one is finished; None where some
+    are not (the parent is handed back to the queue behind them: a lost cell reads as running until the API's
+    watchdog retries it)."""
+    if run.record.cells is None:
+        raise RuntimeError(f"job {run.job_id} has no cells")
+    cells = [run.core.jobs.read(cell_id) for cell_id in run.record.cells]
+    unfinished = [cell for cell in cells if cell.status not in TERMINAL]
+    if unfinished:
+        requeued = run.records.continue_later(run.record, len(unfinished))
+        if requeued is not None:
+            run.core.jobs.enqueue(requeued, depends_on=[cell.rq_job_id for cell in unfinished])
+        run.claimed = False  # handed back to the queue, not finished
+        return None
+    return cells
+
+
+def _store_fit(
+    run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData, fit: RuleFit, cache_hit: bool | None = None
+) -> None:
+    """Every step's rules, the stability of the rules where asked, and the path's result."""
+    spec = run.spec
+    if fit.val_rows is not None:
+        n_val = len(fit.val_rows)
+    elif fit.fold_steps is not None:
+        n_val = len(fit.train_rows)  # every row, each in its fold
+    else:
+        assert data.y_val is not None  # fit_rules holds no rows out only where it is given validation rows
+        n_val = len(data.y_val)
+    with run.timed("rules"):  # every step's, built once here as the library builds the selected step's
+        ensembles = [fit.rules if step == fit.selected else fit.rules_at(step) for step in range(len(fit.path.steps))]
+    run.check_deadline()
+    stability = None
+    if spec.stability_resamples is not None:
+        run.phase("stability")
+        with run.timed("stability"):
+            stability = _rule_stability(data.X, data.y, spec, _fold_forest(spec, forest), data.dataset, fit, ensembles)
+        run.check_deadline()
+    cache_hit = data.cache_hit if cache_hit is None else cache_hit
+    with run.timed("store"):
+        run.core.results.put_rules(run.job_id, ensembles)
+        result = PathJobResult(
+            job_id=run.job_id,
+            source_job_id=run.job_id,
+            dataset_id=spec.dataset_id,
+            forest_id=spec.forest_id,
+            parameters=spec,
+            lambda_max=fit.path.lambda_max,
+            stop_reason=fit.path.stop_reason,
+            n_train=len(fit.train_rows),
+            n_val=n_val,
+            cache_hit=cache_hit,
+            selected=fit.selected,
+            steps=fit.path.steps,
+            classes=data.dataset.rule_classes(spec.path.loss),
+            cv=_cross_validation(fit),
+            stability=stability,
+        )
+        run.core.results.put(result)
+    run.succeed(result.summary(), cache_hit=cache_hit)
 
 
 def _cross_validation(fit: RuleFit) -> CrossValidation | None:
@@ -357,16 +505,8 @@ def collect_grid(job_id: str, attempt: int) -> None:
     with JobRun(job_id, attempt, GridJobSpec) as run:
         if not run.claimed:
             return
-        if run.record.cells is None:
-            raise RuntimeError(f"grid job {job_id} has no cells")
-        # the cells as they stand: a lost cell reads as running until the API's watchdog retries it
-        cells = [run.core.jobs.read(cell_id) for cell_id in run.record.cells]
-        unfinished = [cell for cell in cells if cell.status not in TERMINAL]
-        if unfinished:
-            requeued = run.records.continue_later(run.record, len(unfinished))
-            if requeued is not None:
-                run.core.jobs.enqueue(requeued, depends_on=[cell.rq_job_id for cell in unfinished])
-            run.claimed = False  # handed back to the queue, not finished
+        cells = _finished_cells(run)
+        if cells is None:
             return
         done = [cell for cell in cells if cell.status == SUCCEEDED]
         if not done:
@@ -395,11 +535,11 @@ def collect_grid(job_id: str, attempt: int) -> None:
         )
 
 
-def _path_result(run: JobRun[GridJobSpec], cell_id: str) -> PathResultBase:
-    """The stored result of a grid's succeeded cell: a path job's."""
+def _path_result(run: JobRun[Any], cell_id: str) -> PathResultBase:
+    """The stored result of a grid's or a cross-validation's succeeded cell: a path job's."""
     result = run.core.job_results.stored_result(cell_id)
     if not isinstance(result, PathResultBase):
-        raise TypeError(f"grid cell {cell_id} holds a {result.kind} result, not a path's")
+        raise TypeError(f"cell {cell_id} holds a {result.kind} result, not a path's")
     return result
 
 

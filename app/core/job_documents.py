@@ -18,7 +18,7 @@ from solver.losses import get_loss
 from solver.path import PathStep
 from solver.spec import Loss, PathSpec
 
-JobKind = Literal["train", "path", "grid"]
+JobKind = Literal["train", "path", "grid", "cv"]
 Status = Literal["queued", "running", "succeeded", "failed", "canceled"]
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = get_args(Status)
 ACTIVE = (QUEUED, RUNNING)
@@ -70,6 +70,11 @@ class PathJobSpec(Document):
         None,
         description="the split of the dataset whose training side the path learns from (and a forest trained for "
         "the job): derived once, at submission; None in jobs submitted before it was recorded",
+    )
+    fold: int | None = Field(
+        None,
+        description="the fold of a cross-validated path (path.cv_folds) this job fits, a cell of the parent that "
+        "refits on every row; None: the whole path",
     )
     stability_resamples: int | None = Field(
         None,

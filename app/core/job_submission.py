@@ -105,13 +105,32 @@ class JobSubmission:
         )
 
     def _submit_resolved(self, spec: PathJobSpec, grid: Grid | None, tenant: str, job_id: str) -> JobRecord:
-        if grid is None:
+        if grid is None and spec.path.cv_folds is None:
             return self._admitted("path", spec, tenant, job_id)
-        self._admit(tenant, job_id)  # a grid counts once, however many cells it has
+        self._admit(tenant, job_id)  # a grid or a cross-validation counts once, however many cells it has
         create = self.lifecycle.create
         train = None
         if spec.recipe is not None and self.forests.find(spec.forest_id) is None:
             train = create("train", TrainJobSpec(forest_id=spec.forest_id, recipe=spec.recipe), tenant)
+        if grid is None:  # one cell per fold, on the worker pool; the parent refits on every row
+            folds = [
+                create(
+                    "path",
+                    spec.model_copy(update={"fold": k, "stability_resamples": None}),
+                    tenant,
+                    parent_id=job_id,
+                    depends_on=[train.rq_job_id] if train else None,
+                )
+                for k in range(spec.path.cv_folds or 0)
+            ]
+            return create(
+                "cv",
+                spec,
+                tenant,
+                job_id=job_id,
+                cells=[fold.id for fold in folds],
+                depends_on=[fold.rq_job_id for fold in folds],
+            )
         cells = [
             create(
                 "path",

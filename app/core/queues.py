@@ -7,7 +7,12 @@ from redis import Redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-TASKS = {"train": "worker.tasks.train_forest", "path": "worker.tasks.run_path", "grid": "worker.tasks.collect_grid"}
+TASKS = {
+    "train": "worker.tasks.train_forest",
+    "path": "worker.tasks.run_path",
+    "grid": "worker.tasks.collect_grid",
+    "cv": "worker.tasks.collect_folds",
+}
 
 
 def make_queue(name: str, redis: Redis) -> Queue:

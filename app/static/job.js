@@ -228,7 +228,7 @@ export function showJob(main, { jobId, step }, context) {
     details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
     cancel.hidden = !isActive(job);
     const p = job.progress;
-    if (job.kind === "path" && p.step && p.n_rules !== undefined) {
+    if ((job.kind === "path" || job.kind === "cv") && p.step && p.n_rules !== undefined) {
       // every metric the progress carries (the losses; R², RMSE and MAE of regression; AUC, accuracy and Brier
       // score of classifiers; MAE of counts)
       const metrics = Object.fromEntries(Object.entries(p).filter(([key]) => /^(train|val)_/.test(key)));

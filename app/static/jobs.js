@@ -10,12 +10,15 @@ const LIST_REFRESH_MS = 5000;
 
 export const isActive = job => job.status === "queued" || job.status === "running";
 
+/** A parent job counted by its cells: a grid's, or a cross-validation's folds until it refits on every row. */
+const byCells = job => Boolean(job.cells) && (job.kind === "grid" || (job.kind === "cv" && !job.progress.n_steps));
+
 /** Where a job stands, in words: "step 12 of ≤50 · 9 rules", "3 of 4 cells done", the phase. */
 function progressText(job) {
   const progress = job.progress;
-  if (job.kind === "grid" && job.cells) {
+  if (byCells(job)) {
     const unfinished = isActive(job) ? (progress.unfinished ?? job.cells.length) : 0;
-    return `${job.cells.length - unfinished} of ${job.cells.length} cells done`;
+    return `${job.cells.length - unfinished} of ${job.cells.length} ${job.kind === "cv" ? "folds" : "cells"} done`;
   }
   if (job.summary?.stop_reason) return `${job.summary.n_steps} steps, stopped by ${job.summary.stop_reason.replaceAll("_", " ")}`;
   if (progress.n_steps) {
@@ -29,7 +32,7 @@ function progressText(job) {
 /** A progress bar and its text; the bar is full once the job has ended. */
 export function progressMeter(job) {
   const progress = job.progress;
-  const [value, max] = job.kind === "grid" && job.cells
+  const [value, max] = byCells(job)
     ? [job.cells.length - (isActive(job) ? progress.unfinished ?? job.cells.length : 0), job.cells.length]
     : [progress.step ?? 0, progress.n_steps ?? 0];
   const bar = isActive(job) && !max ? h("progress", { "aria-label": `${job.id} progress` })
