@@ -55,6 +55,12 @@ class JobResults:
     ) -> tuple[PathResultBase, RuleEnsemble]:
         """(result, rules of that step) of a succeeded path or grid job: the rules its worker built and stored."""
         result = self.path_result(job_id, tenant=tenant, field=field)
+        fold = result.parameters.fold
+        if fold is not None:  # a fold's path chose nothing: its parent refits on every row and holds the rules
+            raise Invalid(
+                f"Job {job_id} is fold {fold} of a cross-validation: it stores the fold's path, not rules.",
+                [FieldFault(field, f"fold {fold} of a cross-validated path", "use the id of its parent (the cv job)")],
+            )
         if not 0 <= step < len(result.steps):
             raise NotFound("step", step, "step", f"use a step in 0..{len(result.steps) - 1}")
         ensemble = self.results.step_rules(result.source_job_id, step)

@@ -18,6 +18,7 @@ from solver.cross_validation import fold_of_rows, fold_rows
 from solver.estimator import FireRegressor
 from solver.fitting import cross_validation_grid, train_forest
 from solver.path import PathStep, best_step
+from solver.spec import STABLE
 from solver.stability import check_resamples, dice, half_sample_pairs, reference_cuts, rule_keys
 from tests.support.data import KIN8NM
 
@@ -183,3 +184,23 @@ def test_the_estimator_reports_how_often_each_rule_is_selected(table):
     assert 0 <= model.stability_dice_ <= 1
     again = FireRegressor(n_estimators=20, max_rules=10, stability_resamples=4, random_state=0).fit(X, y)
     assert np.array_equal(again.rule_stability_, model.rule_stability_)
+
+
+def test_the_stable_setting_gives_rules_of_one_condition_at_decile_cuts(table):
+    X, y = table
+    model = FireRegressor(n_estimators=20, max_rules=10, random_state=0, **STABLE).fit(X, y)
+    trained_on = X[model_rows(model, len(y))]
+    cuts = quantile_cuts(trained_on, 10)
+    for rule in model.rules_:
+        (condition,) = rule.conditions
+        column = trained_on[:, condition.feature_index]
+        above, below = column[column > condition.threshold], column[column <= condition.threshold]
+        assert below.size and above.size
+        assert np.any(np.isclose(below.max(), cuts[condition.feature_index]))  # the split sits at a decile cut
+
+
+def model_rows(model, n_rows):
+    """The training rows of an estimator's fit (its holdout split)."""
+    from solver.fitting import holdout_split
+
+    return holdout_split(n_rows, model.validation_fraction, 0)[0]
