@@ -16,14 +16,21 @@ const threshold = bound => (bound.display_threshold !== undefined ? String(bound
 /** A rule's id: its `id` (fire-rules v2), else its position. */
 export const ruleId = (rule, position) => rule.id ?? position;
 
+/** Whether the rows of `level` (null: a missing one) satisfy a condition on the one-hot indicator of `condition.level`:
+ * the indicator is 1 for its level and 0 for the others and for a missing level (solver/rule_types.py
+ * `accepted_levels`), so the condition's `missing` flag (about a NaN indicator, which never occurs) plays no part. */
+function acceptsLevel(condition, level) {
+  const indicator = level === condition.level ? 1 : 0;
+  return condition.operator === ">" ? indicator > condition.threshold : indicator <= condition.threshold;
+}
+
 /** The conditions on the indicators of one text column in words, as the library words them (solver/rule_text.py
  * `RuleWording._levels`): the levels every condition accepts ("is C" accepts C alone, "is not C" every other level
  * and a missing value), said as one level, the set allowed or the set excluded, whichever is shorter. */
 function levelText(conditions, column) {
-  const accepts = (condition, level) => (condition.operator === ">" ? level === condition.level : level !== condition.level);
-  const allowed = column.categories.filter(level => conditions.every(condition => accepts(condition, level)));
+  const allowed = column.categories.filter(level => conditions.every(condition => acceptsLevel(condition, level)));
   const excluded = column.categories.filter(level => !allowed.includes(level));
-  const missingOk = conditions.every(condition => accepts(condition, null));
+  const missingOk = conditions.every(condition => acceptsLevel(condition, null));
   const name = column.name;
   let text;
   if (!excluded.length) text = missingOk ? `${name} is any value` : `${name} is not missing`;
@@ -52,7 +59,7 @@ function conditionList(conditions, features) {
   const byFeature = new Map();
   for (const condition of conditions) {
     const known = features.get(condition.feature);
-    const level = known?.category !== undefined && condition.threshold >= 0 && condition.threshold < 1;
+    const level = known?.category !== undefined;
     const key = level ? `column:${known.column.name}` : condition.feature;
     const entry = byFeature.get(key) ?? { column: level ? known.column : null, bounds: [] };
     entry.bounds.push(level ? { ...condition, level: known.category } : condition);

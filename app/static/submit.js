@@ -166,6 +166,18 @@ async function buildForm(query, navigate) {
   };
   form.addEventListener("change", showChosenParts);
   showChosenParts();
+  // the one-standard-error rule needs the folds' standard errors: offered only while folds are set
+  const folds = form.querySelector("[data-field='cv_folds']");
+  const oneSe = form.querySelector("[data-field='selection'] option[value='1se']");
+  if (folds && oneSe) {
+    const offerOneSe = () => {
+      oneSe.disabled = !folds.value;
+      const select = oneSe.parentElement;
+      if (oneSe.disabled && oneSe.selected) select.value = [...select.options].find(option => option.defaultSelected && !option.disabled)?.value ?? select.options[0].value;
+    };
+    folds.addEventListener("input", offerOneSe);
+    offerOneSe();
+  }
 
   onSubmit(form, slot, async () => {
     const body = { dataset_id: dataset.value, ...main.read(), ...terms.read(), ...trust.read(), ...solver.read() };

@@ -8,6 +8,7 @@ The assertions compare what the page shows with what the API answers. Screenshot
 wide are saved under test-artifacts/dashboard/.
 """
 
+import itertools
 import re
 import shutil
 import socket
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
 import uvicorn
@@ -23,6 +25,9 @@ from redis import Redis
 
 from app.main import create_app
 from solver import PathSpec
+from solver.encoding import ColumnSpec, TableEncoding
+from solver.rule_text import RuleWording, column_groups
+from solver.rule_types import Condition
 from tests.support.data import ABALONE, ELEVATORS, FIRST_ABALONE_ROW, REPO_ROOT
 from tests.support.service import WorkerProcess, make_settings, remove_session_keys
 from tests.support.synthetic import GRADES, grades_table, visits_table
@@ -611,6 +616,8 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
     page.goto(f"{base}/dashboard/jobs/new?dataset={dataset_id}")
     page.get_by_label("API key").fill(API_KEY)
     page.get_by_role("button", name="Use", exact=True).click()
+    one_se = page.locator("select[data-field='selection'] option[value='1se']")
+    expect(one_se).to_be_disabled()  # the one-standard-error rule needs folds
     settings = {
         "Trees": "30",
         "λ steps": "20",
@@ -663,3 +670,94 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
         assert text.count("Sex") <= 1, text
     shoot(page, "cv-job-step")
     assert errors == []
+
+
+def test_level_conditions_read_as_the_library_words_them(served, browser):
+    """Rules on the indicators of text columns in the dashboard's rules table: every single condition and pair at
+    the trees' cut 0.5 or at cuts that every or no indicator passes, and rules on two text columns with a numeric
+    bound between them. One line per column, in order of first use, and a text column's line is
+    solver/rule_text.py's phrase for it ("is C", "not in {A, B} or missing"), "or missing" only where the column
+    can be missing."""
+    encoding = TableEncoding(
+        [
+            ColumnSpec("protocol", "categorical", ("A", "B", "C", "D", "E"), missing=True),
+            ColumnSpec("size", "numeric", missing=True),
+            ColumnSpec("grade", "categorical", ("x", "y", "z"), missing=False),
+        ]
+    )
+    names = encoding.feature_names
+    cuts = [("<=", 0.5), (">", 0.5), ("<=", 1.0), (">", -0.5), ("<=", -0.5)]
+    levels = [
+        Condition(name, j, operator, cut, missing=bool((j + k) % 2))  # the flag of a NaN indicator, which never is
+        for j, name in enumerate(names)
+        if name != "size"
+        for k, (operator, cut) in enumerate(cuts)
+    ]
+    protocol = [c for c in levels if c.feature.startswith("protocol=")]
+    grade = [c for c in levels if c.feature.startswith("grade=")]
+    size = Condition("size", names.index("size"), ">", 2.5, missing=False)
+    rng = np.random.default_rng(0)
+    rules = [[c] for c in levels]
+    at_half = [c for c in protocol if c.threshold == 0.5]  # the trees' cut: every pair of them
+    rules += [list(pair) for pair in itertools.combinations(at_half, 2)]
+    rules += [list(pair) for pair in itertools.combinations(grade, 2)]
+    rules.append([c for c in grade if c.operator == "<=" and c.threshold == 0.5])  # no level: "grade is missing"
+    rules += [
+        [
+            *(protocol[k] for k in rng.choice(len(protocol), 2, replace=False)),
+            size,
+            *(grade[k] for k in rng.choice(len(grade), 2, replace=False)),
+        ]
+        for _ in range(40)
+    ]
+    wording = RuleWording(encoding)
+    expected = [  # a text column's phrase, None for the numeric bound
+        [wording.conjunction(group) if column.kind == "categorical" else None for column, group in groups]
+        for groups in (column_groups(encoding, rule) for rule in rules)
+    ]
+    document = {
+        "intercept": 0.0,
+        "columns": encoding.to_dict(),
+        "rules": [
+            {
+                "id": i,
+                "conditions": [c.to_dict() for c in rule],
+                "contribution": 0.0,
+                "weight": 1.0,
+                "value": 1.0,
+                "support": 1,
+                "members": [{"tree": 0, "leaf": i}],
+            }
+            for i, rule in enumerate(rules)
+        ],
+    }
+    page = browser.new_page(viewport=SIZES["1280"])
+    page.goto(f"{served.base_url}/dashboard/")
+    shown = page.evaluate(
+        """async ensemble => {
+             const { rulesTable } = await import("/dashboard/assets/rules.js");
+             const table = rulesTable(ensemble);
+             return ensemble.rules.map(rule => [
+               ...table.querySelectorAll(`tr[data-rule='${rule.id}'] ul.conditions li`)].map(line => line.textContent));
+           }""",
+        document,
+    )
+    phrases_seen = " | ".join(phrase for phrases in expected for phrase in phrases if phrase)
+    for wording_kind in (
+        "is any value",  # not "is not missing": a missing level's indicators are 0, as the other levels' are
+        "is missing",
+        "matches no value",
+        " in {",
+        "not in {",
+        "is not ",
+        "or missing",
+    ):
+        assert wording_kind in phrases_seen, wording_kind  # the cases reach every phrase of the library's
+    assert len(shown) == len(rules)
+    for rule, lines, phrases in zip(rules, shown, expected):
+        assert len(lines) == len(phrases), (rule, lines, phrases)
+        for i, (line, phrase) in enumerate(zip(lines, phrases)):
+            assert line.startswith("and " if i else "if "), line
+            text = line.split(" ", 1)[1]
+            assert text == (phrase if phrase is not None else "size > 2.5"), (rule, lines, phrases)
+    page.close()
