@@ -21,7 +21,9 @@ function overview(job) {
     ["kind", job.kind],
     ["dataset", datasetOf(job) ? link(`/dashboard/datasets/${datasetOf(job)}`, idText(datasetOf(job))) : null],
     ["forest", spec.forest_id ? link(`/dashboard/forests/${spec.forest_id}`, idText(spec.forest_id)) : null],
-    ["grid job", job.parent_id ? link(`/dashboard/jobs/${job.parent_id}`, idText(job.parent_id)) : null],
+    spec.fold === null || spec.fold === undefined
+      ? ["grid job", job.parent_id ? link(`/dashboard/jobs/${job.parent_id}`, idText(job.parent_id)) : null]
+      : ["cross-validation job", h("span", null, `fold ${spec.fold} of `, link(`/dashboard/jobs/${job.parent_id}`, idText(job.parent_id))), "fold"],
     ["created", formatTime(job.created_at)],
     ["started", job.started_at ? formatTime(job.started_at) : null],
     ["finished", job.finished_at ? formatTime(job.finished_at) : null],
@@ -150,10 +152,22 @@ function stepsTable(result, jobId, loss) {
   });
 }
 
+/** In place of a step's rules, for a fold of a cross-validation: the fold's path only validates each step on the
+ * fold's rows, and the rules are the parent's, refitted on every row (the API answers a fold's step rules with 422). */
+function foldStepNote(job, fold) {
+  const element = h("section", { class: "card", id: "step", "aria-live": "polite" });
+  const show = k => element.replaceChildren(h("h2", { id: "step-title" }, `Step ${k} of fold ${fold}`),
+    h("p", null, "This fold's path validates each step on the rows of the fold; the rules of a step are the "
+      + "cross-validation job's, refitted on every row: ", link(`/dashboard/jobs/${job.parent_id}/steps/${k}`, `its step ${k}`), "."));
+  return { element, show };
+}
+
 /** The path of a succeeded path or grid job and the panel of the step shown. Returns {elements, showStep}. */
 function pathSection(job, result, dataset, { signal, navigate }) {
   const stepUrl = k => `/dashboard/jobs/${job.id}/steps/${k}`;
-  const panel = stepPanel({ jobId: job.id, result, dataset, loss: lossOf(job), signal, navigate });
+  const fold = result.parameters.fold ?? null;
+  const panel = fold === null ? stepPanel({ jobId: job.id, result, dataset, loss: lossOf(job), signal, navigate })
+    : foldStepNote(job, fold);
   const chart = pathChart({ steps: result.steps, selected: result.selected, budget: result.parameters.path.max_rules,
                             label: "Path", loss: lossOf(job), cv: result.cv ?? null, onShow: k => navigate(stepUrl(k), { replace: true }) });
   const table = stepsTable(result, job.id, lossOf(job));

@@ -669,6 +669,14 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
         assert not ("Sex is not" in text and re.search(r"Sex is [FIM]\b", text)), text
         assert text.count("Sex") <= 1, text
     shoot(page, "cv-job-step")
+
+    fold_id = job["cells"][0]  # a fold's page: its path, and its step's rules are the parent's (no 422 shown)
+    page.goto(f"{base}/dashboard/jobs/{fold_id}")
+    expect(page.locator("dd[data-field='fold']")).to_have_text(f"fold 0 of {job_id}")
+    expect(page.locator("#step-title")).to_contain_text("of fold 0")
+    expect(page.locator(f"#step a[href^='/dashboard/jobs/{job_id}/steps/']")).to_have_count(1)
+    expect(page.locator(".problem")).to_have_count(0)
+    shoot(page, "cv-fold")
     assert errors == []
 
 
