@@ -50,6 +50,9 @@ TEST_MARKERS = {
     "service/test_agreement.py": {
         "test_service_and_library_select_the_same_step_and_rules[abalone (text column Sex)]": "slow",
     },
+    "service/test_cross_validation.py": {
+        "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",
+    },
     "service/test_faults.py": {  # each starts workers or `serve` of its own; the cache test is the quickest
         "test_workers_and_data_outlive_redis_stopped_or_frozen_under_traffic": "slow",
         "test_jobs_queued_during_an_outage_run_after_it": "slow",

@@ -100,3 +100,31 @@ def test_a_cross_validated_job_with_stability_is_the_librarys(stack):
     assert step["stability"]["dice"] == pytest.approx(expected.dice) == result["stability"]["dice"]
     assert step["stability"]["n_resamples"] == 2
     assert len(result["stability"]["frequencies"]) == len(result["steps"])
+
+
+@pytest.mark.integration
+def test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes(own_queue):
+    """A fold's worker killed mid-path: the watchdog runs the fold again and the parent still refits."""
+    dataset = own_queue.upload_dataset(ABALONE, target="rings")
+    body = {
+        "dataset_id": dataset["id"],
+        "forest": {**FOREST, "n_estimators": 100, "max_depth": 4},
+        "cv_folds": 2,
+        "n_lambdas": 80,  # a fold long enough to be caught running, short enough to run twice
+        "patience": None,
+        "fusion_ratio": 1.0,
+    }
+    submitted = own_queue.client.post("/v1/jobs", json=body)
+    assert submitted.status_code == 202, submitted.text
+    parent = submitted.json()
+    assert parent["kind"] == "cv" and len(parent["cells"]) == 2
+    first = parent["cells"][0]
+    own_queue.wait_for(first, ("running",), predicate=lambda j: j["progress"].get("step", 0) >= 1, timeout=240)
+    own_queue.workers[-1].kill()
+    own_queue.add_worker()
+    done = own_queue.wait_for(parent["id"], ("succeeded",), timeout=600)
+    fold = own_queue.client.get(f"/v1/jobs/{first}").json()
+    assert fold["status"] == "succeeded" and fold["attempt"] == 2 and fold["spec"]["fold"] == 0
+    assert "stopped sending heartbeats" in fold["history"][0]["reason"]
+    result = own_queue.client.get(f"/v1/jobs/{parent['id']}/result").json()
+    assert result["cv"]["folds"] == 2 and done["summary"]["selected"] == result["selected"]
