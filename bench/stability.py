@@ -34,6 +34,7 @@ import json
 import sys
 import time
 import warnings
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.machine import cpu_model, solver_commit  # noqa: E402
 from solver import ForestSpec, PathSpec, TableEncoding, binary_labels  # noqa: E402
 from solver.fitting import fit_rules  # noqa: E402
-from solver.spec import READABLE  # noqa: E402
+from solver.spec import READABLE, STABLE  # noqa: E402
 from solver.stability import dice, half_sample_pairs, missing_features, reference_cuts  # noqa: E402
 from solver.stability import rule_keys as fire_rule_keys  # noqa: E402
 
@@ -65,6 +66,16 @@ RESULTS_DIR = REPO_ROOT / "bench" / "results"
 DICE_VS_SIRUS = 1.5  # median Dice at least this times SIRUS's
 ERROR_VS_DEFAULTS = 1.05  # median test error ratio to today's defaults at most this
 ERROR_VS_SIRUS = 0.70  # ... and to SIRUS's at most this (30% below)
+
+
+def _path_and_forest(settings: dict) -> tuple[dict, dict]:
+    """Estimator-style settings (``solver.spec.STABLE``) as (PathSpec settings, ForestSpec settings)."""
+    forest_fields = {f.name for f in fields(ForestSpec)}
+    return (
+        {k: v for k, v in settings.items() if k not in forest_fields},
+        {k: v for k, v in settings.items() if k in forest_fields},
+    )
+
 
 # name -> (PathSpec settings, ForestSpec settings) on top of the defaults; "fire" is today's defaults
 VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -88,13 +99,12 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "readable_fusion1": (dict(READABLE, fusion_ratio=1.0), {}),
     "readable_fusion2": (dict(READABLE, fusion_ratio=2.0), {}),
     "bins10_readable_fusion2": (dict(READABLE, fusion_ratio=2.0), {"threshold_bins": 10}),
-    "readable_len1": (dict(READABLE, max_rule_length=1), {}),  # one condition per rule: stumps beside linear terms
-    "bins10_readable_len1": (dict(READABLE, max_rule_length=1), {"threshold_bins": 10}),
-    "bins5_readable_len1": (dict(READABLE, max_rule_length=1), {"threshold_bins": 5}),
-    "readable_len1_fusion1": (dict(READABLE, max_rule_length=1, fusion_ratio=1.0), {}),
-    "readable_len1_nolinear": (dict(READABLE, max_rule_length=1, linear_terms=False), {}),
+    "len1": (dict(READABLE, max_rule_length=1), {}),  # rules of one condition (stumps) beside linear terms
+    "bins10_len1": _path_and_forest(STABLE),  # the library's documented stable setting
+    "bins5_len1": (dict(READABLE, max_rule_length=1), {"threshold_bins": 5}),
+    "len1_fusion1": (dict(READABLE, max_rule_length=1, fusion_ratio=1.0), {}),
+    "len1_nolinear": (dict(READABLE, max_rule_length=1, linear_terms=False), {}),
     "bins10_depth2_readable": (dict(READABLE), {"threshold_bins": 10, "max_depth": 2}),
-    "bins10_len1": (dict(READABLE, max_rule_length=1), {"threshold_bins": 10}),
     "bins10_depth2_readable_l1": (dict(READABLE, penalty="l1"), {"threshold_bins": 10, "max_depth": 2}),
 }
 # stability selection over a variant (fit_stability_selected): name -> the variant
