@@ -349,13 +349,15 @@ def fit_cross_validated(
 ) -> RuleFit:
     """:func:`fit_rules` with ``spec.cv_folds``: the grid of all the rows, each fold's path, then the refit. A
     ``ForestSpec`` is trained once on all the rows (grid and refit) and once per fold on its training rows."""
+    X = np.asarray(X, dtype=np.float64)
     if isinstance(forest, ForestSpec):
-        X = np.asarray(X, dtype=np.float64)
         weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         estimator, _ = train_forest(forest, X, np.asarray(y, dtype=np.float64), weight, feature_names, loss=spec.loss)
         everything = estimator
     else:
         everything = forest
+    if leaves is None:  # the grid and the refit read the same forest's leaves: computed once for both
+        leaves = as_tree_ensemble(everything).apply(X)
     shared = dict(sample_weight=sample_weight, feature_names=feature_names, encoding=encoding)
     grid = cross_validation_grid(X, y, spec, forest=everything, leaves=leaves, **shared)
     folds = [fit_fold(X, y, spec, grid, k, forest=forest, classes=classes, **shared) for k in range(spec.cv_folds)]
