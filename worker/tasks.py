@@ -339,21 +339,7 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
         return
     train_rows, val_rows = fold_rows(len(data.y), spec.path.cv_folds, spec.path.random_state, spec.fold)
     with run.timed("store"):
-        result = PathJobResult(
-            job_id=run.job_id,
-            source_job_id=run.job_id,
-            dataset_id=spec.dataset_id,
-            forest_id=spec.forest_id,
-            parameters=spec,
-            lambda_max=path.lambda_max,
-            stop_reason=path.stop_reason,
-            n_train=len(train_rows),
-            n_val=len(val_rows),
-            cache_hit=data.cache_hit,
-            selected=path.select(),
-            steps=path.steps,
-            classes=data.dataset.rule_classes(spec.path.loss),
-        )
+        result = _path_job_result(run, data, path, path.select(), len(train_rows), len(val_rows), data.cache_hit)
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=data.cache_hit)
 
@@ -438,25 +424,42 @@ def _store_fit(
     cache_hit = data.cache_hit if cache_hit is None else cache_hit
     with run.timed("store"):
         run.core.results.put_rules(run.job_id, ensembles)
-        result = PathJobResult(
-            job_id=run.job_id,
-            source_job_id=run.job_id,
-            dataset_id=spec.dataset_id,
-            forest_id=spec.forest_id,
-            parameters=spec,
-            lambda_max=fit.path.lambda_max,
-            stop_reason=fit.path.stop_reason,
-            n_train=len(fit.train_rows),
-            n_val=n_val,
-            cache_hit=cache_hit,
-            selected=fit.selected,
-            steps=fit.path.steps,
-            classes=data.dataset.rule_classes(spec.path.loss),
+        result = _path_job_result(
+            run,
+            data,
+            fit.path,
+            fit.selected,
+            len(fit.train_rows),
+            n_val,
+            cache_hit,
             cv=_cross_validation(fit),
             stability=stability,
         )
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=cache_hit)
+
+
+def _path_job_result(
+    run: JobRun[PathJobSpec], data: _PathData, path, selected: int, n_train: int, n_val: int, cache_hit: bool, **extra
+) -> PathJobResult:
+    """The stored result of a path job's path (a whole path's, or a fold's): ``extra`` its cv and stability."""
+    spec = run.spec
+    return PathJobResult(
+        job_id=run.job_id,
+        source_job_id=run.job_id,
+        dataset_id=spec.dataset_id,
+        forest_id=spec.forest_id,
+        parameters=spec,
+        lambda_max=path.lambda_max,
+        stop_reason=path.stop_reason,
+        n_train=n_train,
+        n_val=n_val,
+        cache_hit=cache_hit,
+        selected=selected,
+        steps=path.steps,
+        classes=data.dataset.rule_classes(spec.path.loss),
+        **extra,
+    )
 
 
 def _cross_validation(fit: RuleFit) -> CrossValidation | None:
