@@ -29,10 +29,27 @@ Classifiers of K >= 3 classes become ensembles of ``n_outputs = K`` outputs, out
   (round by round: trees ``K * i .. K * i + K - 1``), the learning rate folded in, ``base_score`` the
   initial raw prediction of each class, so ``predict`` is ``decision_function``.
 
+scikit-survival's survival ensembles (``sksurv.ensemble``) become ensembles predicting their ``predict``:
+
+* ``RandomSurvivalForest``, ``ExtraSurvivalTrees``: a leaf holds a cumulative hazard function on the
+  training times, and a tree's risk score is its sum over the training event times (``is_event_time_``, as
+  ``SurvivalTree.predict`` sums it: the expected number of events). A leaf's value is that sum minus the one at
+  its tree's root and ``base_score`` the mean root sum, as for the classifier forests: a leaf without events
+  sums to 0 and would otherwise be a zero column of M. Trees fitted with ``low_memory=True`` store the sum as
+  their only node value and read the same.
+* ``GradientBoostingSurvivalAnalysis`` with ``loss="coxph"`` (its default): the log hazard ratio; its
+  regression trees are read as ``GradientBoostingRegressor``'s, the learning rate (times each stage's dropout
+  scale when fitted with ``dropout_rate > 0``) folded into the leaves, ``base_score`` its ``"zero"`` init.
+
+Missing values route as in every scikit-learn tree (each split's ``missing_go_to_left``). scikit-survival is
+no dependency of the library: its classes are taken from ``sys.modules``, never imported (an estimator of
+scikit-survival cannot exist before its module is loaded, by fitting or by unpickling).
+
 ``to_sklearn`` converts one-output ensembles only (see there).
 """
 
 import dataclasses
+import sys
 from typing import Any
 
 import numpy as np
@@ -74,12 +91,25 @@ SKLEARN_CLASSIFIERS = (
     DecisionTreeClassifier,
     ExtraTreeClassifier,
 )
-SKLEARN_FOREST_NAMES = ", ".join(cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS)
+SURVIVAL_FORESTS = ("RandomSurvivalForest", "ExtraSurvivalTrees")  # classes of sksurv.ensemble
+SURVIVAL_BOOSTING = "GradientBoostingSurvivalAnalysis"
+SKLEARN_FOREST_NAMES = ", ".join(
+    [cls.__name__ for cls in SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS] + [*SURVIVAL_FORESTS, SURVIVAL_BOOSTING]
+)
 _LARGEST_FLOAT64 = float(np.finfo(np.float64).max)
+
+
+def _loaded_sksurv_classes(*names: str) -> tuple[type, ...]:
+    """The classes ``names`` of ``sksurv.ensemble`` if scikit-survival is loaded, else none: no estimator of it
+    can exist before, so an isinstance test against them needs no import of the optional package."""
+    module = sys.modules.get("sksurv.ensemble")
+    return () if module is None else tuple(getattr(module, name) for name in names)
 
 
 def require_sklearn_forest(estimator, error: type[Exception], expected: str) -> None:
     if isinstance(estimator, SKLEARN_REGRESSORS + SKLEARN_CLASSIFIERS):
+        return
+    if isinstance(estimator, _loaded_sksurv_classes(*SURVIVAL_FORESTS, SURVIVAL_BOOSTING)):
         return
     name = type(estimator).__name__
     if isinstance(estimator, BaseEstimator) and is_classifier(estimator):
@@ -90,12 +120,15 @@ def require_sklearn_forest(estimator, error: type[Exception], expected: str) -> 
 def sklearn_forest_arguments(estimator) -> dict[str, Any]:
     """The TreeEnsemble arguments (trees and scalars) of a fitted single-output scikit-learn tree regressor or
     tree classifier (:data:`SKLEARN_REGRESSORS`, :data:`SKLEARN_CLASSIFIERS`; classifiers in the units of the
-    module docstring: one output for two classes, K outputs for K >= 3 classes), for ``TreeEnsemble.from_sklearn``.
+    module docstring: one output for two classes, K outputs for K >= 3 classes) or scikit-survival ensemble
+    (:data:`SURVIVAL_FORESTS`, :data:`SURVIVAL_BOOSTING`: the risk score), for ``TreeEnsemble.from_sklearn``.
 
     Raises ValueError for anything else.
     """
     require_sklearn_forest(estimator, ValueError, f"a fitted {SKLEARN_FOREST_NAMES}")
     check_is_fitted(estimator)
+    if isinstance(estimator, _loaded_sksurv_classes(*SURVIVAL_FORESTS, SURVIVAL_BOOSTING)):
+        return _survival_ensemble_arguments(estimator)
     name = type(estimator).__name__
     if getattr(estimator, "n_outputs_", 1) != 1:
         raise ValueError(
@@ -128,6 +161,13 @@ def sklearn_forest_arguments(estimator) -> dict[str, Any]:
         trees = [_tree_from_sklearn(member.tree_, scale, vector=n_outputs > 1) for member in members]
     if isinstance(estimator, SKLEARN_CLASSIFIERS) and kind != "gradient_boosting":
         trees, base_score = _centered_at_roots(trees, tree_weight)
+    return _ensemble_arguments(estimator, trees, base_score, tree_weight, kind, n_outputs)
+
+
+def _ensemble_arguments(
+    estimator, trees: list[Tree], base_score: float | np.ndarray, tree_weight: float, kind: str, n_outputs: int
+) -> dict[str, Any]:
+    """The TreeEnsemble arguments of ``trees`` read from ``estimator``, with its feature count and names."""
     names = getattr(estimator, "feature_names_in_", None)
     return {
         "trees": trees,
@@ -140,13 +180,48 @@ def sklearn_forest_arguments(estimator) -> dict[str, Any]:
     }
 
 
+def _survival_ensemble_arguments(estimator) -> dict[str, Any]:
+    """The TreeEnsemble arguments of a fitted scikit-survival ensemble, predicting its ``predict`` (the risk
+    score: see the module docstring)."""
+    if isinstance(estimator, _loaded_sksurv_classes(SURVIVAL_BOOSTING)):
+        if estimator.loss != "coxph":
+            raise ValueError(
+                f"{SURVIVAL_BOOSTING} with loss={estimator.loss!r} predicts a survival time; FIRE reads "
+                "loss='coxph' (the default), whose prediction is the log hazard ratio"
+            )
+        # with dropout_rate > 0 each stage is scaled by _scale[i] on top of the learning rate, as _raw_predict does
+        stage_scales = estimator.learning_rate * getattr(estimator, "_scale", np.ones(len(estimator.estimators_)))
+        trees = [
+            _tree_from_sklearn(member.tree_, float(scale))
+            for stage, scale in zip(estimator.estimators_, stage_scales)
+            for member in stage
+        ]
+        return _ensemble_arguments(
+            estimator, trees, _constant_init_prediction(estimator), 1.0, "gradient_boosting", n_outputs=1
+        )
+    members = estimator.estimators_
+    trees, base_score = _centered_at_roots(
+        [_tree_with_values(member.tree_, _node_risk_scores(member)) for member in members], 1.0 / len(members)
+    )
+    kind = "extra_trees" if isinstance(estimator, _loaded_sksurv_classes("ExtraSurvivalTrees")) else "random_forest"
+    return _ensemble_arguments(estimator, trees, base_score, 1.0 / len(members), kind, n_outputs=1)
+
+
+def _node_risk_scores(survival_tree) -> np.ndarray:
+    """Each node's risk score in a fitted scikit-survival ``SurvivalTree``: its cumulative hazard function
+    (``value[:, :, 0]``, one column per training time) summed over the training event times, what
+    ``SurvivalTree.predict`` returns for a row reaching it; ``low_memory=True`` trees store that sum as their
+    only value."""
+    value = survival_tree.tree_.value
+    if survival_tree.low_memory:
+        return value[:, 0, 0].copy()
+    return value[:, survival_tree.is_event_time_, 0].sum(axis=1)
+
+
 def _tree_from_sklearn(sklearn_tree, scale: float, *, vector: bool = False, output: int | None = None) -> Tree:
     """Our Tree from sklearn's ``tree_``; leaf values times ``scale`` (boosting learning rate). A binary
     classification tree's value is its share of the second class; with ``vector``, a classification tree's
     values are the shares of all its classes (a vector tree). ``output``: the output of a per-output tree.
-
-    sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
-    equivalent for every finite float32 input (infinite inputs are rejected).
     """
     n_outputs, n_values = sklearn_tree.value.shape[1:]
     if n_outputs != 1 or (n_values > 2 and not vector):
@@ -154,14 +229,23 @@ def _tree_from_sklearn(sklearn_tree, scale: float, *, vector: bool = False, outp
             f"a tree holds {sklearn_tree.value.shape[1:]} values per node; only "
             "single-output trees (one value or the class shares per node) are supported"
         )
-    threshold = np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64)
     value = sklearn_tree.value[:, 0, :] if vector else sklearn_tree.value[:, 0, n_values - 1]
+    return _tree_with_values(sklearn_tree, value * scale if scale != 1.0 else value.copy(), output)
+
+
+def _tree_with_values(sklearn_tree, value: np.ndarray, output: int | None = None) -> Tree:
+    """Our Tree of the splits of sklearn's ``tree_`` (which scikit-survival's trees use too) with node values
+    ``value`` (one scalar or vector per node).
+
+    sklearn uses threshold +inf for "all non-missing values left"; it becomes the largest float64,
+    equivalent for every finite float32 input (infinite inputs are rejected).
+    """
     return Tree(
         children_left=sklearn_tree.children_left,
         children_right=sklearn_tree.children_right,
         feature=sklearn_tree.feature,
-        threshold=threshold,
-        value=value * scale if scale != 1.0 else value.copy(),
+        threshold=np.clip(sklearn_tree.threshold, -_LARGEST_FLOAT64, _LARGEST_FLOAT64),
+        value=value,
         missing_go_left=sklearn_tree.missing_go_to_left.astype(np.bool_),
         n_samples=sklearn_tree.n_node_samples,
         output=output,

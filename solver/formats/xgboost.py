@@ -2,10 +2,13 @@
 ``Booster.save_raw("json" | "ubj")``: gbtree or dart booster, numerical splits, an objective whose
 prediction is the raw margin (:data:`IDENTITY_OBJECTIVES`), a binary classifier's log-odds
 (:data:`LOGISTIC_OBJECTIVES`: the ensemble predicts the margin, the log-odds of label 1), a log-link
-regression's log of the mean (:data:`LOG_LINK_OBJECTIVES`: ``count:poisson``, ``reg:gamma``,
-``reg:tweedie``; the ensemble predicts the margin, ``exp`` of it is XGBoost's prediction), or a
+model's log of its prediction (:data:`LOG_LINK_OBJECTIVES`: the regressions ``count:poisson``,
+``reg:gamma``, ``reg:tweedie``, whose prediction is the mean, and the Cox model ``survival:cox``, whose
+prediction is the hazard ratio; the ensemble predicts the margin, ``exp`` of it is XGBoost's prediction), or a
 multiclass classifier's K margins (:data:`MULTICLASS_OBJECTIVES`, ``num_class`` K: an ensemble of
 ``n_outputs = K`` outputs whose prediction is ``predict(output_margin=True)``, the softmax logits).
+``survival:aft`` is refused: its margin is the location of the log survival time's distribution in an
+accelerated failure time model, which FIRE has no loss for.
 
 Several outputs: tree ``i`` adds to output ``tree_info[i]`` (a per-output tree). Multiclass models
 (K trees per round) and multi-target regressions (``num_target`` K > 1 with the default
@@ -22,12 +25,12 @@ All trees are used, as ``Booster.predict`` does by default (``XGBRegressor.predi
 ``best_iteration`` after early stopping: save ``booster[: best_iteration + 1]`` to get that model).
 ``base_score`` (``"[5E-1]"`` in 3.x, ``"5E-1"`` before) is the margin for the identity-link
 objectives and ``binary:logitraw``, a probability for ``binary:logistic`` (the margin is its logit, in
-float32 as XGBoost computes it) and the mean for the log-link objectives (the margin is its log, in
-float32). With K outputs it is a list of K values (3.1 and later; one value, as before, is used for
-every output), transformed one by one; the multiclass objectives' values are margins (XGBoost 3.x
-stores the centered log class priors there and adds them as they are). dart: each tree's leaves are
-scaled by its ``weight_drop``. ``num_parallel_tree > 1`` (boosted random forests) is a plain sum of all
-trees.
+float32 as XGBoost computes it) and the mean (the hazard ratio for ``survival:cox``) for the log-link
+objectives (the margin is its log, in float32). With K outputs it is a list of K values (3.1 and later; one
+value, as before, is used for every output), transformed one by one; the multiclass objectives' values are
+margins (XGBoost 3.x stores the centered log class priors there and adds them as they are). dart: each
+tree's leaves are scaled by its ``weight_drop``. ``num_parallel_tree > 1`` (boosted random forests) is a
+plain sum of all trees.
 """
 
 import dataclasses
@@ -55,7 +58,7 @@ IDENTITY_OBJECTIVES = frozenset(
     }
 )
 LOGISTIC_OBJECTIVES = frozenset({"binary:logistic", "binary:logitraw"})
-LOG_LINK_OBJECTIVES = frozenset({"count:poisson", "reg:gamma", "reg:tweedie"})
+LOG_LINK_OBJECTIVES = frozenset({"count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"})
 MULTICLASS_OBJECTIVES = frozenset({"multi:softprob", "multi:softmax"})
 # where TreeEnsemble's per-node arrays come from in an XGBoost tree
 _SOURCE_ARRAYS = {
@@ -200,19 +203,25 @@ def _checked_objective(learner: dict) -> str:
     objective = get(get(learner, "objective", "/learner", dict), "name", "/learner/objective", str)
     if objective in IDENTITY_OBJECTIVES | LOGISTIC_OBJECTIVES | LOG_LINK_OBJECTIVES | MULTICLASS_OBJECTIVES:
         return objective
+    if objective.startswith("survival:"):
+        raise ForestFormatError(
+            "/learner/objective/name",
+            f"objective '{objective:.60}' is not supported: of the survival objectives only survival:cox (its "
+            "margin is the log hazard ratio) is read. An accelerated failure time model's (survival:aft) margin "
+            "is the location of its log survival time's distribution, which FIRE has no loss for: retrain with "
+            "objective='survival:cox'.",
+        )
     kind = (
         "classification"
         if objective.startswith(("binary:", "multi:", "reg:logistic"))
         else "ranking"
         if objective.startswith("rank:")
-        else "survival"
-        if objective.startswith("survival:")
         else "unsupported"
     )
     raise ForestFormatError(
         "/learner/objective/name",
         f"objective '{objective:.60}' is {kind}: only regression objectives whose prediction is the raw "
-        f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}), the log-link regressions "
+        f"margin ({', '.join(sorted(IDENTITY_OBJECTIVES - {'reg:linear'}))}), the log-link objectives "
         f"({', '.join(sorted(LOG_LINK_OBJECTIVES))}), binary classifiers "
         f"({', '.join(sorted(LOGISTIC_OBJECTIVES))}) and multiclass classifiers "
         f"({', '.join(sorted(MULTICLASS_OBJECTIVES))}) are supported.",
@@ -232,7 +241,8 @@ def _base_margins(value: Any, objective: str, n_outputs: int) -> list[float]:
         return [float(-np.log(np.float32(1.0) / np.float32(score) - np.float32(1.0))) for score in scores]
     if objective in LOG_LINK_OBJECTIVES:
         if not all(score > 0.0 for score in scores):
-            raise ForestFormatError(path, f"base_score {value!r:.60} of a {objective} model must be a positive mean.")
+            what = "hazard ratio" if objective == "survival:cox" else "mean"
+            raise ForestFormatError(path, f"base_score {value!r:.60} of a {objective} model must be a positive {what}.")
         return [float(np.log(np.float32(score))) for score in scores]
     return scores
 
