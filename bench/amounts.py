@@ -397,8 +397,9 @@ def render(report) -> str:
             "table; Gamma from its positive rows; Poisson reads the expenses as a rate), a forest of "
             f"{cfg['speed_trees']} trees of depth 3 trained on {SPEED_FIT_ROWS:,} of them; its leaf matrix on every "
             "row with unit-norm columns, the same scipy.sparse matrix for both; "
-            f"{SPEED_LAMBDAS} lambdas from lambda_max to {SPEED_MIN_RATIO:g} "
-            "steps (<= 0: ours as low or lower). Target: glum's time / ours >= 3.\n"
+            f"{SPEED_LAMBDAS} lambdas from lambda_max to {SPEED_MIN_RATIO:g} of it, glum's alpha = lambda / n. "
+            "Worst gap: the largest (ours - glum's) / glum's objective over the steps (<= 0: ours as low or lower). "
+            "Target: glum's time / ours >= 3.\n"
         )
         w("| loss | rows | columns | glum / ours | target | worst objective gap | last step rules (ours, glum) |")
         w("|---|---|---|---|---|---|---|")

@@ -258,7 +258,7 @@ def _median(values):
     return float(np.median(values)) if values else None
 
 
-def _rows(records):
+def models_of(records):
     """(forest, method, result) of every model of a split's record."""
     yield "", "coxnet", records["coxnet"]
     for forest in FORESTS:
@@ -273,8 +273,8 @@ def summarize(records):
     per_table = {}
     for table in tables:
         recs = [r for r in records if r["table"] == table]
-        models = [(forest, method) for forest, method, _ in _rows(recs[0])]
-        results = {model: [res for r in recs for f, m, res in _rows(r) if (f, m) == model] for model in models}
+        models = [(forest, method) for forest, method, _ in models_of(recs[0])]
+        results = {model: [res for r in recs for f, m, res in models_of(r) if (f, m) == model] for model in models}
         per_table[table] = [
             {"forest": f, "method": m, **{k: _median([res[k] for res in results[f, m]]) for k in keys}}
             for f, m in models
