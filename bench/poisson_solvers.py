@@ -28,7 +28,7 @@ from sklearn.ensemble import RandomForestRegressor
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from solver import TableEncoding, TreeEnsemble, gbcd, leaf_matrix  # noqa: E402
-from solver.losses import poisson_newton  # noqa: E402
+from solver.losses import LOSSES, newton  # noqa: E402
 from solver.path import lambda_grid  # noqa: E402
 from solver.problem import Problem, State  # noqa: E402
 
@@ -64,11 +64,12 @@ def direct_path(problem, grid, ratio):
 
 
 def irls_path(problem, grid, ratio, certify=False):
-    """Proximal Newton (``solver.losses.poisson_newton.newton_steps``) at each lambda; with ``certify``, then the direct
-    GBCD until stationary on the Poisson objective (``solver.losses.poisson_newton.solve``, what L1 paths run)."""
+    """Proximal Newton (``solver.losses.newton.newton_steps``) at each lambda; with ``certify``, then the direct
+    GBCD until stationary on the Poisson objective (``solver.losses.newton.solve``, what L1 paths run)."""
     state = State.initial(problem)
     run = partial(
-        poisson_newton.solve if certify else poisson_newton.newton_steps,
+        newton.solve if certify else newton.newton_steps,
+        loss=LOSSES["poisson"],
         inner_solve=gbcd.solve_greedy,
         objective=gbcd.objective_value,
     )

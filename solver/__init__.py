@@ -13,11 +13,12 @@ and check, is in ``spec``; ``encoding`` turns tables with text columns into the 
 from . import threads  # noqa: F401 (first: it picks the threading layer before any parallel loop runs)
 from .candidates import Candidates, LinearTerms
 from .encoding import TableEncoding, TableError
-from .estimator import FireClassifier, FireRegressor
+from .estimator import FireClassifier, FireRegressor, FireSurvival
 from .fitting import RuleFit, binary_labels, candidate_terms, fit_rules, holdout_split, train_forest
 from .forest import TreeEnsemble, as_tree_ensemble
 from .forest_schema import Tree
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
+from .losses.cox import signed_times
 from .losses.logistic import probability
 from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
 from .rule_types import Condition, LinearTerm, Member, Rule
@@ -29,6 +30,7 @@ __all__ = [
     "Condition",
     "FireClassifier",
     "FireRegressor",
+    "FireSurvival",
     "ForestSpec",
     "LeafMatrix",
     "LinearTerm",
@@ -57,5 +59,6 @@ __all__ = [
     "leaf_matrix",
     "mapping_matrix",
     "probability",
+    "signed_times",
     "train_forest",
 ]

@@ -31,6 +31,7 @@ from . import threads
 from .encoding import TableEncoding, has_text_columns
 from .fitting import class_labels, fit_half_samples, fit_rules
 from .losses import DEFAULT_LOSS, LOSSES
+from .losses.cox import concordance_index, signed_times
 from .losses.logistic import probability
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
@@ -328,7 +329,7 @@ def _intercept(intercept):
     return float(intercept) if np.ndim(intercept) == 0 else np.asarray(intercept, dtype=np.float64)
 
 
-REGRESSION_LOSSES = tuple(name for name, loss in LOSSES.items() if not loss.classifier)
+REGRESSION_LOSSES = tuple(name for name, loss in LOSSES.items() if not loss.classifier and loss.task != "survival")
 # the classifier's loss by whether it has more than two classes (one weight per class)
 CLASSIFIER_LOSSES = {loss.per_class: name for name, loss in LOSSES.items() if loss.classifier}
 
@@ -337,9 +338,10 @@ class FireRegressor(
     RegressorMixin, _FireEstimator, parameters=_parameters(loss=DEFAULT_LOSS, stability_resamples=None, n_jobs=None)
 ):
     """FIRE as a scikit-learn regressor. ``loss="squared"``: ``predict`` is the rules' sum. ``loss="poisson"``
-    (counts or rates, y >= 0, log link): the rules add log rates, ``predict`` is the rate ``exp(sum)`` and each
+    (counts or rates, y >= 0), ``"tweedie"`` (amounts with many zeros, y >= 0; ``power`` in (1, 2)) or ``"gamma"``
+    (positive amounts), each with a log link: the rules add log means, ``predict`` is the mean ``exp(sum)`` and each
     rule multiplies it by ``exp(contribution)``; exposure goes in as scikit-learn's ``PoissonRegressor`` takes
-    it: ``y = count / exposure`` and ``sample_weight = exposure``, the predicted rate being per unit of exposure.
+    it: ``y = amount / exposure`` and ``sample_weight = exposure``, the predicted mean being per unit of exposure.
     See :class:`_FireEstimator` for the parameters and attributes."""
 
     def __sklearn_tags__(self):
@@ -424,3 +426,68 @@ class FireClassifier(
         if score.ndim == 2:
             return self.classes_[np.argmax(score, axis=1)]
         return self.classes_[(score > 0.0).astype(np.int64)]
+
+
+class FireSurvival(_FireEstimator, parameters=_parameters(stability_resamples=None, n_jobs=None)):
+    """FIRE for time to an event (Cox proportional hazards, ``solver.losses.cox``): each rule multiplies the hazard
+    by ``exp(contribution)``.
+
+    ``y``: scikit-survival's structured array (a boolean event field, then a time field, as ``sksurv.util.Surv``
+    makes), an (n, 2) array of (time, event), or signed times (+time where the event happened, -time where censored).
+    ``predict`` is the risk score, the log hazard ratio against the baseline (as scikit-survival's Cox models);
+    ``predict_survival_function(X, times)`` the curves ``S(t | x)`` from Breslow's baseline hazard of the training
+    rows (``baseline_hazard_``); ``score`` Harrell's C-index. The path records the partial-likelihood deviance and the
+    C-index per step; ``selection="cindex"`` chooses the step by validation C-index instead of the deviance. See
+    :class:`_FireEstimator` for the other parameters and attributes.
+    """
+
+    def _path_loss(self) -> str:
+        return "cox"
+
+    def _target(self, y, fitting):
+        return survival_target(y)
+
+    def predict(self, X):
+        """The log hazard ratio of each row against the baseline (the rules' sum)."""
+        check_is_fitted(self, "rule_ensemble_")
+        return self.rule_ensemble_.predict(self._table(X, reset=False))
+
+    def predict_survival_function(self, X, times):
+        """(n, len(times)): each row's probability of no event by each of ``times``."""
+        check_is_fitted(self, "rule_ensemble_")
+        return self.rule_ensemble_.predict_survival(self._table(X, reset=False), times)
+
+    def predict_cumulative_hazard_function(self, X, times):
+        """(n, len(times)): each row's cumulative hazard ``H0(t) exp(score)`` at each of ``times``."""
+        return -np.log(self.predict_survival_function(X, times))
+
+    @property
+    def baseline_hazard_(self):
+        """(event times, Breslow's baseline cumulative hazard just after each) of the training rows."""
+        check_is_fitted(self, "rule_ensemble_")
+        return self.rule_ensemble_.baseline_hazard
+
+    def score(self, X, y, sample_weight=None):
+        """Harrell's C-index of ``predict(X)`` on ``y`` (scikit-survival's ``concordance_index_censored``)."""
+        return concordance_index(survival_target(y), self.predict(X))
+
+
+def survival_target(y) -> np.ndarray:
+    """Signed times (``solver.losses.cox``) of a survival target as users hold it: scikit-survival's structured array
+    (the boolean field is the event, the other the time), an (n, 2) array of (time, event) or signed times."""
+    if isinstance(y, np.ndarray) and y.dtype.names is not None:
+        if len(y.dtype.names) != 2:
+            raise ValueError(f"a structured survival target has an event and a time field, got {y.dtype.names}")
+        event_name = next((name for name in y.dtype.names if y.dtype[name] == np.bool_), None)
+        if event_name is None:
+            raise ValueError(f"a structured survival target needs a boolean event field, got {y.dtype}")
+        (time_name,) = [name for name in y.dtype.names if name != event_name]
+        return signed_times(y[time_name], y[event_name])
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 2 and y.shape[1] == 2:
+        return signed_times(y[:, 0], y[:, 1] != 0)
+    if y.ndim != 1:
+        raise ValueError(
+            f"a survival target is signed times (n,), (time, event) pairs (n, 2) or a structured array; got {y.shape}"
+        )
+    return signed_times(np.abs(y), y > 0)

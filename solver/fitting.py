@@ -89,7 +89,8 @@ def binary_labels(values) -> tuple[np.ndarray, np.ndarray]:
 
 def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None, *, loss=DEFAULT_LOSS):
     """(fitted scikit-learn forest, its TreeEnsemble) of ``spec`` on these rows: the loss's ``forest_task``,
-    regressors, or classifiers of the class codes ``y`` for the classifiers' losses (whose TreeEnsemble predicts the
+    regressors of its ``forest_target`` (``y``; Cox: martingale residuals), or classifiers of the class codes ``y``
+    for the classifiers' losses (whose TreeEnsemble predicts the
     probabilities, or the log-odds for gradient boosting: see ``solver.sklearn_adapters``)."""
     from sklearn import ensemble as forests
 
@@ -101,7 +102,8 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
         max_features=spec.max_features,
         random_state=spec.random_state,
     )
-    task = get_loss(loss).forest_task
+    descriptor = get_loss(loss)
+    task = descriptor.forest_task
     cuts = None
     if spec.threshold_bins is not None:
         cuts = binning.quantile_cuts(X, spec.threshold_bins)
@@ -114,7 +116,7 @@ def train_forest(spec: ForestSpec, X, y, sample_weight=None, feature_names=None,
         estimator = getattr(forests, f"ExtraTrees{task}")(n_jobs=1, **common)
     else:
         estimator = getattr(forests, f"RandomForest{task}")(n_jobs=1, **common)
-    estimator.fit(X_grown, y, sample_weight=sample_weight)
+    estimator.fit(X_grown, descriptor.forest_target(y), sample_weight=sample_weight)
     if cuts is not None:
         binning.raw_thresholds(estimator, X, cuts)
     return estimator, _named(TreeEnsemble.from_sklearn(estimator), feature_names)
@@ -132,6 +134,8 @@ class RuleFit:
     train_rows: np.ndarray  # rows of X the path (and a forest trained here) was fitted on
     val_rows: np.ndarray | None  # rows of X held out to select the step; None with a separate X_val
     X_train: np.ndarray  # X[train_rows]: the rules' support, display thresholds and importance
+    y_train: np.ndarray  # y[train_rows] (a Cox model's baseline hazard)
+    train_weight: np.ndarray | None  # sample_weight[train_rows]
     encoding: TableEncoding | None  # the table's encoding: the rules read in its words
     classes: Sequence | None  # the labels of y's codes (fit_rules' ``classes``)
     rules: RuleEnsemble = field(init=False)  # the selected step's
@@ -148,7 +152,7 @@ class RuleFit:
         classes = self.classes
         if per_class and classes is None:
             classes = np.arange(self.path.n_classes)
-        return RuleEnsemble.from_weights(
+        rules = RuleEnsemble.from_weights(
             self.candidates,
             self.path.coef(step),
             self.path.intercepts[step] if per_class else float(self.path.intercepts[step]),
@@ -158,6 +162,10 @@ class RuleFit:
             X=self.X_train,
             response=loss.response(classes),
         )
+        baseline = loss.baseline(self.y_train, rules.predict(self.X_train), self.train_weight)
+        if baseline is not None:
+            rules.set_baseline_hazard(*baseline)
+        return rules
 
 
 def fit_rules(
@@ -426,6 +434,7 @@ class _Prepared:
     leaves: np.ndarray
     candidates: Candidates
     X_train: np.ndarray
+    y_train: np.ndarray
     train_weight: np.ndarray | None
 
     def rule_fit(self, path, selected, train_rows, val_rows, encoding, classes) -> RuleFit:
@@ -438,6 +447,8 @@ class _Prepared:
             train_rows,
             val_rows,
             self.X_train,
+            self.y_train,
+            self.train_weight,
             encoding,
             classes,
         )
@@ -455,7 +466,7 @@ def _prepare(X, y, spec, forest, train_rows, sample_weight, feature_names, encod
         raise ValueError(f"the forest splits on {ensemble.n_features} features, X has {X.shape[1]}")
     leaves = ensemble.apply(X) if leaves is None else leaves
     candidates = candidate_terms(ensemble, spec, X_train, train_weight, encoding)
-    return _Prepared(estimator, ensemble, leaves, candidates, X_train, train_weight)
+    return _Prepared(estimator, ensemble, leaves, candidates, X_train, y[train_rows], train_weight)
 
 
 def _check_classes(y_train, spec: PathSpec, classes) -> None:

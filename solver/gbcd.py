@@ -85,7 +85,7 @@ from .losses.kernels import (
     resync,
     sync_intercept,
 )
-from .penalties import fusion_value, penalty_subdifferential, penalty_value
+from .penalties import penalty_subdifferential, penalty_total
 from .problem import at_last_check, mark_checked
 
 ANDERSON_MEMORY = 5
@@ -217,14 +217,28 @@ def leaf_measures(problem, w, gradient, lam, moves, gains):
 
 
 @njit(cache=True)
+def stationarity(problem, state, lam, lam_f):
+    """The largest stationarity measure at ``state`` from a full gradient (O(n T)): what a greedy solve's check
+    compares with its tolerance (the steepest direction, the blocks' or leaves' measures, the intercept's gradient).
+    The losses that take no GBCD steps of their own certify their steps with it (``solver.losses.newton``)."""
+    n_leaves = problem.values.shape[0]
+    gradient = np.empty(n_leaves)
+    full_gradient(problem, state, gradient)
+    direction = np.empty(n_leaves)
+    direction_vector(problem, state.w, gradient, lam, lam_f, direction)
+    if lam_f > 0.0:
+        measures = np.empty(problem.offsets.shape[0] - 1)
+        block_measures(problem, state.w, gradient, lam, lam_f, measures)
+    else:
+        measures = np.empty(n_leaves)
+        leaf_measures(problem, state.w, gradient, lam, measures, np.empty(n_leaves))
+    return max(direction.max(), measures.max(), abs(intercept_gradient(problem, state)))
+
+
+@njit(cache=True)
 def objective_value(problem, state, lam, lam_f):
     """The FIRE objective at ``state``."""
-    total = loss_value(problem, state)
-    w = state.w
-    for j in range(w.shape[0]):
-        if w[j] != 0.0:
-            total += penalty_value(w[j], lam, problem.leaf_gamma[j], problem.penalty)
-    return total + fusion_value(w, problem.offsets, lam_f)
+    return loss_value(problem, state) + penalty_total(problem, state.w, lam, lam_f)
 
 
 @njit(cache=True)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from . import gbcd, threads
 from .leaf_matrix import count_antecedents
-from .losses import get_loss, multinomial_gbcd
+from .losses import multinomial_gbcd
 from .polish import polish
 from .problem import Problem, State
 from .spec import PathSpec
@@ -20,7 +20,7 @@ CLASS_SOLVERS = {"greedy": multinomial_gbcd.solve_greedy, "cyclic": multinomial_
 
 # the metrics of a step beside its losses (those of its loss, Loss.metrics; see PathStep), each as a train_* and a
 # val_* field
-METRIC_NAMES = ("auc", "accuracy", "mae", "r2", "rmse", "brier")
+METRIC_NAMES = ("auc", "accuracy", "mae", "r2", "rmse", "brier", "cindex")
 METRICS = tuple(f"{rows}_{name}" for name in METRIC_NAMES for rows in ("train", "val"))
 
 
@@ -37,7 +37,9 @@ class PathStep:
       score: for two classes the mean (p - y)^2 of the probability of label 1, in [0, 1]; for K classes the
       mean over rows of sum_k (p_k - 1[y = k])^2, in [0, 2] (Brier's definition). Both are scikit-learn's
       ``brier_score_loss`` with its default ``scale_by_half="auto"`` (which halves only the binary score);
-    - Poisson loss: the loss is the mean Poisson deviance; ``mae`` of the rate.
+    - Poisson, Tweedie and Gamma losses: the loss is the mean deviance; ``mae`` of the mean (rate or amount);
+    - Cox loss: the loss is the partial-likelihood deviance per row (each set of rows' own risk sets); ``cindex``,
+      Harrell's concordance index of the risk scores (scikit-survival's ``concordance_index_censored``).
 
     The metrics a path does not have (another loss's, or every ``val_*`` without validation rows) are None.
     JSON-ready through ``to_dict``."""
@@ -67,6 +69,8 @@ class PathStep:
     val_rmse: float | None = None
     train_brier: float | None = None
     val_brier: float | None = None
+    train_cindex: float | None = None
+    val_cindex: float | None = None
     # a cross-validated step's (solver.cross_validation): the standard error of val_loss, the folds' mean
     val_loss_se: float | None = None
 
@@ -85,8 +89,8 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
 
     The one selection rule of the library and the service (final choice, progress, grid cells): among steps
     with at most ``max_rules`` rules, the lowest validation loss (``selection="loss"``) or the highest
-    validation AUC (``"auc"``; ``PathSpec.selection``), from the training rows where a step has no
-    validation metric; the earlier (sparser) step on ties. ``"1se"``: the earliest (sparsest) step whose
+    validation AUC (``"auc"``) or C-index (``"cindex"``; ``PathSpec.selection``), from the training rows where a step
+    has no validation metric; the earlier (sparser) step on ties. ``"1se"``: the earliest (sparsest) step whose
     validation loss is at most the lowest one plus that step's standard error (``val_loss_se``, cross-validated
     steps), glmnet's one-standard-error rule; the lowest where a step has no standard error.
     """
@@ -100,9 +104,10 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
         if best.val_loss is None or best.val_loss_se is None:
             return eligible[lowest]
         return next(k for k in eligible if steps[k].val_loss <= best.val_loss + best.val_loss_se)
-    if selection == "auc":
-        has_val = all(steps[k].val_auc is not None for k in eligible)
-        return min(eligible, key=lambda k: (-(steps[k].val_auc if has_val else steps[k].train_auc), k))
+    if selection in ("auc", "cindex"):  # the highest metric
+        has_val = all(getattr(steps[k], f"val_{selection}") is not None for k in eligible)
+        rows = "val" if has_val else "train"
+        return min(eligible, key=lambda k: (-getattr(steps[k], f"{rows}_{selection}"), k))
     has_val = all(steps[k].val_loss is not None for k in eligible)
     return min(eligible, key=lambda k: (steps[k].val_loss if has_val else steps[k].train_loss, k))
 
@@ -218,12 +223,12 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
             raise ValueError("y_val must have one value per row of val_matrix")
 
     weights = _validated_sample_weight(sample_weight, n)
-    loss = get_loss(spec.loss)
+    loss = spec.path_loss()
     setup = _Setup.of(matrix, y, weights, spec)
     if y_val is not None:
         loss.check_targets(y_val, "y_val")
     matrix, problem, state, scale, n_classes = setup.matrix, setup.problem, setup.state, setup.scale, setup.n_classes
-    kernels, solve = setup.kernels, setup.solve
+    kernels, solve, objective_value = setup.kernels, setup.solve, setup.objective
     n_leaves = problem.values.shape[0]
     lambda_max = kernels.lambda_max(problem, state)
     grid = path_grid(spec, lambda_max)
@@ -236,7 +241,7 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         started = time.perf_counter()
         lam_f = spec.fusion_strength(lam)
         n_iter, converged = solve(problem, state, float(lam), lam_f, tol_abs, max_iter, inner_iters)
-        objective = kernels.objective_value(problem, state, float(lam), lam_f)
+        objective = objective_value(problem, state, float(lam), lam_f)
         w = state.w * unscale
         intercept = state.intercept[0] if n_classes == 1 else state.intercept.copy()
         if spec.polishes():
@@ -291,25 +296,27 @@ class _Setup:
     state: object
     scale: np.ndarray  # the solver's weights are w / scale
     n_classes: int
-    kernels: object
-    solve: object
+    kernels: object  # the GBCD module: lambda_max
+    solve: object  # a step's solve
+    objective: object  # the FIRE objective a step records
 
     @classmethod
     def of(cls, matrix, y, weights, spec: PathSpec) -> "_Setup":
-        loss = get_loss(spec.loss)
+        loss = spec.path_loss()
         loss.check_targets(y, "y", weights)
         matrix = matrix.without_small_leaves(spec.min_support_rows(len(y)))
         if spec.scaling == "unit":
             solved, scale = matrix.unit_columns(weights)
         else:
             solved, scale = matrix, np.ones(matrix.shape[1])
-        problem = Problem.from_leaf_matrix(solved, y, weights, spec.loss, spec.penalty, spec.gamma, spec.mcp_scaling)
+        problem = Problem.from_leaf_matrix(solved, y, weights, loss, spec.penalty, spec.gamma, spec.mcp_scaling)
         if loss.per_class:
             n_classes = int(y.max()) + 1
             state = multinomial_gbcd.ClassState.initial(problem, n_classes)
-            return cls(matrix, problem, state, scale, n_classes, multinomial_gbcd, CLASS_SOLVERS[spec.block_selection])
-        solve = loss.step_solve(spec.penalty, SOLVERS[spec.block_selection], gbcd.objective_value)
-        return cls(matrix, problem, State.initial(problem), scale, 1, gbcd, solve)
+            solve, objective = CLASS_SOLVERS[spec.block_selection], multinomial_gbcd.objective_value
+            return cls(matrix, problem, state, scale, n_classes, multinomial_gbcd, solve, objective)
+        solve = loss.step_solve(spec.penalty, SOLVERS[spec.block_selection], gbcd)
+        return cls(matrix, problem, State.initial(problem, loss), scale, 1, gbcd, solve, loss.path_objective(gbcd))
 
 
 def path_lambda_max(matrix, y, spec: PathSpec, sample_weight=None) -> float:

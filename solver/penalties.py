@@ -310,6 +310,17 @@ def fusion_value(w, offsets, lam_f):
 
 
 @njit(cache=True)
+def penalty_total(problem, w, lam, lam_f):
+    """The penalties of the FIRE objective at weights ``w`` of ``problem`` (``solver.problem.Problem``): each
+    nonzero weight's sparsity penalty plus the fusion of neighbours within a block."""
+    total = 0.0
+    for j in range(w.shape[0]):
+        if w[j] != 0.0:
+            total += penalty_value(w[j], lam, problem.leaf_gamma[j], problem.penalty)
+    return total + fusion_value(w, problem.offsets, lam_f)
+
+
+@njit(cache=True)
 def block_penalty(theta, lam, gamma, penalty, lam_f):
     """The penalties of one block's weights ``theta``: sparsity (code ``penalty``) plus fusion of neighbours."""
     total = 0.0

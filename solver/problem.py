@@ -58,7 +58,7 @@ class Problem(NamedTuple):
         (threshold ``gamma * lam / L_t``); ``"plain"`` (and L1, which ignores it) one ``gamma`` for all.
         """
         code = penalty_code(penalty)
-        loss = get_loss(loss)
+        loss = get_loss(loss) if isinstance(loss, str) else loss  # a name, or a configured Loss (PathSpec.path_loss)
         sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
         rule_offsets = np.ascontiguousarray(matrix.offsets, dtype=np.int64)
@@ -128,9 +128,10 @@ class State(NamedTuple):
     checked: np.ndarray  # (R+1,) w and b at that check; NaN before the first (see at_last_check)
 
     @classmethod
-    def initial(cls, problem):
-        """Where a path starts: w = 0, the intercept-only model of the problem's loss (``Loss.initial_state``)."""
-        fields = loss_of_code(problem.loss).initial_state(problem)
+    def initial(cls, problem, loss=None):
+        """Where a path starts: w = 0, the intercept-only model of the problem's loss (``Loss.initial_state``; ``loss``
+        where it is configured, ``PathSpec.path_loss``)."""
+        fields = (loss or loss_of_code(problem.loss)).initial_state(problem)
         return cls(*fields, *unchecked(fields[0]))
 
 

@@ -252,10 +252,11 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         summary += f", {len(linear)} linear term{'s' if len(linear) > 1 else ''}"
     if ensemble.n_antecedents is not None:
         summary += f", {ensemble.n_antecedents} antecedents"
+    quantity = _log_link_quantity(ensemble.response)
     if ensemble.link == "log":
-        summary += "; the rate is the base rate times the factor (×) of each rule that fires"
+        summary += f"; the {quantity} is the base {quantity} times the factor (×) of each rule that fires"
         if linear:
-            summary += ", and exp of the linear terms (which add to the log of the rate)"
+            summary += f", and exp of the linear terms (which add to the log of the {quantity})"
     elif ensemble.link == "softmax":
         summary += "; each rule adds to every class's score (shown: the classes it moves most), probabilities: softmax"
     if ensemble.response is not None:
@@ -271,7 +272,7 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
     else:
         if ensemble.link == "log":
             amounts = [f"×{np.exp(rule.contribution):.4g}" for rule in rules]
-            intercept, name = f"{np.exp(ensemble.intercept):.4g}", "base rate"
+            intercept, name = f"{np.exp(ensemble.intercept):.4g}", f"base {quantity}"
         else:
             amounts = [f"{rule.contribution:+.4g}" for rule in rules]
             intercept, name = f"{ensemble.intercept:+.4g}", "intercept"
@@ -308,3 +309,9 @@ def _origin(rule: Rule) -> str:
     if n_members > 1:
         details.append(f"{n_members} merged leaves")
     return f"   [{', '.join(details)}]" if details else ""
+
+
+def _log_link_quantity(response: str | None) -> str:
+    """What a log-link model's scores are the log of, in words: its response without "log " ("log rate": the rate,
+    "log mean": the mean, "log hazard ratio": the hazard ratio); "rate" where it says nothing."""
+    return response[len("log ") :] if response and response.startswith("log ") else "rate"

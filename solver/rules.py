@@ -59,6 +59,7 @@ from .candidates import Candidates
 from .encoding import TableEncoding
 from .forest import as_float32_rows, as_tree_ensemble
 from .leaf_matrix import count_antecedents
+from .losses.cox import survival_function
 from .rule_text import display_thresholds, rules_text
 from .rule_types import Amount, LinearTerm, Member, Rule, as_json, is_zero, magnitude, reduce_conditions
 from .rules_schema import Link, RulesDocument, as_amount
@@ -319,6 +320,13 @@ class RuleEnsemble(RulesDocument):
         (identity), the probability of the positive class (logit), the rate (log), or (n, K) class probabilities,
         each row summing to 1 (softmax, computed as ``exp(score - max) / sum``)."""
         return INVERSE_LINKS[self.link](self.predict(X))
+
+    def predict_survival(self, X, times) -> np.ndarray:
+        """A Cox model's survival curves ``S(t | x) = exp(-H0(t) exp(score))`` (n, len(times)) at ``times``, from its
+        baseline cumulative hazard (``solver.losses.cox``); a ValueError for a model without one."""
+        if self.baseline_hazard is None:
+            raise ValueError("survival curves need a Cox model (loss='cox'): this model has no baseline hazard")
+        return survival_function(*self.baseline_hazard, self.predict(X), times)
 
     def explain(self, X) -> list[list[dict]]:
         """Per row, the rules that fire as ``{"id", "contribution"}`` (a list per class for softmax), in id order,

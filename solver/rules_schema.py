@@ -58,6 +58,7 @@ _TOP_LEVEL_KEYS = {
     "rules",
     "response",
     "link",
+    "baseline_hazard",
     "classes",
     "linear",
 }
@@ -94,6 +95,7 @@ class RulesDocument:
         classes: Sequence | None = None,
         link: Link | None = None,
         linear: Sequence[LinearTerm] = (),
+        baseline_hazard: tuple[Sequence[float], Sequence[float]] | None = None,
     ):
         self.feature_names = list(feature_names)
         self.encoding = TableEncoding.numeric(self.feature_names) if encoding is None else encoding
@@ -111,6 +113,11 @@ class RulesDocument:
             term if term.id == position else replace(term, id=position) for position, term in enumerate(linear)
         )
         self._check_linear()
+        self.baseline_hazard = None if baseline_hazard is None else _checked_baseline(*baseline_hazard)
+
+    def set_baseline_hazard(self, times, cumulative_hazard) -> None:
+        """Keep a Cox model's baseline cumulative hazard (checked), from which its survival curves are read."""
+        self.baseline_hazard = _checked_baseline(times, cumulative_hazard)
 
     def _check_linear(self) -> None:
         """Linear terms on numeric features of this ensemble, their coefficients shaped as the intercept."""
@@ -171,13 +178,20 @@ class RulesDocument:
         document["rules"] = [rule.to_dict() for rule in self.rules]
         if self.linear:
             document["linear"] = [term.to_dict() for term in self.linear]
+        if self.baseline_hazard is not None:
+            times, cumulative = self.baseline_hazard
+            document["baseline_hazard"] = {"times": times.tolist(), "cumulative_hazard": cumulative.tolist()}
         return document
 
     def _needs_version_3(self) -> bool:
         """Whether the document holds what version 2 has not: linear terms, or nodes as rules' origins."""
-        return bool(self.linear) or any(
-            rule.node is not None or any(member.node is not None for member in rule.members or ())
-            for rule in self.rules
+        return (
+            bool(self.linear)
+            or self.baseline_hazard is not None
+            or any(
+                rule.node is not None or any(member.node is not None for member in rule.members or ())
+                for rule in self.rules
+            )
         )
 
     @classmethod
@@ -206,6 +220,14 @@ class RulesDocument:
         if response is not None and not isinstance(response, str):
             raise RuleSchemaError("response", "must be a string or null")
         linear = _check_linear_entries(document, feature_names)
+        baseline = document.get("baseline_hazard")
+        if baseline is not None:
+            if document["version"] < 3:
+                version = document["version"]
+                raise RuleSchemaError("baseline_hazard", f"is a version 3 key, but the document is version {version}")
+            if not isinstance(baseline, Mapping) or set(baseline) != {"times", "cumulative_hazard"}:
+                raise RuleSchemaError("baseline_hazard", "must be an object with 'times' and 'cumulative_hazard' lists")
+            baseline = (baseline["times"], baseline["cumulative_hazard"])
         return cls(
             rules,
             intercept,
@@ -217,12 +239,31 @@ class RulesDocument:
             classes=document.get("classes"),
             link=document.get("link"),
             linear=linear,
+            baseline_hazard=baseline,
         )
 
 
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+def _checked_baseline(times, cumulative_hazard) -> tuple[np.ndarray, np.ndarray]:
+    """A Cox model's baseline cumulative hazard (``solver.losses.cox.baseline_hazard``): increasing positive event
+    times, a non-decreasing non-negative hazard at each; a RuleSchemaError naming what is wrong."""
+    try:
+        times = np.asarray(times, dtype=np.float64)
+        cumulative_hazard = np.asarray(cumulative_hazard, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise RuleSchemaError("baseline_hazard", "times and cumulative_hazard must be lists of numbers") from None
+    if times.ndim != 1 or times.shape != cumulative_hazard.shape or not times.size:
+        raise RuleSchemaError("baseline_hazard", "times and cumulative_hazard must be non-empty lists of one length")
+    if not (np.all(np.isfinite(times)) and times[0] > 0 and np.all(np.diff(times) > 0)):
+        raise RuleSchemaError("baseline_hazard/times", "must be positive, finite and increasing")
+    increasing = np.all(np.diff(cumulative_hazard) >= 0)
+    if not (np.all(np.isfinite(cumulative_hazard)) and cumulative_hazard[0] >= 0 and increasing):
+        raise RuleSchemaError("baseline_hazard/cumulative_hazard", "must be finite, non-negative and non-decreasing")
+    return times, cumulative_hazard
+
+
 def _said_once(rule: Rule, position: int, encoding: TableEncoding) -> Rule:
     """``rule`` with its id, its ``position``, and the fewest conditions that fire on the same rows
     (``solver.rule_types.reduce_conditions``)."""

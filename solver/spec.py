@@ -19,7 +19,7 @@ from .losses import DEFAULT_LOSS, LOSSES, LossName
 # each choice as a type (for annotations: a type checker reads these) and as the tuple of its values (for checks)
 Loss = LossName  # the registry's (solver.losses), named here for the service's schemas
 Penalty = Literal["mcp", "l1"]
-Selection = Literal["loss", "auc", "1se"]
+Selection = Literal["loss", "auc", "cindex", "1se"]
 Scaling = Literal["unit", "leaf_value"]
 CandidateKind = Literal["leaves", "nodes"]
 McpScaling = Literal["block", "plain"]
@@ -132,8 +132,18 @@ class PathSpec(_Spec):
         metadata=_doc(
             "'squared' (regression), 'logistic' (binary classification: y holds 0/1 labels and the rules add "
             "log-odds of label 1), 'multinomial' (K classes: y holds class codes 0..K-1, each rule adds one log-odds "
-            "amount per class and is in or out for all classes at once) or 'poisson' (counts or rates: y >= 0, the "
-            "rules multiply the rate; exposure as sample_weight)"
+            "amount per class and is in or out for all classes at once), 'poisson' (counts or rates: y >= 0, the "
+            "rules multiply the rate; exposure as sample_weight), 'tweedie' (amounts with many zeros: y >= 0, the "
+            "rules multiply the mean; see power), 'gamma' (positive amounts: y > 0, the rules multiply the mean) or "
+            "'cox' (time to an event: y holds +time where the event happened, -time where censored; the rules "
+            "multiply the hazard, solver.losses.cox)"
+        ),
+    )
+    power: float = field(
+        default=1.5,
+        metadata=_doc(
+            "the Tweedie variance power p in (1, 2) of loss='tweedie' (variance mean^p: 1 is Poisson, 2 Gamma; "
+            "1.5 is the usual start for claim amounts); the other losses ignore it"
         ),
     )
     penalty: str = field(
@@ -193,7 +203,8 @@ class PathSpec(_Spec):
         metadata=_doc(
             "how the selected step is chosen among those within max_rules: 'loss' (the lowest validation loss: "
             "squared error, log loss for the logistic and multinomial losses, Poisson deviance) or 'auc' (the highest "
-            "validation AUC, macro one-vs-rest for the multinomial loss; classifiers only) or '1se' (the sparsest step "
+            "validation AUC, macro one-vs-rest for the multinomial loss; classifiers only), 'cindex' (the highest "
+            "validation C-index; loss='cox') or '1se' (the sparsest step "
             "whose cross-validated loss is within one standard error of the lowest: glmnet's one-standard-error "
             "rule; needs cv_folds)"
         ),
@@ -267,6 +278,7 @@ class PathSpec(_Spec):
 
     def __post_init__(self):
         _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
+        _require(_is_number(self.power) and 1 < self.power < 2, "power", f"must be in (1, 2), got {self.power!r}")
         _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
         _require(
             self.mcp_scaling in MCP_SCALINGS,
@@ -330,7 +342,7 @@ class PathSpec(_Spec):
         _require(
             self.loss in allowing,
             "selection",
-            f"{self.selection!r} ranks classifiers: it needs loss=" + " or ".join(repr(name) for name in allowing),
+            f"{self.selection!r} needs loss=" + " or ".join(repr(name) for name in allowing),
         )
         _require(
             self.cv_folds is None or (_is_count(self.cv_folds) and 2 <= self.cv_folds <= MAX_CV_FOLDS),
@@ -411,6 +423,10 @@ class PathSpec(_Spec):
         if _is_count(self.min_support):
             return int(self.min_support)
         return math.ceil(self.min_support * n_rows)
+
+    def path_loss(self):
+        """The path's loss (``solver.losses.Loss``) with the settings it reads from this spec (``Loss.configured``)."""
+        return LOSSES[self.loss].configured(self)
 
     def polishes(self) -> bool:
         """Whether each step is polished: ``polish``, or where it is None, the loss's ``polish_default``."""

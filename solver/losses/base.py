@@ -70,6 +70,7 @@ class Loss:
     selections: tuple[str, ...]  # the PathSpec.selection values it allows
     polish_default: bool  # PathSpec.polish where it is None
     polish_refusal: str | None = None  # why PathSpec.polish=True is refused; None where it is allowed
+    has_intercept: bool = True  # False: the loss ignores a constant added to every score (Cox), b stays 0
 
     @property
     def polish_allowed(self) -> bool:
@@ -88,11 +89,39 @@ class Loss:
         (``solver.problem.State.initial``): w = 0, the intercept-only model."""
         raise NotImplementedError
 
-    def step_solve(self, penalty, solve, objective):
-        """The solve a path step runs, given the GBCD ``solve`` of the path's block selection and GBCD's
-        ``objective`` value (passed in: GBCD's kernels import the losses'): that solve, unless the loss has a strategy
-        of its own for ``penalty``."""
+    def configured(self, spec):
+        """The loss with the settings of ``spec`` (a PathSpec) it reads (Tweedie: its power); itself by default."""
+        return self
+
+    def step_solve(self, penalty, solve, kernels):
+        """The solve a path step runs, given the GBCD ``solve`` of the path's block selection and the GBCD module
+        ``kernels`` (passed in: GBCD's kernels import the losses'): that solve, unless the loss has a strategy of its
+        own for ``penalty``."""
         return solve
+
+    def path_objective(self, kernels):
+        """The FIRE objective a path step records, ``objective(problem, state, lam, lam_f)``: GBCD's (``kernels``, the
+        GBCD module), unless the kernels do not compute this loss's value (``solver.losses.newton.loss_objective``)."""
+        return kernels.objective_value
+
+    def newton_terms(self, y, score, sample_weight):
+        """(residual, curvature) per unit of row weight at scores ``score``: ``d loss / d score_i = -s_i r_i`` and
+        ``d2 loss / d score_i2`` (or the diagonal of the Hessian) ``~ s_i h_i`` (``solver.losses.newton``)."""
+        raise NotImplementedError
+
+    def loss_total(self, y, score, sample_weight) -> float:
+        """The loss term of the FIRE objective at scores ``score`` (weighted sum over the rows), for the losses whose
+        value the kernels do not compute (``path_objective``)."""
+        raise NotImplementedError
+
+    def baseline(self, y, score, sample_weight):
+        """What a model of this loss keeps of its training rows beyond the rules (targets ``y``, scores ``score``):
+        Cox's baseline cumulative hazard (``RulesDocument.baseline_hazard``); None for the others."""
+        return None
+
+    def forest_target(self, y):
+        """What a forest trained for this loss regresses or classifies (``solver.fitting.train_forest``): ``y``."""
+        return y
 
     def state_score(self, problem, state):
         """The training scores ``b + M w`` read from the single-output ``state`` (O(n)), where it holds them as a

@@ -73,12 +73,10 @@ def loss_value(problem, state):
 @njit(cache=True)
 def intercept_gradient(problem, state):
     """``d loss / d b``: 0 for the squared loss (every move keeps b at its optimum), ``-sum_i s_i residual_i``
-    for the others."""
+    for the others (each keeps ``residual = -d loss / d score`` per unit weight)."""
     if problem.loss == squared.CODE:
         return 0.0
-    if problem.loss == logistic.CODE or problem.loss == poisson.CODE:
-        return -state.residual_sum[0]
-    raise ValueError("unknown loss code")
+    return -state.residual_sum[0]
 
 
 @njit(cache=True)

@@ -17,7 +17,7 @@ bound: the curvature at the intercept-only model, the weighted mean of ``y``, wh
 ``gamma / L_t`` and the scale of the stationarity measures for the whole fit.
 
 Intercept: the exact step ``log(sum s y / sum s mu)`` (:func:`fit_intercept`). Path strategy: under L1, Newton
-steps around the squared-loss solver before GBCD certifies each step (``solver.losses.poisson_newton``).
+steps around the squared-loss solver before GBCD certifies each step (``solver.losses.newton``).
 """
 
 from functools import partial
@@ -27,7 +27,7 @@ from numba import njit
 from scipy.special import xlogy
 
 from ..penalties import L1, block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights
-from . import poisson_newton
+from . import newton
 from .base import MAX_AMOUNT, Loss, Metric, column_entry
 
 CODE = 2
@@ -311,12 +311,17 @@ class Poisson(Loss):
         residual = y - mean
         return w, residual, np.array([intercept]), np.array([np.dot(weights, residual)]), np.full(y.shape[0], intercept)
 
-    def step_solve(self, penalty, solve, objective):
+    def step_solve(self, penalty, solve, kernels):
         """Under L1, Newton steps, then ``solve`` until stationary: faster, the same optimum
-        (``solver.losses.poisson_newton`` says why L1 only)."""
+        (``solver.losses.newton`` says why L1 only)."""
         if penalty != "l1":
             return solve
-        return partial(poisson_newton.solve, inner_solve=solve, objective=objective)
+        return partial(newton.solve, loss=self, inner_solve=solve, objective=kernels.objective_value)
+
+    def newton_terms(self, y, score, sample_weight):
+        """The residual ``y - mu`` and curvature ``mu`` per unit weight (``mu = exp(score)``)."""
+        mean = np.exp(score)
+        return y - mean, mean
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean Poisson deviance ``2 (y log(y / mu) - y + mu)``."""

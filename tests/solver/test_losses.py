@@ -13,14 +13,14 @@ from solver.path import METRIC_NAMES, PathStep
 from solver.rules import Link
 from solver.spec import SELECTIONS, PathSpec, SpecError
 
-TASKS = ("regression", "classification", "multiclass", "count")
+TASKS = ("regression", "classification", "multiclass", "count", "amount", "survival")
 LINKS = ("identity", "logit", "softmax", "log")
 
 
 def test_the_typing_names_are_the_registrys():
     assert list(get_args(LossName)) == list(LOSSES)
     assert DEFAULT_LOSS in LOSSES
-    assert list(LOSSES) == ["squared", "logistic", "multinomial", "poisson"]  # the order people and the API read
+    assert list(LOSSES) == ["squared", "logistic", "multinomial", "poisson", "tweedie", "gamma", "cox"]  # as read
 
 
 def test_an_unknown_loss_is_a_value_error_listing_the_names():
@@ -109,6 +109,9 @@ def test_check_targets_takes_what_the_loss_fits():
         "logistic": [0.0, 1.0, 1.0],
         "multinomial": [0.0, 2.0, 1.0],
         "poisson": [0.0, 0.5, 3.0],
+        "tweedie": [0.0, 0.0, 2.5],
+        "gamma": [0.5, 1.0, 3.0],
+        "cox": [2.0, -1.0, 3.0],  # signed times: +time of an event, -time censored
     }
     assert set(accepted) == set(LOSSES)
     for name, y in accepted.items():

@@ -193,6 +193,18 @@ def _fused(offsets, w):
     return sum(cp.norm1(cp.diff(w[start:stop])) for start, stop in itertools.pairwise(offsets) if stop - start > 1)
 
 
+def cox_partial_likelihood(score, y, s):
+    """Breslow's negative log partial likelihood (solver.losses.cox) of signed times ``y`` as cvxpy writes it: one
+    log-sum-exp over the risk set of each distinct event time."""
+    time, event = np.abs(y), y > 0
+    total = -((s * event) @ score)
+    for t in np.unique(time[event]):
+        at_risk = np.flatnonzero(time >= t)
+        events = float(s[event & (time == t)].sum())
+        total = total + events * cp.log_sum_exp(score[at_risk] + np.log(s[at_risk]))
+    return total
+
+
 def _single_output(loss_of_score):
     """The cvxpy optimum of a one-weight-per-rule loss (``loss_of_score(score, y, s)``) under L1 and fusion."""
 
@@ -219,6 +231,10 @@ CONVEX_OPTIMA = {
         M, y.astype(int), s, offsets, lam, lam_f, int(y.max()) + 1
     )[2],
     "poisson": _single_output(lambda score, y, s: s @ cp.exp(score) - (s * y) @ score),
+    # power 1.5 (PathSpec's default): -y mu^(1-p) / (1-p) + mu^(2-p) / (2-p)
+    "tweedie": _single_output(lambda score, y, s: (2 * s * y) @ cp.exp(-0.5 * score) + (2 * s) @ cp.exp(0.5 * score)),
+    "gamma": _single_output(lambda score, y, s: (s * y) @ cp.exp(-score) + s @ score),
+    "cox": _single_output(lambda score, y, s: cox_partial_likelihood(score, y, s)),
 }
 
 

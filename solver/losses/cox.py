@@ -1,0 +1,237 @@
+"""Cox proportional hazards (``loss="cox"``): time to an event, censored where it has not happened yet. Each rule
+multiplies the hazard: ``h(t | x) = h0(t) exp(eta(x))``, a rule's factor ``exp(contribution)`` ("×1.8 hazard if ...").
+
+Target: ONE float per row, the signed time (XGBoost's ``survival:cox`` convention): ``+t`` where the event happened
+at time t, ``-t`` where the row was censored at t (times > 0; :func:`signed_times`).
+
+Loss: the negative log partial likelihood with Breslow's handling of tied event times, with row weights s::
+
+    L(eta) = sum_k d_k log W_k - sum_i s_i delta_i eta_i,   W_k = sum_{j: t_j >= t_k} s_j exp(eta_j)
+
+over the distinct event times t_k, ``d_k`` the weighted count of events at t_k. Its residual per unit weight is the
+martingale residual ``r_i = delta_i - exp(eta_i) H_i`` (``H_i = sum_{t_k <= t_i} d_k / W_k``, Breslow's cumulative
+hazard), the diagonal of its Hessian ``exp(eta_i) H_i - s_i exp(2 eta_i) sum_{t_k <= t_i} d_k / W_k^2``: glmnet's
+Newton weights. The loss does not change when a constant is added to every score, so there is no intercept. No bound
+on the curvature serves GBCD's leaf steps well (the partial likelihood's curvature in a rule is at most a quarter per
+event whose risk set meets the rule's rows, far above its true value for a small rule), so the path's steps are
+proximal Newton steps certified by GBCD's measures (``solver.losses.newton``).
+
+Each step records the partial-likelihood deviance per row, ``2 L / sum s`` (on validation rows, with their own risk
+sets), and Harrell's C-index (:func:`concordance_index`, scikit-survival's ``concordance_index_censored``).
+Survival curves: ``S(t | x) = exp(-H0(t) exp(eta(x)))`` with Breslow's baseline cumulative hazard
+(:func:`baseline_hazard`).
+"""
+
+import numpy as np
+from numba import njit
+
+from .base import Metric
+from .newton import NewtonLoss
+
+CODE = 6  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
+TIED_RISK = 1e-8  # risk scores this close count as tied in the C-index (scikit-survival's tied_tol)
+
+
+def signed_times(time, event):
+    """The Cox target of ``time`` (> 0) and ``event`` (true where the event happened): ``+time`` or ``-time``."""
+    time = np.asarray(time, dtype=np.float64)
+    event = np.asarray(event).astype(bool)
+    if time.shape != event.shape or time.ndim != 1:
+        raise ValueError(f"time and event must be 1-d of one length, got shapes {time.shape} and {event.shape}")
+    if not np.all(np.isfinite(time) & (time > 0)):
+        bad = np.flatnonzero(~(np.isfinite(time) & (time > 0)))
+        raise ValueError(f"survival times must be positive and finite: row {bad[0]} has {time[bad[0]]:g}")
+    return np.where(event, time, -time)
+
+
+def split_times(y):
+    """(time, event) of signed times ``y``."""
+    y = np.asarray(y, dtype=np.float64)
+    return np.abs(y), y > 0
+
+
+class _RiskSets:
+    """The distinct times of ``y`` in ascending order and, per row, its time's position among them."""
+
+    def __init__(self, y):
+        time, self.event = split_times(y)
+        self.times, self.group = np.unique(time, return_inverse=True)
+
+    def sums(self, score, sample_weight):
+        """(per distinct time: W, the weighted risk-set sum of ``exp(score - shift)``, and d, the weighted events;
+        shift): shifted by the largest score so that exp cannot overflow."""
+        shift = float(score.max()) if score.size else 0.0
+        at_time = np.bincount(self.group, weights=sample_weight * np.exp(score - shift), minlength=len(self.times))
+        risk = np.cumsum(at_time[::-1])[::-1]  # sum over the rows whose time is at least this one
+        events = np.bincount(self.group, weights=sample_weight * self.event, minlength=len(self.times))
+        return risk, events, shift
+
+
+def _hazard_steps(risk, events, power=1):
+    """``d_k / W_k^power`` per distinct time (0 where no event or no row at risk)."""
+    return np.divide(events, risk**power, out=np.zeros_like(events), where=(events > 0) & (risk > 0))
+
+
+def baseline_hazard(y, score, sample_weight=None):
+    """Breslow's baseline cumulative hazard of scores ``score`` on rows with signed times ``y``: (the distinct event
+    times, H0 just after each), ``H0(t) = sum_{t_k <= t} d_k / sum_{j: t_j >= t_k} s_j exp(eta_j)``."""
+    y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
+    weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    sets = _RiskSets(y)
+    risk, events, shift = sets.sums(score, weights)
+    steps = _hazard_steps(risk, events) * np.exp(-shift)
+    has_event = events > 0
+    return sets.times[has_event], np.cumsum(steps)[has_event]
+
+
+def survival_function(times, cumulative_hazard, score, at):
+    """``S(t | x) = exp(-H0(t) exp(eta(x)))`` (rows, len(at)) from the baseline ``(times, cumulative_hazard)`` of
+    :func:`baseline_hazard`, scores ``score`` and times ``at`` (H0 is a step function: 0 before the first event)."""
+    positions = np.searchsorted(times, np.asarray(at, dtype=np.float64), side="right")
+    at_times = np.concatenate([[0.0], cumulative_hazard])[positions]
+    return np.exp(-np.outer(np.exp(np.asarray(score, dtype=np.float64)), at_times))
+
+
+@njit(cache=True)
+def _concordance(time, event, score, tied):
+    """(concordant + half the tied pairs, comparable pairs) of Harrell's C-index: a pair (i, j) is comparable where
+    i had the event and ``t_j > t_i``, or ``t_j == t_i`` and j was censored; concordant where ``score_j < score_i``.
+    O(n log n): rows enter a Fenwick tree over the score order from the latest time down."""
+    n = time.shape[0]
+    by_score = np.argsort(score)
+    sorted_score = score[by_score]
+    position = np.empty(n, dtype=np.int64)
+    position[by_score] = np.arange(n)
+    tree = np.zeros(n + 1, dtype=np.int64)
+    order = np.argsort(-time)
+    numerator, pairs = 0.0, 0.0
+    entered = 0
+    start = 0
+    while start < n:
+        stop = start + 1
+        while stop < n and time[order[stop]] == time[order[start]]:
+            stop += 1
+        for k in range(start, stop):  # the censored rows of this time count for its events
+            if not event[order[k]]:
+                _add(tree, position[order[k]])
+                entered += 1
+        for k in range(start, stop):
+            i = order[k]
+            if event[i]:
+                lower = np.searchsorted(sorted_score, score[i] - tied, side="left")
+                upper = np.searchsorted(sorted_score, score[i] + tied, side="right")
+                below = _count(tree, lower)
+                ties = _count(tree, upper) - below
+                numerator += below + 0.5 * ties
+                pairs += entered
+        for k in range(start, stop):
+            if event[order[k]]:
+                _add(tree, position[order[k]])
+                entered += 1
+        start = stop
+    return numerator, pairs
+
+
+@njit(cache=True)
+def _add(tree, position):
+    k = position + 1
+    while k < tree.shape[0]:
+        tree[k] += 1
+        k += k & -k
+
+
+@njit(cache=True)
+def _count(tree, end):
+    """How many entered rows sit at score positions below ``end``."""
+    total = 0
+    k = end
+    while k > 0:
+        total += tree[k]
+        k -= k & -k
+    return total
+
+
+def concordance_index(y, score):
+    """Harrell's C-index of risk scores ``score`` on signed times ``y`` (scikit-survival's
+    ``concordance_index_censored``, ties within ``TIED_RISK`` counting one half); None without a comparable pair."""
+    time, event = split_times(y)
+    numerator, pairs = _concordance(time, event, np.asarray(score, dtype=np.float64), TIED_RISK)
+    return float(numerator / pairs) if pairs > 0 else None
+
+
+class Cox(NewtonLoss):
+    def check_targets(self, y, name, sample_weight=None):
+        """Signed times: nonzero, with at least one event (with positive weight where ``sample_weight`` is given)."""
+        if np.any(y == 0):
+            row = int(np.flatnonzero(y == 0)[0])
+            raise ValueError(
+                f"the Cox loss needs {name} as signed times (+time for an event, -time if censored; times > 0): "
+                f"row {row} has time 0"
+            )
+        events = y > 0 if sample_weight is None else (y > 0) & (sample_weight > 0)
+        if not events.any():
+            raise ValueError(f"the Cox loss needs at least one event in {name} (a positive signed time): all censored")
+
+    def newton_terms(self, y, score, sample_weight):
+        sets = _RiskSets(y)
+        risk, events, shift = sets.sums(score, sample_weight)
+        hazard = np.cumsum(_hazard_steps(risk, events))[sets.group]
+        squared = np.cumsum(_hazard_steps(risk, events, power=2))[sets.group]
+        relative = np.exp(score - shift)
+        return sets.event - relative * hazard, relative * hazard - sample_weight * relative**2 * squared
+
+    def loss_total(self, y, score, sample_weight):
+        sets = _RiskSets(y)
+        risk, events, shift = sets.sums(score, sample_weight)
+        has_event = events > 0
+        log_risk = np.log(risk[has_event]) + shift
+        return float(np.dot(events[has_event], log_risk) - np.dot(sample_weight * sets.event, score))
+
+    def mean_loss(self, y, score, sample_weight=None):
+        """The partial-likelihood deviance per row, ``2 L / sum s`` (module docstring)."""
+        y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
+        weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        return 2.0 * self.loss_total(y, score, weights) / float(weights.sum())
+
+    def step_metrics(self, y, score, sample_weight=None):
+        """The loss and ``cindex`` (Harrell's, unweighted, as scikit-survival's)."""
+        return {"loss": self.mean_loss(y, score, sample_weight), "cindex": concordance_index(y, score)}
+
+    def baseline(self, y, score, sample_weight):
+        """Breslow's baseline cumulative hazard at the training scores (:func:`baseline_hazard`)."""
+        return baseline_hazard(y, score, sample_weight)
+
+    def forest_target(self, y):
+        """The martingale residuals of the model without rules, ``delta_i - H_NA(t_i)`` (Nelson-Aalen): a regression
+        forest on them splits where the hazard differs (the first step of Cox gradient boosting)."""
+        y = np.asarray(y, dtype=np.float64)
+        return self.newton_terms(y, np.zeros_like(y), np.ones_like(y))[0]
+
+    def response(self, classes=None):
+        return "log hazard ratio"
+
+    def predicts(self, target, classes=None):
+        return f"the hazard ratio of {target} (relative to the baseline hazard)"
+
+    def warmup_target(self, y):
+        time = np.exp(y - y.max()) + 1e-3
+        return np.where(np.arange(len(y)) % 3 == 0, -time, time)
+
+
+LOSS = Cox(
+    name="cox",
+    code=CODE,
+    task="survival",
+    other_tasks=(),
+    link="log",
+    rule_link="log",
+    classifier=False,
+    per_class=False,
+    forest_task="Regressor",
+    nonnegative_target=False,
+    metrics=(Metric("cindex", "C-index"), Metric("loss", "deviance")),
+    chart_metric="cindex",
+    selections=("loss", "cindex", "1se"),
+    polish_default=False,
+    has_intercept=False,
+)
