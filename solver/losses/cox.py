@@ -235,3 +235,15 @@ LOSS = Cox(
     polish_default=False,
     has_intercept=False,
 )
+
+
+def kaplan_meier(y, at):
+    """The Kaplan-Meier estimate of the survival function of rows with signed times ``y`` at times ``at``: the
+    product over event times ``t_k <= t`` of ``1 - d_k / n_k`` (``n_k`` rows at risk), 1 before the first event."""
+    sets = _RiskSets(np.asarray(y, dtype=np.float64))
+    ones = np.ones(len(sets.group))
+    at_risk = np.cumsum(np.bincount(sets.group, weights=ones, minlength=len(sets.times))[::-1])[::-1]
+    events = np.bincount(sets.group, weights=sets.event.astype(np.float64), minlength=len(sets.times))
+    survival = np.cumprod(1.0 - events / at_risk)
+    positions = np.searchsorted(sets.times, np.asarray(at, dtype=np.float64), side="right")
+    return np.concatenate([[1.0], survival])[positions]
