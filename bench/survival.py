@@ -258,11 +258,11 @@ def _median(values):
     return float(np.median(values)) if values else None
 
 
-def models_of(records):
+def models_of(record):
     """(forest, method, result) of every model of a split's record."""
-    yield "", "coxnet", records["coxnet"]
+    yield "", "coxnet", record["coxnet"]
     for forest in FORESTS:
-        for method, result in records[forest].items():
+        for method, result in record[forest].items():
             yield forest, method, result
 
 
