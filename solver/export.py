@@ -19,8 +19,10 @@ What they give depends on the ensemble's ``link`` (``solver.rules``):
 
 * identity and logit: the score (a binary classifier's log-odds: the positive class where it is > 0, with
   probability ``1 / (1 + exp(-score))``);
-* log (counts): the rate ``exp(score)``, as :meth:`RuleEnsemble.predict_mean` (Python gives ``inf`` where the
-  double overflows, as numpy does);
+* log: ``exp(score)``, as :meth:`RuleEnsemble.predict_mean` (Python gives ``inf`` where the double overflows, as
+  numpy does): the rate (Poisson), the mean (Tweedie, Gamma), or a Cox model's hazard ratio relative to the
+  baseline hazard, ``h(t | x) / h0(t)`` (:func:`log_link_quantity`): the risk score that ranks rows, all the SQL
+  gives; the survival curves also need the baseline hazard, which the Python module carries (below);
 * softmax (classes): the class probabilities, as :meth:`RuleEnsemble.predict_mean`: Python returns a dict
   ``{class: probability}`` in class order (``exp(score - max) / sum``; the predicted class is
   ``max(p, key=p.get)``, the first of equal ones); SQL gives one column per class, named by its label
@@ -30,7 +32,11 @@ What they give depends on the ensemble's ``link`` (``solver.rules``):
 
 ``export_rules(ensemble, "sql")`` is an expression (K comma-separated ``expression AS "class"`` columns for
 softmax) to put in a ``SELECT`` over a table with the original columns; ``export_rules(ensemble, "python")``
-the source of a module defining ``predict(row)``, ``row`` a mapping from column name to value. The log and
+the source of a module defining ``predict(row)``, ``row`` a mapping from column name to value. A Cox model's
+module (one with a ``baseline_hazard``) also defines ``survival(row, times)``: the list of ``S(t | row) =
+exp(-H0(t) * predict(row))`` for ``t`` in ``times``, as :meth:`RuleEnsemble.predict_survival`, from Breslow's
+baseline cumulative hazard of the training rows written into the module (``H0`` a step function: 0 before the
+first event time, at ``t`` its value at the last event time ``<= t``, found with ``bisect``). The log and
 softmax SQL calls ``exp``: SQLite has it from version 3.35 where built with its math functions (the tests run it
 on Python's sqlite3); an ``exp`` that raises on overflow (PostgreSQL) fails on rows whose rate, or gap between
 two class scores, exceeds ``exp(709)``.
@@ -42,7 +48,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rule_text import RuleWording, bounds, column_groups, is_unbounded, label_text, level_sets
+from .rule_text import RuleWording, _log_link_quantity, bounds, column_groups, is_unbounded, label_text, level_sets
 from .rule_types import Condition, LinearTerm
 
 EXPORT_FORMATS = ("sql", "python")
@@ -276,9 +282,12 @@ def _python_output(ensemble) -> tuple[str, str, str, str, str, str]:
             f"return _softmax([b + t for b, t in zip({intercept!r}, total)], {classes!r})",
         )
     if ensemble.link == "log":
+        quantity = log_link_quantity(ensemble)
+        if ensemble.baseline_hazard is not None:
+            quantity += " relative to the baseline hazard"
         return (
             _EXP_HELPER,
-            f"The rate for {_ROW}: exp of the score.",
+            f"The {quantity} for {_ROW}: exp of the score.",
             "0.0",
             "total += {!r}",
             "total += {0!r} * {1}",
@@ -294,11 +303,47 @@ def _python_output(ensemble) -> tuple[str, str, str, str, str, str]:
     )
 
 
+def log_link_quantity(ensemble) -> str:
+    """What a log-link ensemble's ``exp(score)`` is, in words: "hazard ratio" for a Cox model (one with a baseline
+    hazard), else what its response is the log of ("log rate": "rate", "log mean": "mean"; "rate" without one)."""
+    return "hazard ratio" if ensemble.baseline_hazard is not None else _log_link_quantity(ensemble.response)
+
+
+def _survival_source(ensemble, name: str) -> list[str]:
+    """The lines of ``survival(row, times)`` and the baseline hazard it reads, for a Cox model whose hazard ratio
+    is ``name(row)``: the same operations as ``solver.losses.cox.survival_function`` (``exp(-(ratio * H0(t)))``)."""
+    times, cumulative = ensemble.baseline_hazard
+    return [
+        "",
+        "# Breslow's baseline cumulative hazard of the training rows: (event time, H0 from that time on)",
+        "_BASELINE_HAZARD = (",
+        *(f"    ({float(t)!r}, {float(h)!r})," for t, h in zip(times, cumulative)),
+        ")",
+        "_EVENT_TIMES = [time for time, _ in _BASELINE_HAZARD]",
+        "",
+        "",
+        "def _baseline_hazard(time):",
+        "    position = bisect.bisect_right(_EVENT_TIMES, time)",
+        "    return _BASELINE_HAZARD[position - 1][1] if position else 0.0",
+        "",
+        "",
+        "def survival(row, times):",
+        f'    """[S(t | row) for t in times]: the probability of no event by t, exp(-H0(t) * {name}(row)), H0 the',
+        '    baseline cumulative hazard (0 before the first event time)."""',
+        f"    ratio = {name}(row)",
+        "    return [math.exp(-(ratio * _baseline_hazard(float(time)))) for time in times]",
+        "",
+    ]
+
+
 def to_python(ensemble, name: str = "predict") -> str:
-    """The source of a dependency-free Python module defining ``name(row)`` -> the ensemble's output (module
-    docstring)."""
+    """The source of a dependency-free Python module defining ``name(row)`` -> the ensemble's output, and a Cox
+    model's ``survival(row, times)`` (module docstring)."""
     if not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
+    survival = ensemble.baseline_hazard is not None
+    if survival and name in ("survival", "bisect"):
+        raise ValueError(f"name {name!r} is taken by the survival function of a Cox model's module")
     helpers, doc, start, add, add_linear, result = _python_output(ensemble)
     dialect = _Python()
     wording = RuleWording(ensemble.encoding)
@@ -316,11 +361,12 @@ def to_python(ensemble, name: str = "predict") -> str:
     counted = f"{ensemble.n_rules} rules"
     if ensemble.linear:
         counted += f" and {ensemble.n_linear} linear term{'s' if ensemble.n_linear > 1 else ''}"
+    imports = (["import bisect"] if survival else []) + (["import math"] if helpers else [])
     return "\n".join(
         [
             f'"""FIRE rule set: {counted} (generated; needs nothing but Python)."""',
             f"# columns: {ensemble.encoding.column_names!r}",
-            *(["", "import math"] if helpers else []),
+            *(["", *imports] if imports else []),
             _PYTHON_HELPERS + (_LINEAR_HELPER if ensemble.linear else "") + helpers,
             "",
             f"def {name}(row):",
@@ -329,6 +375,7 @@ def to_python(ensemble, name: str = "predict") -> str:
             *body,
             f"    {result}",
             "",
+            *(_survival_source(ensemble, name) if survival else []),
         ]
     )
 
