@@ -57,6 +57,15 @@ class _RiskSets:
         time, self.event = split_times(y)
         self.times, self.group = np.unique(time, return_inverse=True)
 
+    _last: tuple = (None, None)  # (y, its risk sets): a path asks for the same training rows' at every Newton step
+
+    @classmethod
+    def of(cls, y):
+        """The risk sets of ``y``, computed once for the array a path solves on (it is never changed in place)."""
+        if cls._last[0] is not y:
+            cls._last = (y, cls(y))
+        return cls._last[1]
+
     def sums(self, score, sample_weight):
         """(per distinct time: W, the weighted risk-set sum of ``exp(score - shift)``, and d, the weighted events;
         shift): shifted by the largest score so that exp cannot overflow."""
@@ -173,7 +182,7 @@ class Cox(NewtonLoss):
             raise ValueError(f"the Cox loss needs at least one event in {name} (a positive signed time): all censored")
 
     def newton_terms(self, y, score, sample_weight):
-        sets = _RiskSets(y)
+        sets = _RiskSets.of(y)
         risk, events, shift = sets.sums(score, sample_weight)
         hazard = np.cumsum(_hazard_steps(risk, events))[sets.group]
         squared = np.cumsum(_hazard_steps(risk, events, power=2))[sets.group]
@@ -181,7 +190,7 @@ class Cox(NewtonLoss):
         return sets.event - relative * hazard, relative * hazard - sample_weight * relative**2 * squared
 
     def loss_total(self, y, score, sample_weight):
-        sets = _RiskSets(y)
+        sets = _RiskSets.of(y)
         risk, events, shift = sets.sums(score, sample_weight)
         has_event = events > 0
         log_risk = np.log(risk[has_event]) + shift

@@ -27,10 +27,11 @@ Two ways to end a path step:
 from functools import partial
 
 import numpy as np
+from numba import njit
 
 from ..penalties import penalty_total
 from . import squared
-from .base import Loss, unchecked
+from .base import Loss, column_entry, unchecked
 
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
@@ -118,12 +119,8 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss
 
 def weighted_least_squares(problem, target, weights):
     """The squared-loss problem of ``target`` under row weights ``weights`` on the same columns and penalties."""
-    n_leaves = problem.values.shape[0]
-    column_of_position = np.repeat(np.arange(n_leaves), np.diff(problem.leaf_ptr))
-    entries = _entries(problem)
-    row_weight = weights[problem.leaf_rows] * entries
-    leaf_weight = np.bincount(column_of_position, weights=row_weight, minlength=n_leaves)
-    curvature = np.bincount(column_of_position, weights=row_weight * entries, minlength=n_leaves) * problem.values**2
+    leaf_weight, second_moment = _column_moments(problem, weights)
+    curvature = second_moment * problem.values**2
     return problem._replace(
         y=target,
         sample_weight=weights,
@@ -142,22 +139,33 @@ def move_to(problem, state, w, intercept, loss):
     state.checked[:] = np.nan
     state.w[:] = w
     state.intercept[0] = intercept
-    state.score[:] = intercept
-    for j in np.flatnonzero(w):
-        start, stop = problem.leaf_ptr[j], problem.leaf_ptr[j + 1]
-        change = problem.values[j] * w[j]
-        if j >= problem.first_linear:  # a linear term's rows move by its value: e_ij (solver.problem)
-            change = change * problem.linear_values[start - problem.linear_start : stop - problem.linear_start]
-        state.score[problem.leaf_rows[start:stop]] += change
+    _scores(problem, w, intercept, state.score)
     state.residual[:] = loss.newton_terms(problem.y, state.score, problem.sample_weight)[0]
     state.residual_sum[0] = problem.sample_weight @ state.residual
 
 
-def _entries(problem):
-    """``e_ij`` at every position (``solver.problem``): 1 for a rule's rows, the linear terms' values after."""
-    entries = np.ones(problem.leaf_rows.shape[0])
-    entries[problem.linear_start :] = problem.linear_values
-    return entries
+@njit(cache=True)
+def _column_moments(problem, weights):
+    """Per column j, ``sum_i weights_i e_ij`` and ``sum_i weights_i e_ij^2`` over its rows: O(nnz)."""
+    n_columns = problem.values.shape[0]
+    first, second = np.zeros(n_columns), np.zeros(n_columns)
+    for j in range(n_columns):
+        for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+            entry = 1.0 if j < problem.first_linear else problem.linear_values[p - problem.linear_start]
+            weight = weights[problem.leaf_rows[p]]
+            first[j] += weight * entry
+            second[j] += weight * entry * entry
+    return first, second
+
+
+@njit(cache=True)
+def _scores(problem, w, intercept, out):
+    """``intercept + M w`` into ``out``: O(n + rows of the nonzero columns)."""
+    out[:] = intercept
+    for j in range(w.shape[0]):
+        if w[j] != 0.0:
+            for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
+                out[problem.leaf_rows[p]] += column_entry(problem, j, p) * w[j]
 
 
 class NewtonLoss(Loss):
