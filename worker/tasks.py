@@ -34,6 +34,7 @@ from app.core.job_documents import (
     PathResultBase,
     Progress,
     RuleStability,
+    SurvivalCurves,
     TrainJobSpec,
     TrainResult,
     TrainSummary,
@@ -51,6 +52,7 @@ from solver.fitting import (
     refit_cross_validated,
 )
 from solver.fitting import train_forest as train_ensemble
+from solver.losses.cox import kaplan_meier
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec
 from solver.stability import check_resamples, reference_cuts, rule_stability
@@ -204,11 +206,18 @@ def _stored_or_trained_forest(run: JobRun[Any], forest_id: str, recipe: ForestRe
             return forests.load(forest_id)
     run.phase("training")
     with run.timed("load_data"):
-        X, y = run.core.datasets.load_arrays(recipe.dataset_id)
+        X, y, weight = run.core.datasets.load_fit_arrays(recipe.dataset_id)
         feature_names = run.core.datasets.read(recipe.dataset_id).feature_names
     with run.timed("train"):
         rows = recipe.rows.training_rows(len(y))
-        _, ensemble = train_ensemble(recipe.params, X[rows], y[rows], feature_names=feature_names, loss=recipe.loss)
+        _, ensemble = train_ensemble(
+            recipe.params,
+            X[rows],
+            y[rows],
+            None if weight is None else weight[rows],
+            feature_names=feature_names,
+            loss=recipe.loss,
+        )
     run.check_deadline()
     forests.save(ensemble, recipe, run.record.tenant)
     return ensemble
@@ -248,24 +257,25 @@ class _PathData:
     leaves: np.ndarray
     val_leaves: np.ndarray | None
     cache_hit: bool
+    sample_weight: np.ndarray | None = None  # the exposure, where the dataset has one (y is then the rate)
 
 
 def _load_path_data(run: JobRun[PathJobSpec], forest: TreeEnsemble) -> _PathData:
     spec = run.spec
     run.phase("loading")
     with run.timed("load_data"):
-        X, y = run.core.datasets.load_arrays(spec.dataset_id)
+        X, y, weight = run.core.datasets.load_fit_arrays(spec.dataset_id)
         dataset = run.core.datasets.read(spec.dataset_id)
         X_val = y_val = val_leaves = None
         validation_id = spec.validation_dataset_id
         if validation_id is not None:
-            X_val, y_val = run.core.datasets.load_arrays(validation_id)
+            X_val, y_val, _ = run.core.datasets.load_fit_arrays(validation_id)
     run.phase("matrix")
     leaves, cache_hit = _cached_leaves(run, forest, spec.dataset_id, X)
     if validation_id is not None and X_val is not None:
         val_leaves, val_hit = _cached_leaves(run, forest, validation_id, X_val)
         cache_hit = cache_hit and val_hit
-    return _PathData(X, y, dataset, X_val, y_val, leaves, val_leaves, cache_hit)
+    return _PathData(X, y, dataset, X_val, y_val, leaves, val_leaves, cache_hit, weight)
 
 
 def _path_finished(run: JobRun[PathJobSpec]) -> bool:
@@ -303,6 +313,7 @@ def run_path(job_id: str, attempt: int) -> None:
                 classes=data.dataset.classes,
                 leaves=data.leaves,
                 val_leaves=data.val_leaves,
+                sample_weight=data.sample_weight,
                 callback=partial(run.on_step, spec.path),
             )
         if _path_finished(run):
@@ -321,7 +332,7 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
     spec = run.spec
     assert spec.fold is not None and spec.path.cv_folds is not None
     run.phase("path", step=0, n_steps=spec.path.n_steps)
-    shared = dict(encoding=data.dataset.encoding)
+    shared = dict(encoding=data.dataset.encoding, sample_weight=data.sample_weight)
     with run.timed("path"):
         grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, leaves=data.leaves, **shared)
         path = fit_fold(
@@ -365,7 +376,7 @@ def collect_folds(job_id: str, attempt: int) -> None:
         forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
         data = _load_path_data(run, forest)
         run.phase("path", step=0, n_steps=spec.path.n_steps)
-        shared = dict(encoding=data.dataset.encoding, leaves=data.leaves)
+        shared = dict(encoding=data.dataset.encoding, leaves=data.leaves, sample_weight=data.sample_weight)
         with run.timed("path"):
             grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, **shared)
             fit = refit_cross_validated(
@@ -434,9 +445,33 @@ def _store_fit(
             cache_hit,
             cv=_cross_validation(fit),
             stability=stability,
+            survival=_survival_curves(spec, data, fit, ensembles[fit.selected]),
         )
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=cache_hit)
+
+
+SURVIVAL_GRID_POINTS = 50
+
+
+def _survival_curves(spec: PathJobSpec, data: _PathData, fit: RuleFit, rules) -> SurvivalCurves | None:
+    """A Cox path's selected rules on its validation rows (held out, another dataset's, or every row of a
+    cross-validation): their Kaplan–Meier curve beside the mean of the model's S(t | x), on a grid of
+    SURVIVAL_GRID_POINTS times from 0 to their last time (the library's kaplan_meier and predict_survival)."""
+    if spec.path.loss != "cox":
+        return None
+    if fit.val_rows is not None and len(fit.val_rows):
+        X, y = data.X[fit.val_rows], data.y[fit.val_rows]
+    elif data.X_val is not None and data.y_val is not None:
+        X, y = data.X_val, data.y_val
+    else:
+        X, y = data.X, data.y
+    times = np.linspace(0.0, float(np.abs(y).max()), SURVIVAL_GRID_POINTS)
+    return SurvivalCurves(
+        times=times.tolist(),
+        kaplan_meier=kaplan_meier(y, times).tolist(),
+        model=rules.predict_survival(X, times).mean(axis=0).tolist(),
+    )
 
 
 def _path_job_result(

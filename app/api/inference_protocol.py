@@ -230,6 +230,8 @@ def requested_outputs(request: InferenceRequest, scoring: ScoringModel) -> dict[
     """The outputs to answer, each whether in binary (its ``binary_data``, else the request's
     ``binary_data_output``)."""
     names = ["predictions"] if scoring.classes is None else ["predictions", "probabilities"]
+    if survival_times(request) is not None:
+        names.append("survival")
     default = request.parameters.get("binary_data_output") is True
     if request.outputs is None:
         return dict.fromkeys(names, default)
@@ -241,6 +243,25 @@ def requested_outputs(request: InferenceRequest, scoring: ScoringModel) -> dict[
             [FieldFault(f"body.outputs.{name}", "no such output", f"ask for {' or '.join(names)}") for name in unknown],
         )
     return {output.name: output.parameters.get("binary_data", default) is True for output in request.outputs}
+
+
+def survival_times(request: InferenceRequest) -> list[float] | None:
+    """``parameters.times`` of a request to a survival model (Cox loss): a JSON array of times >= 0, or a string of
+    one (a parameter's value is a string, a number or a boolean); each row's S(t | x) at them is the output
+    ``survival`` (FP64, rows x len(times))."""
+    times = request.parameters.get("times")
+    if times is None:
+        return None
+    try:
+        values = json.loads(times) if isinstance(times, str) else times
+        values = [float(t) for t in (values if isinstance(values, list) else [values])]
+    except (TypeError, ValueError) as error:
+        raise ProblemError(
+            400,
+            "parameters.times is a list of times.",
+            [FieldFault("body.parameters.times", str(error), "send times >= 0 as a JSON array, such as [30, 365]")],
+        ) from error
+    return values
 
 
 def prediction_datatype(classes: list | None) -> str:
@@ -272,6 +293,9 @@ def answer(scores: Scores, scoring: ScoringModel, request_id: str | None, output
         rows = [[1.0 - p, p] if isinstance(p, float) else p for p in scores.probabilities or ()]
         flat = np.asarray(rows, dtype=np.float64).ravel().tolist()
         tensors["probabilities"] = ("FP64", [n_rows, len(scores.classes or ())], flat)
+    if "survival" in outputs and scores.survival is not None:
+        flat = np.asarray(scores.survival, dtype=np.float64).ravel().tolist()
+        tensors["survival"] = ("FP64", [n_rows, len(scores.times or ())], flat)
     described, chunks = [], []
     for name, binary in outputs.items():
         tensor_type, shape, data = tensors[name]

@@ -17,6 +17,7 @@ from app.core import job_submission
 from app.core.errors import FieldFault, Invalid
 from app.core.forests import ValidationSplit
 from app.core.job_documents import Grid, JobState, LossView
+from solver.losses import LOSSES
 from solver.path import PathStep
 from solver.spec import (
     BlockSelection,
@@ -161,9 +162,10 @@ class PathJobRequest(StrictBody):
             PATH_DOCS["loss"] + ". Left out, the dataset's task decides: logistic for a classification dataset, "
             "multinomial for multiclass, poisson for count, squared for regression (the default shown). A task "
             "allows its own loss and squared (classification, count) or poisson (regression, a target never "
-            "negative); another is a 422 naming loss"
+            "negative); amount: tweedie (or gamma, every amount > 0); survival: cox; another is a 422 naming loss"
         ),
     )
+    power: float = path_setting("power")
     penalty: Penalty = path_setting("penalty")
     gamma: float = path_setting("gamma")
     mcp_scaling: McpScaling = path_setting("mcp_scaling")
@@ -239,6 +241,10 @@ class PathJobRequest(StrictBody):
             for name in PATH_DEFAULTS
             if name not in VALIDATION_FIELDS and name in type(self).model_fields
         }
+        if "loss" not in self.model_fields_set:  # the dataset's task decides; until then a loss the selection fits
+            settings["loss"] = next(
+                (name for name, loss in LOSSES.items() if self.selection in loss.selections), settings["loss"]
+            )
         return self.validation.path_spec().replace(**settings)
 
     def to_core(self) -> job_submission.PathJobRequest:
@@ -324,6 +330,13 @@ class ScoringParams(BaseModel):
             "/invocations: predict answers the predictions; predict_proba (classifiers) a record per row of each "
             "class's probability, keyed by the class label, as MLflow serves a scikit-learn classifier logged with "
             "pyfunc_predict_fn='predict_proba'. /predict always answers both"
+        ),
+    )
+    times: list[float] | None = Field(
+        None,
+        description=(
+            "survival models (Cox loss): times (>= 0) at which to answer each row's survival curve S(t | x) "
+            "(`survival`, a row of len(times) per row) beside its hazard ratio; a 422 for other models"
         ),
     )
 
@@ -494,6 +507,10 @@ class PredictResponse(BaseModel):
             "coefficient * clip(value, lower, upper) (coefficient * fill where the value is missing), one entry per "
             "term in the order of `linear` (lin0, lin1, ...), a list of K for a K-class model"
         ),
+    )
+    times: list[float] | None = Field(None, description="survival models, params.times: the times asked for")
+    survival: list[list[float]] | None = Field(
+        None, description="survival models, params.times: each row's S(t | x) at each of times"
     )
     model: AnsweringModel = Field(description="the model version that answered (also in the X-Model-* headers)")
 

@@ -18,7 +18,7 @@ from app.api.deps import CpuLane
 from app.api.schemas import PredictRequest, ScoringParams, columns_from_rows
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, Unsupported
-from app.core.model_scoring import Scores, ScoringModel, TableReader, score_rows
+from app.core.model_scoring import Scores, ScoringModel, TableReader, check_times, score_rows
 from app.core.registry import ModelRef
 
 JSON_TYPE, CSV_TYPE = "application/json", "text/csv"
@@ -99,9 +99,20 @@ def answer(scores: Scores, scoring: ScoringModel, shape: Shape, params: ScoringP
             body: dict = {"predictions": [dict(zip(labels, row)) for row in probabilities]}
         else:
             body = {"predictions": scores.predictions}
+        if scores.survival is not None:
+            body["survival"] = scores.survival
     else:
         body = {"predictions": scores.predictions}
-        for name in ("probabilities", "classes", "explanations", "contributions", "linear_contributions"):
+        names = (
+            "probabilities",
+            "classes",
+            "explanations",
+            "contributions",
+            "linear_contributions",
+            "times",
+            "survival",
+        )
+        for name in names:
             if getattr(scores, name) is not None:
                 body[name] = getattr(scores, name)
         body["model"] = {"id": scoring.id, "name": scoring.name, "version": scoring.version}
@@ -124,7 +135,8 @@ def score_request(
     parsed = parse_body(body, content_type)
     scoring = cached or core.models.scoring_model(target, tenant)
     explain = shape == "fire" and (explain or parsed.params.explain)
-    scores = score_rows(scoring, parsed.read_table, explain, core.settings.max_scoring_rows)
+    check_times(scoring, parsed.params.times, "body.params.times")
+    scores = score_rows(scoring, parsed.read_table, explain, core.settings.max_scoring_rows, parsed.params.times)
     return answer(scores, scoring, shape, parsed.params)
 
 

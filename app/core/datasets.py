@@ -17,8 +17,11 @@ from solver.encoding import TableEncoding
 from solver.losses import LOSSES, get_loss
 from solver.spec import Loss
 
-# the path loss a dataset's task calls for (a path job that names no loss gets it): the one made for it
-TASK_LOSSES: dict[str, Loss] = {loss.task: cast(Loss, name) for name, loss in LOSSES.items()}
+# the path loss a dataset's task calls for (a path job that names no loss gets it): the first registered loss made
+# for it (amount: tweedie before gamma; solver.losses registers them in that order)
+TASK_LOSSES: dict[str, Loss] = {}
+for _name, _loss in LOSSES.items():
+    TASK_LOSSES.setdefault(_loss.task, cast(Loss, _name))
 
 
 class TargetSummary(Document):
@@ -46,7 +49,21 @@ class DatasetInfo(Document):
         description=(
             "classification (the target has two distinct values, stored as 0/1: 1 = classes[1]), multiclass (3 to "
             "FIRE_MAX_CLASSES distinct values, stored as class codes 0..K-1 in the order of classes), regression, or "
-            "count (numbers >= 0: counts or rates, fitted with the Poisson loss)"
+            "count (numbers >= 0: counts or rates, fitted with the Poisson loss), amount (numbers >= 0, often zero: "
+            "claim amounts, costs; fitted with the Tweedie loss, or Gamma where every amount is > 0) or survival "
+            "(time to an event: target is the time column, event the event column; y holds signed times, +time "
+            "where the event happened, -time where censored; fitted with the Cox loss). amount and survival are "
+            "declared, never detected"
+        ),
+    )
+    event: str | None = Field(
+        None, description="survival: the event column (1/true where the event happened, 0/false where censored)"
+    )
+    exposure: str | None = Field(
+        None,
+        description=(
+            "the exposure column (> 0, not a feature) where one was named: paths fit the rate target / exposure "
+            "with the exposure as row weights (poisson, tweedie, gamma), and models multiply the rate by it"
         ),
     )
     classes: list[str | bool | int | float] | None = Field(
@@ -99,10 +116,20 @@ class DatasetStore:
         self.blobs = blobs
         self.keys = Keys.from_settings(settings)
 
-    def dataset_id(self, data: bytes, target: str, tenant: str, task: str | None = None) -> str:
+    def dataset_id(
+        self,
+        data: bytes,
+        target: str,
+        tenant: str,
+        task: str | None = None,
+        event: str | None = None,
+        exposure: str | None = None,
+    ) -> str:
         """The content hash: the same bytes, target, task and categorical setting give the same id (per tenant)."""
         owner = b"" if tenant == DEFAULT_TENANT else tenant.encode() + b"\0"  # ids kept from before tenants
         declared = b"" if task is None else b"task=" + task.encode() + b"\0"  # ids kept where it is detected
+        for name, column in (("event", event), ("exposure", exposure)):
+            declared += b"" if column is None else f"{name}=".encode() + column.encode() + b"\0"
         return (
             "ds_"
             + hashlib.sha256(
@@ -127,16 +154,20 @@ class DatasetStore:
         filename: str | None,
         declared_format: str | None,
         task: str | None = None,
+        event: str | None = None,
+        exposure: str | None = None,
     ) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target (and task) again is a no-op.
         ``task``: one of TASKS, or None to detect it (:func:`target_task`)."""
         check_task(task)
-        dataset_id = self.dataset_id(data, target, tenant, task)
+        dataset_id = self.dataset_id(data, target, tenant, task, event, exposure)
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
-        encoding, features, y, found_task, classes = validate_table(frame, target, self.settings, task)  # pops target
+        encoding, features, y, found_task, classes, exposures = validate_table(  # pops target, event, exposure
+            frame, target, self.settings, task, event=event, exposure=exposure
+        )
         missing = {str(name): int(count) for name, count in frame.isna().sum().items() if count}
         del frame  # the encoded arrays are all that is kept
         info = DatasetInfo(
@@ -144,6 +175,8 @@ class DatasetStore:
             tenant=tenant,
             target=target,
             task=found_task,
+            event=event,
+            exposure=exposure,
             classes=classes,
             class_counts=None if classes is None else np.bincount(y.astype(np.int64), minlength=len(classes)).tolist(),
             n_rows=features.shape[0],
@@ -155,7 +188,10 @@ class DatasetStore:
             source=DatasetSource(filename=filename, format=table_format, bytes=len(data)),
             created_at=time.time(),
         )
-        self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y)
+        if exposures is None:
+            self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y)
+        else:
+            self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y, exposure=exposures)
         self.blobs.put_document(self.keys.dataset(dataset_id), info)
         self.blobs.index(self.keys.datasets(tenant), dataset_id, info.created_at)
         return info, True
@@ -185,6 +221,17 @@ class DatasetStore:
         if arrays is None:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
+
+    def load_fit_arrays(self, dataset_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(X, y, sample_weight) as a path or a forest fits them: with an exposure column (DatasetInfo.exposure),
+        the rate y / exposure weighted by the exposure; else y as stored and no weights."""
+        arrays = self.blobs.get_arrays(self.keys.dataset_arrays(dataset_id))
+        if arrays is None:
+            raise NotFound("dataset", dataset_id)
+        exposure = arrays.get("exposure")
+        if exposure is None:
+            return arrays["X"], arrays["y"], None
+        return arrays["X"], arrays["y"] / exposure, exposure
 
     def delete(self, info: DatasetInfo) -> None:
         self.blobs.delete(self.keys.dataset_arrays(info.id))

@@ -138,6 +138,14 @@ class ReadableMetrics(Document):
         ),
     )
     val_mae: float | None = None
+    train_cindex: float | None = Field(
+        None,
+        description=(
+            "survival (Cox loss) only, as val_cindex: Harrell's C-index of the scores; the losses are then the "
+            "partial-likelihood deviance per row"
+        ),
+    )
+    val_cindex: float | None = None
 
 
 class BestStep(Document):
@@ -157,6 +165,7 @@ class BestStep(Document):
     )
     val_r2: float | None = Field(None, description="regression (squared loss): validation R²")
     val_rmse: float | None = Field(None, description="regression (squared loss): validation root mean squared error")
+    val_cindex: float | None = Field(None, description="survival (Cox loss): validation C-index")
 
     @classmethod
     def of(cls, step: PathStep) -> "BestStep":
@@ -211,6 +220,7 @@ class PathSummary(Document):
     val_r2: float | None = Field(None, description="regression (squared loss): the selected step's, as val_rmse")
     val_rmse: float | None = None
     val_mae: float | None = Field(None, description="regression and counts (Poisson loss): the selected step's")
+    val_cindex: float | None = Field(None, description="survival (Cox loss): the selected step's C-index")
     stop_reason: str
 
 
@@ -285,6 +295,15 @@ class RuleStability(Document):
     frequencies: list[list[float]]
 
 
+class SurvivalCurves(Document):
+    """A Cox model's survival on the validation rows (computed by the worker with the library): the Kaplan–Meier
+    estimate of their signed times beside the mean of the model's curves S(t | x) over them."""
+
+    times: list[float] = Field(description="a grid of times over the validation rows' times")
+    kaplan_meier: list[float] = Field(description="the validation rows' Kaplan–Meier estimate at times")
+    model: list[float] = Field(description="the mean over the validation rows of the model's S(t | x) at times")
+
+
 class PathResultBase(Document):
     """What a path produced: the result of a path job, and of a grid job (its best cell's)."""
 
@@ -310,6 +329,9 @@ class PathResultBase(Document):
     )
     cv: CrossValidation | None = Field(None, description="a cross-validated path's folds and choices")
     stability: RuleStability | None = Field(None, description="with stability_resamples: how the rules repeat")
+    survival: SurvivalCurves | None = Field(
+        None, description="Cox loss: the selected step's survival curves on the validation rows"
+    )
 
     def summary(self) -> PathSummary:
         return PathSummary(

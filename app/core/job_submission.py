@@ -42,7 +42,7 @@ class PathJobRequest(Document):
         None,
         description=(
             "the path's loss as asked for; None: the dataset's task's (logistic for classification, multinomial for "
-            "multiclass, poisson for count, squared for regression)"
+            "multiclass, poisson for count, squared for regression, tweedie for amount, cox for survival)"
         ),
     )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
@@ -220,6 +220,7 @@ class JobSubmission:
     def _resolve_path(self, request: PathJobRequest, tenant: str) -> PathJobSpec:
         dataset = self.datasets.get(request.dataset_id, tenant=tenant)
         loss = self._path_loss(dataset, request.loss)
+        self._check_targets(dataset, loss)
         try:
             path = request.path.replace(loss=loss)
         except SpecError as error:  # a setting that the dataset's loss does not allow (polish, selection)
@@ -288,7 +289,14 @@ class JobSubmission:
         target or on counts, the Poisson loss on a regression target that is never negative."""
         if asked is None:
             return dataset.loss
-        allowed = [dataset.loss, *(name for name, loss in LOSSES.items() if dataset.task in loss.other_tasks)]
+        allowed = [
+            dataset.loss,
+            *(
+                name
+                for name, loss in LOSSES.items()
+                if name != dataset.loss and dataset.task in (loss.task, *loss.other_tasks)
+            ),
+        ]
         if asked not in allowed:
             raise Invalid(
                 f"A {asked} loss does not fit a {dataset.task} dataset.",
@@ -315,6 +323,40 @@ class JobSubmission:
                 ],
             )
         return asked
+
+    def _check_targets(self, dataset: DatasetInfo, loss: Loss) -> None:
+        """The library's check of the loss's targets (``Loss.check_targets``: Gamma's y > 0, Cox's events) on the
+        rows a path fits, where the target summary cannot rule a fault out; an exposure column only for a rate's
+        loss (y >= 0: poisson, tweedie, gamma)."""
+        descriptor = get_loss(loss)
+        if dataset.exposure is not None and not descriptor.nonnegative_target:
+            raise Invalid(
+                f"The {loss} loss fits no rate: the exposure column {dataset.exposure!r} is for rates.",
+                [
+                    FieldFault(
+                        "loss",
+                        f"dataset {dataset.id} has the exposure column {dataset.exposure!r}",
+                        "use loss poisson, tweedie or gamma, or upload the table without exposure",
+                    )
+                ],
+            )
+        if dataset.target_summary.min > 0:
+            return
+        _, y = self.datasets.load_arrays(dataset.id)
+        try:
+            descriptor.check_targets(y, repr(dataset.target))
+        except ValueError as error:
+            allowed = [name for name in LOSSES if name != loss and dataset.task in (get_loss(name).task,)]
+            raise Invalid(
+                f"The {loss} loss cannot fit the target {dataset.target!r}: {error}",
+                [
+                    FieldFault(
+                        "loss",
+                        str(error),
+                        f"use loss {' or '.join(allowed)}" if allowed else "fix the target's rows named",
+                    )
+                ],
+            ) from error
 
     @staticmethod
     def _check_validation_dataset(dataset: DatasetInfo, validation: DatasetInfo) -> None:

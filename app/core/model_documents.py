@@ -52,6 +52,14 @@ class ModelSummary(Document):
 class ModelInfo(ModelSummary):
     description: str | None
     target: str
+    exposure: str | None = Field(
+        None,
+        description=(
+            "the exposure column of a rate model fitted with one (the dataset's): its rules give the rate, and "
+            "scoring multiplies it by a row's exposure where the row holds this column"
+        ),
+    )
+    event: str | None = Field(None, description="survival models: the training table's event column")
     loss: Loss = Field(
         DEFAULT_LOSS,
         description=(

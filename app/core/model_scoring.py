@@ -3,6 +3,7 @@ probabilities of a classifier's classes, and the rules (and linear terms) that e
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -26,10 +27,21 @@ class ScoringModel:
     encoding: TableEncoding
     checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
     classes: list | None = None  # a classifier's labels (binary: its rules add log-odds of classes[1])
+    exposure: str | None = None  # the exposure column of a rate model: a row that has it gets rate x exposure
 
 
 @dataclass
 class Scores:
+    # the fields /predict answers where they are set (predictions always)
+    ANSWERED: ClassVar[tuple[str, ...]] = (
+        "probabilities",
+        "classes",
+        "explanations",
+        "contributions",
+        "linear_contributions",
+        "times",
+        "survival",
+    )
     # numbers (regression), rates (counts), or labels (a binary classifier: classes[1] where its log-odds are > 0;
     # K classes: the class of the largest score, the first on ties)
     predictions: list
@@ -43,13 +55,46 @@ class Scores:
     # a model with linear terms, where explanations were asked for: what each linear term adds, per row, in the
     # order of the model's linear terms (with the rules' contributions, the score minus the intercept)
     linear_contributions: list[list] | None = None
+    # a Cox model's, where times were asked for: S(t | x) per row at each of times (RuleEnsemble.predict_survival)
+    times: list[float] | None = None
+    survival: list[list[float]] | None = None
 
 
-def score_rows(scoring: ScoringModel, read_table: TableReader, explain: bool, max_rows: int) -> Scores:
+def check_times(scoring: ScoringModel, times: Sequence[float] | None, field: str) -> None:
+    """Survival times to score at: only for a Cox model (its rules keep a baseline hazard), finite and >= 0."""
+    if times is None:
+        return
+    if scoring.ensemble.baseline_hazard is None:
+        raise Invalid(
+            "Only survival models (Cox loss) have survival curves.",
+            [FieldFault(field, "times for a model without a baseline hazard", "leave times out for this model")],
+        )
+    bad = [t for t in times if not (np.isfinite(t) and t >= 0)]
+    if bad or not times:
+        raise Invalid(
+            "Survival times are finite numbers >= 0.",
+            [FieldFault(field, f"{bad[0]!r} is no time" if bad else "empty", "send times >= 0, such as [30, 365]")],
+        )
+
+
+def score_rows(
+    scoring: ScoringModel,
+    read_table: TableReader,
+    explain: bool,
+    max_rows: int,
+    times: Sequence[float] | None = None,
+) -> Scores:
     """Predictions for rows in the training table's original columns. ``read_table(column_names)`` gives
     (column -> values, n_rows, the field holding the rows, which faults name as ``{field}.{column}``); more than
-    ``max_rows`` rows (FIRE_MAX_SCORING_ROWS) are refused."""
-    table, n_rows, location = read_table(scoring.encoding.column_names)
+    ``max_rows`` rows (FIRE_MAX_SCORING_ROWS) are refused. ``times`` (a Cox model, checked by :func:`check_times`):
+    each row's survival curve at these times beside its hazard ratio. A rate model with an exposure column
+    (``scoring.exposure``) multiplies the rate of a row by its exposure where the rows hold that column."""
+    names = scoring.encoding.column_names
+    table, n_rows, location = read_table(names if scoring.exposure is None else [*names, scoring.exposure])
+    exposure = None
+    if scoring.exposure is not None and scoring.exposure in table:  # not a feature: the rows' rate multiplier
+        exposure = _exposures(table[scoring.exposure], n_rows, f"{location}.{scoring.exposure}")
+        table = {name: values for name, values in table.items() if name != scoring.exposure}
     if n_rows > max_rows:
         raise TooLarge(
             f"{n_rows} rows in one request, more than the limit of {max_rows}.",
@@ -97,8 +142,18 @@ def score_rows(scoring: ScoringModel, read_table: TableReader, explain: bool, ma
         probabilities = INVERSE_LINKS["softmax"](scores)  # RuleEnsemble.predict_mean of these scores
         return Scores(labels, explanations, contributions, probabilities.tolist(), classes, linear_contributions)
     if scoring.classes is None:  # the prediction, or the rate exp(score) of counts (predict_mean)
-        predictions = INVERSE_LINKS[ensemble.link](scores).tolist()
-        return Scores(predictions, explanations, contributions, linear_contributions=linear_contributions)
+        mean = INVERSE_LINKS[ensemble.link](scores)
+        if exposure is not None:
+            mean = mean * exposure
+        survival = None if times is None else ensemble.predict_survival(X, np.asarray(times, dtype=np.float64))
+        return Scores(
+            mean.tolist(),
+            explanations,
+            contributions,
+            linear_contributions=linear_contributions,
+            times=None if times is None else list(times),
+            survival=None if survival is None else survival.tolist(),
+        )
     labels = [scoring.classes[positive] for positive in (scores > 0.0).tolist()]
     return Scores(
         labels, explanations, contributions, probability(scores).tolist(), scoring.classes, linear_contributions
@@ -116,3 +171,22 @@ def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence],
     ]
     if faults:
         raise Invalid("Some values are not numbers.", faults)
+
+
+def _exposures(values: Sequence, n_rows: int, field: str) -> np.ndarray:
+    """A scored exposure column: numbers > 0 (a missing one counts 1, the rate itself)."""
+    try:
+        exposure = np.array([1.0 if value is None else float(value) for value in values], dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise Invalid(
+            "The exposure column holds values that are not numbers.",
+            [FieldFault(field, str(error), "send the rows' exposures as numbers > 0, or leave the column out")],
+        ) from error
+    bad = ~(np.isfinite(exposure) & (exposure > 0))
+    if len(exposure) != n_rows or bad.any():
+        row = int(np.flatnonzero(bad)[0]) if bad.any() else 0
+        raise Invalid(
+            "Exposures are numbers > 0, one per row.",
+            [FieldFault(field, f"row {row} has {values[row]!r}", "send exposures > 0, or leave the column out")],
+        )
+    return exposure

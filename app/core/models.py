@@ -91,6 +91,8 @@ class ModelStore:
             description=description,
             created_at=time.time(),
             target=dataset.target,
+            exposure=dataset.exposure,
+            event=dataset.event,
             loss=result.parameters.path.loss,
             classes=dataset.rule_classes(result.parameters.path.loss),
             columns=dataset.columns,
@@ -206,6 +208,7 @@ class ModelStore:
             TableEncoding.from_dict(model.columns),
             time.monotonic(),
             model.classes,
+            model.exposure,
         )
         self.scoring_cache.put(model_id, scoring)
         return scoring

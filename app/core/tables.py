@@ -19,11 +19,14 @@ from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, TooLarge, Unsupported
 from solver.encoding import TableEncoding, TableError
 from solver.fitting import class_labels
+from solver.losses.cox import signed_times
 
-Task = Literal["classification", "regression", "multiclass", "count"]
+Task = Literal["classification", "regression", "multiclass", "count", "amount", "survival"]
 TASKS: tuple[Task, ...] = get_args(Task)
 # the tasks whose target is stored as class codes 0..K-1 of ``classes``
 LABELLED_TASKS = ("classification", "multiclass")
+# the tasks whose target is never negative, and the loss family that reads it (their faults say so)
+NONNEGATIVE_TASKS = {"count": "a count or rate >= 0 (the Poisson loss)", "amount": "an amount >= 0 (Tweedie, Gamma)"}
 MIN_MULTICLASS = 3
 
 FORMATS = ("csv", "parquet", "json")
@@ -348,14 +351,15 @@ def _numeric_target(
                 "drop these rows",
             )
         )
-    if task == "count":
+    if task in NONNEGATIVE_TASKS:
         negative = y < 0
+        what = "counts" if task == "count" else "amounts"
         if negative.any():
             faults.append(
                 FieldFault(
                     f"columns.{target}",
-                    f"negative counts in {_rows(negative)}",
-                    "a count target (task=count, the Poisson loss) is a count or rate >= 0: fix these rows, or "
+                    f"negative {what} in {_rows(negative)}",
+                    f"a {task} target (task={task}) is {NONNEGATIVE_TASKS[task]}: fix these rows, or "
                     "use task=regression for a target that can be negative",
                 )
             )
@@ -363,25 +367,133 @@ def _numeric_target(
             faults.append(
                 FieldFault(
                     f"columns.{target}",
-                    "every count is 0",
-                    "a count target needs some rows above 0 (the Poisson loss has nothing to fit)",
+                    f"every {what[:-1]} is 0",
+                    f"a {task} target needs some rows above 0 (the loss has nothing to fit)",
+                )
+            )
+    if task == "survival":
+        bad = ~(y > 0) & ~missing & ~non_numeric
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            faults.append(
+                FieldFault(
+                    f"columns.{target}",
+                    f"survival times must be > 0: row {row} has {y[row]:g} ({_rows(bad)})",
+                    "drop these rows or fix their times (the time column holds each row's time to the event or "
+                    "to censoring, > 0)",
                 )
             )
     return y
 
 
+def _first_bad(mask: np.ndarray, values) -> str:
+    row = int(np.flatnonzero(mask)[0])
+    return f"row {row} has {values[row]!r} ({_rows(mask)})"
+
+
+def pop_event(frame: pd.DataFrame, event: str) -> np.ndarray:
+    """The event column of a survival table, taken out of ``frame``: 0/1 or booleans (true where the event
+    happened, false where the row was censored); Invalid naming the column and its first bad row otherwise."""
+    if event not in frame.columns:
+        raise Invalid(
+            f"No column named '{event}'.",
+            [FieldFault("event", "not a column", f"use one of {list(frame.columns)[:50]}")],
+        )
+    column = frame.pop(event)
+    values = column.to_numpy(dtype=object)
+    flags = [_event_flag(value) for value in values]
+    good = np.array([flag is not None for flag in flags])
+    if not good.all():
+        raise Invalid(
+            f"The event column '{event}' must hold 0/1 or true/false.",
+            [
+                FieldFault(
+                    f"columns.{event}",
+                    f"not 0/1 or true/false: {_first_bad(~good, values)}",
+                    "write 1 (or true) where the event happened and 0 (or false) where the row was censored",
+                )
+            ],
+        )
+    return np.array(flags, dtype=bool)
+
+
+_EVENT_TEXT = {"0": False, "1": True, "true": True, "false": False, "0.0": False, "1.0": True}
+
+
+def _event_flag(value) -> bool | None:
+    """An event cell as a flag: 0/1, true/false (or their text, as a CSV column with one bad cell reads them);
+    None for anything else."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if _is_number(value) and float(value) in (0.0, 1.0):
+        return bool(value)
+    if isinstance(value, str):
+        return _EVENT_TEXT.get(value.strip().lower())
+    return None
+
+
+def pop_exposure(frame: pd.DataFrame, exposure: str) -> np.ndarray:
+    """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: finite numbers
+    > 0; Invalid naming the column and its first bad row otherwise. A path fits the rate target / exposure with
+    the exposure as row weights."""
+    if exposure not in frame.columns:
+        raise Invalid(
+            f"No column named '{exposure}'.",
+            [FieldFault("exposure", "not a column", f"use one of {list(frame.columns)[:50]}")],
+        )
+    column = frame.pop(exposure)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        raise Invalid(
+            f"The exposure column '{exposure}' must be a number > 0 on every row.",
+            [
+                FieldFault(
+                    f"columns.{exposure}",
+                    f"missing, non-numeric or not > 0: {_first_bad(bad, column.to_numpy(dtype=object))}",
+                    "fill these rows with their exposure (> 0), or drop them",
+                )
+            ],
+        )
+    return values
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def validate_table(
-    frame: pd.DataFrame, target: str, settings: Settings, task: str | None = None
-) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None]:
-    """(encoding, features float64 (n, p), y float64 (n,), task, classes), or Invalid naming every fault. Takes
-    the target column out of ``frame`` (no copy of the table). ``task``: declared, or None to detect it
-    (:func:`target_task`); ``classes`` is the labels of a classification or multiclass target (y then holds
-    their codes 0..K-1: 0/1 for two labels), else None."""
+    frame: pd.DataFrame,
+    target: str,
+    settings: Settings,
+    task: str | None = None,
+    *,
+    event: str | None = None,
+    exposure: str | None = None,
+) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None, np.ndarray | None]:
+    """(encoding, features float64 (n, p), y float64 (n,), task, classes, exposure float64 (n,) or None), or
+    Invalid naming every fault. Takes the target column (and the event and exposure columns) out of ``frame`` (no
+    copy of the table). ``task``: declared, or None to detect it (:func:`target_task`); ``classes`` is the labels
+    of a classification or multiclass target (y then holds their codes 0..K-1: 0/1 for two labels), else None. A
+    survival table (task=survival, declared) names its time column as ``target`` and its event column as
+    ``event``: y holds the signed times (``solver.signed_times``: +time where the event happened, -time where
+    censored). ``exposure``: a column of row exposures (> 0) kept beside y, not a feature."""
     if target not in frame.columns:
         raise Invalid(
             f"No column named '{target}'.",
             [FieldFault("target", "not a column", f"use one of {list(frame.columns)[:50]}")],
         )
+    if (task == "survival") != (event is not None):
+        raise Invalid(
+            "A survival table names its time column (target) and its event column (event).",
+            [
+                FieldFault("event", "missing", "pass event=COLUMN (0/1 or true/false) with task=survival")
+                if event is None
+                else FieldFault("task", f"{task}, with an event column", "pass task=survival, or leave event out")
+            ],
+        )
+    events = pop_event(frame, event) if event is not None else None
+    exposures = pop_exposure(frame, exposure) if exposure is not None else None
     if len(frame) < 2 or frame.shape[1] < 2:
         raise Invalid(
             "A dataset needs at least 2 rows and one feature column besides the target.",
@@ -429,4 +541,6 @@ def validate_table(
             )
     if faults:
         raise Invalid("The table does not validate.", faults)
-    return encoding, features, y, task, classes
+    if events is not None:
+        y = signed_times(y, events)
+    return encoding, features, y, task, classes, exposures

@@ -28,6 +28,8 @@ _UPLOAD_BODY = {
                         "file": {"type": "string", "format": "binary"},
                         "target": {"type": "string"},
                         "task": {"type": "string", "enum": list(TASKS)},
+                        "event": {"type": "string"},
+                        "exposure": {"type": "string"},
                     },
                 }
             },
@@ -60,11 +62,25 @@ async def upload_dataset(
         Task | None,
         Query(
             description=(
-                "classification, multiclass, regression or count; by default detected: a target with "
-                "exactly two distinct values (text, booleans or numbers) is classification, text labels "
-                "(3 to FIRE_MAX_CLASSES of them) multiclass, any other numeric target regression. "
-                "count (numbers >= 0, fitted with the Poisson loss) and integer class codes "
-                "(multiclass) are declared"
+                "classification, multiclass, regression, count, amount or survival; by default detected: a "
+                "target with exactly two distinct values (text, booleans or numbers) is classification, text "
+                "labels (3 to FIRE_MAX_CLASSES of them) multiclass, any other numeric target regression. "
+                "count (numbers >= 0, fitted with the Poisson loss), amount (numbers >= 0, Tweedie or Gamma), "
+                "survival (target: the time column, > 0; with event) and integer class codes (multiclass) are "
+                "declared, never detected"
+            )
+        ),
+    ] = None,
+    event: Annotated[
+        str | None,
+        Query(description="task=survival: the event column, 1/true where the event happened, 0/false if censored"),
+    ] = None,
+    exposure: Annotated[
+        str | None,
+        Query(
+            description=(
+                "an exposure column (> 0 on every row; not a feature): paths fit target / exposure with the "
+                "exposure as row weights (poisson, tweedie, gamma), and its models multiply the rate by it"
             )
         ),
     ] = None,
@@ -86,6 +102,8 @@ async def upload_dataset(
             filename=upload.filename,
             declared_format=format or upload.fields.get("format"),
             task=task or upload.fields.get("task"),
+            event=event or upload.fields.get("event"),
+            exposure=exposure or upload.fields.get("exposure"),
         )
     )
     response.status_code = 201 if created else 200

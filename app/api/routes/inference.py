@@ -31,13 +31,14 @@ from app.api.inference_protocol import (
     parse_request,
     read_inputs,
     requested_outputs,
+    survival_times,
 )
 from app.api.problems import INFERENCE_PROTOCOL_PREFIX, problem_responses
 from app.api.routes.health import require_redis_answers
 from app.api.routes.registered_models import NamePath, latest
 from app.api.scoring import run_scoring
 from app.core.container import Core
-from app.core.model_scoring import ScoringModel, score_rows
+from app.core.model_scoring import ScoringModel, check_times, score_rows
 from app.core.registry import ModelRef
 
 EXTENSIONS = ["binary_tensor_data"]
@@ -130,7 +131,9 @@ def score_inference(
     scoring = cached or core.models.scoring_model(ref, tenant)
     table, n_rows = read_inputs(request, binary, scoring.encoding)
     outputs = requested_outputs(request, scoring)
-    scores = score_rows(scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows)
+    times = survival_times(request)
+    check_times(scoring, times, "body.parameters.times")
+    scores = score_rows(scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times)
     return answer(scores, scoring, request.id, outputs)
 
 

@@ -1,0 +1,161 @@
+"""Survival (Cox loss) through the service: a table declared task=survival with its time and event columns, a
+path job that agrees with the library (``FireSurvival`` on the same table, settings and seed), the survival block
+of its result, scoring with ``times`` (curves equal to ``RuleEnsemble.predict_survival``), MLflow's and the Open
+Inference Protocol's answers, and the 422s of a bad time or event column."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from solver import FireSurvival, RuleEnsemble
+
+pytestmark = pytest.mark.integration
+
+FOREST = {"n_estimators": 30, "max_depth": 3, "max_features": "sqrt", "random_state": 0}
+PATH = {"gamma": 1.1, "fusion_ratio": 0.5, "n_lambdas": 20, "max_rules": 10}
+TIMES = [30.0, 100.0, 300.0]
+
+
+def veterans() -> pd.DataFrame:
+    from sksurv.datasets import load_veterans_lung_cancer
+
+    X, y = load_veterans_lung_cancer()
+    frame = X.copy()
+    for column in frame.select_dtypes("category"):
+        frame[column] = frame[column].astype(str)
+    frame["time"] = y["Survival_in_days"]
+    frame["event"] = y["Status"].astype(int)
+    return frame
+
+
+def upload(client, frame: pd.DataFrame, query: str):
+    return client.post(
+        f"/v1/datasets?{query}", content=frame.to_csv(index=False).encode(), headers={"Content-Type": "text/csv"}
+    )
+
+
+@pytest.fixture(scope="module")
+def cox_job(stack):
+    frame = veterans()
+    client = stack.client
+    dataset = upload(client, frame, "target=time&task=survival&event=event")
+    assert dataset.status_code == 201, dataset.text
+    assert dataset.json()["task"] == "survival" and dataset.json()["event"] == "event"
+    submitted = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset.json()["id"],
+            "forest": FOREST,
+            **PATH,
+            "selection": "cindex",
+            "validation": {"fraction": 0.25, "seed": 0},
+        },
+    )
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    stack.wait_for(job_id, ("succeeded",), timeout=180)
+    return frame, dataset.json(), job_id
+
+
+def test_a_cox_job_agrees_with_the_library_and_carries_survival_curves(stack, cox_job):
+    frame, _, job_id = cox_job
+    client = stack.client
+    X = frame.drop(columns=["time", "event"])
+    y = np.where(frame["event"] == 1, frame["time"], -frame["time"])
+    library = FireSurvival(**FOREST, **PATH, selection="cindex", validation_fraction=0.25).fit(X, y)
+
+    result = client.get(f"/v1/jobs/{job_id}/result").json()
+    assert result["parameters"]["path"]["loss"] == "cox"
+    assert result["selected"] == library.selected_step_
+    for served, fitted in zip(result["steps"], library.path_, strict=True):
+        assert {k: v for k, v in served.items() if k != "seconds"} == {
+            k: v for k, v in fitted.items() if k != "seconds"
+        }
+    assert result["steps"][result["selected"]]["val_cindex"] is not None
+    rules = client.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
+    assert rules["rules"] == library.rule_ensemble_.to_dict()
+    assert rules["rules"]["baseline_hazard"] is not None
+
+    survival = result["survival"]
+    assert len(survival["times"]) == len(survival["kaplan_meier"]) == len(survival["model"]) == 50
+    assert survival["kaplan_meier"][0] == 1.0 and survival["model"][0] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(survival["model"], survival["model"][1:]))
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["summary"]["val_cindex"] == result["steps"][result["selected"]]["val_cindex"]
+
+
+def test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves(stack, cox_job):
+    frame, _, job_id = cox_job
+    client = stack.client
+    model = client.post("/v1/models", json={"job_id": job_id, "name": "cox-veterans"})
+    assert model.status_code == 201, model.text
+    model_id = model.json()["id"]
+    rules = RuleEnsemble.from_dict(client.get(f"/v1/models/{model_id}").json()["ensemble"])
+    rows = frame.drop(columns=["time", "event"]).iloc[::9]
+    body = {"dataframe_split": {"columns": list(rows.columns), "data": rows.to_numpy().tolist()}}
+    encoded = _encode(client, model_id, rows)
+
+    plain = client.post(f"/v1/models/{model_id}/predict", json=body).json()
+    assert np.allclose(plain["predictions"], np.exp(rules.predict(encoded)))
+    assert "survival" not in plain
+
+    curves = client.post(f"/v1/models/{model_id}/predict", json={**body, "params": {"times": TIMES}})
+    assert curves.status_code == 200, curves.text
+    assert curves.json()["times"] == TIMES
+    assert np.allclose(curves.json()["survival"], rules.predict_survival(encoded, TIMES))
+
+    mlflow = client.post(
+        "/v1/registered-models/cox-veterans/invocations", json={**body, "params": {"times": TIMES}}
+    ).json()
+    assert np.allclose(mlflow["predictions"], plain["predictions"])
+    assert np.allclose(mlflow["survival"], curves.json()["survival"])
+
+    inputs = [
+        {
+            "name": name,
+            "shape": [len(rows)],
+            "datatype": "FP64" if rows[name].dtype.kind == "f" else "BYTES",
+            "data": rows[name].tolist(),
+        }
+        for name in rows.columns
+    ]
+    oip = client.post("/v2/models/cox-veterans/infer", json={"inputs": inputs, "parameters": {"times": TIMES}})
+    assert oip.status_code == 200, oip.text
+    outputs = {output["name"]: output for output in oip.json()["outputs"]}
+    assert np.allclose(outputs["predictions"]["data"], plain["predictions"])
+    assert outputs["survival"]["shape"] == [len(rows), len(TIMES)]
+    assert np.allclose(np.reshape(outputs["survival"]["data"], (len(rows), len(TIMES))), curves.json()["survival"])
+
+    wrong = client.post(f"/v1/models/{model_id}/predict", json={**body, "params": {"times": [-1.0]}})
+    assert wrong.status_code == 422 and "times" in wrong.text
+
+
+def _encode(client, model_id, rows: pd.DataFrame) -> np.ndarray:
+    from solver.encoding import TableEncoding
+
+    dataset_id = client.get(f"/v1/models/{model_id}").json()["provenance"]["dataset_id"]
+    encoding = TableEncoding.from_dict(client.get(f"/v1/datasets/{dataset_id}").json()["columns"])
+    return encoding.encode_frame(rows)
+
+
+@pytest.mark.parametrize(
+    ("change", "query", "field", "words"),
+    [
+        (lambda f: f.assign(time=f["time"].where(f.index != 3, 0)), "event=event", "columns.time", "row 3"),
+        (
+            lambda f: f.assign(event=f["event"].astype(str).where(f.index != 5, "dead")),
+            "event=event",
+            "columns.event",
+            "row 5",
+        ),
+        (lambda f: f, "", "event", "event=COLUMN"),
+        (lambda f: f, "event=status", "event", "not a column"),
+    ],
+    ids=["non-positive time", "text event", "no event column", "unknown event column"],
+)
+def test_bad_survival_tables_are_422s_naming_the_column(api, change, query, field, words):
+    response = upload(api.client, change(veterans()), f"target=time&task=survival&{query}")
+    assert response.status_code == 422, response.text
+    errors = response.json()["errors"]
+    assert any(error["field"].endswith(field) for error in errors), errors
+    assert words in response.text
