@@ -4,8 +4,10 @@ MLflow (a test dependency only), in the format MLflow 3 reads:
 * ``MLmodel``: a ``python_function`` flavor whose ``loader_module`` is ``code/fire_rules_pyfunc.py``
   (``app/core/mlflow_pyfunc.py``) reading ``data/``; a ``signature`` whose inputs are the training table's
   columns (numeric: double, text: string) and whose params schema declares ``predict_method`` (``predict``, or a
-  classifier's ``predict_proba``), so ``mlflow models serve`` passes it; the FIRE model's id, name, version,
-  target, loss and output as ``metadata``;
+  classifier's ``predict_proba``) and, for a Cox model (its rules document has a ``baseline_hazard``), ``times``
+  (a list of doubles, default ``[]``: the hazard ratios; given, the survival curves at those times), so
+  ``mlflow models serve`` passes them (it passes only the params the schema declares, filling in their
+  defaults); the FIRE model's id, name, version, target, loss and output as ``metadata``;
 * ``data/rules.py``: the dependency-free Python export with its header, ``data/model.json``: the columns and a
   classifier's classes;
 * ``python_env.yaml``, ``conda.yaml`` and ``requirements.txt``: the Python version of the service that wrote it,
@@ -36,6 +38,7 @@ LOADER_MODULE = "fire_rules_pyfunc"
 PYTHON_VERSION = platform.python_version()
 SIGNATURE_TYPES = {"numeric": "double", "categorical": "string"}  # solver.encoding's column kinds
 PREDICT_METHOD_PARAM = {"name": "predict_method", "default": "predict", "shape": None, "type": "string"}
+TIMES_PARAM = {"name": "times", "default": [], "shape": [-1], "type": "double"}  # a Cox model's curves
 EXAMPLE_ROWS = 3
 FLOAT32_MAX = 3.4028234663852886e38  # a cut at or beyond it is no number of the data (solver.rule_text)
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -51,7 +54,8 @@ def mlflow_model_zip(model: ModelInfo, rules: str, output: str, python_version: 
     inputs = [
         {"type": SIGNATURE_TYPES[column["kind"]], "name": column["name"], "required": True} for column in model.columns
     ]
-    signature = {"inputs": json.dumps(inputs), "params": json.dumps([PREDICT_METHOD_PARAM])}
+    params = [PREDICT_METHOD_PARAM, *([TIMES_PARAM] if model.ensemble.get("baseline_hazard") else [])]
+    signature = {"inputs": json.dumps(inputs), "params": json.dumps(params)}
     mlmodel = {
         "flavors": {
             "python_function": {

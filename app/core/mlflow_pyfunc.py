@@ -6,9 +6,17 @@ because pyfunc hands it a DataFrame).
 (``solver.export``: ``predict(row)`` over the training table's original columns, None for a missing value), and
 ``model.json`` (``columns``, and a classifier's ``classes``). Its ``predict(model_input, params)`` answers the list
 that ``POST /v1/models/{id}/predict`` serves as ``predictions`` (and MLflow's ``/invocations`` then serves too):
-numbers, rates, or labels (a binary classifier: ``classes[1]`` where the log-odds are > 0; K classes: the most
-probable, the first of equal ones); with ``params={"predict_method": "predict_proba"}`` a classifier's
-probabilities, a DataFrame of one column per class named by its label as text.
+numbers, rates or means, a Cox model's hazard ratios relative to its baseline hazard, or labels (a binary
+classifier: ``classes[1]`` where the log-odds are > 0; K classes: the most probable, the first of equal ones); with
+``params={"predict_method": "predict_proba"}`` a classifier's probabilities, a DataFrame of one column per class
+named by its label as text.
+
+A Cox model's ``rules.py`` also defines ``survival(row, times)``; with ``params={"times": [t1, t2, ...]}`` (distinct
+numbers) its ``predict`` answers the survival curves: a DataFrame of a row per input row and a column ``S(t=...)``
+per time, in the order given, named by the time as a Python float (``S(t=365.0)``), holding the probability of no
+event by that time. A wide table, as ``predict_proba``'s, because MLflow's scoring server serves a DataFrame as one
+record per input row (``{"S(t=365.0)": 0.93, ...}``), which a long format (row, time, probability) would not keep
+aligned with the input rows; an empty list (the signature's default) asks for the hazard ratios.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ def _load_pyfunc(data_path: str) -> FireRulesModel:
         raise ImportError(f"cannot load the rules of {data_path}")
     rules = importlib.util.module_from_spec(spec)  # not put in sys.modules: each model keeps its own
     spec.loader.exec_module(rules)
-    return FireRulesModel(rules.predict, config["columns"], config.get("classes"))
+    return FireRulesModel(rules.predict, config["columns"], config.get("classes"), getattr(rules, "survival", None))
 
 
 def _probability(score: float) -> float:
@@ -46,33 +54,53 @@ def _probability(score: float) -> float:
 
 
 class FireRulesModel:
-    """A rule ensemble's ``predict(row)`` over whole tables, answering as the service scores."""
+    """A rule ensemble's ``predict(row)`` over whole tables, answering as the service scores; a Cox model's
+    ``survival(row, times)`` (``survival_row``) where params ask for times."""
 
-    def __init__(self, predict_row: Callable[[dict], Any], columns: list[str], classes: list | None):
+    def __init__(
+        self,
+        predict_row: Callable[[dict], Any],
+        columns: list[str],
+        classes: list | None,
+        survival_row: Callable[[dict, list[float]], list[float]] | None = None,
+    ):
         self.predict_row = predict_row
         self.columns = columns
         self.classes = classes
+        self.survival_row = survival_row
 
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list | pd.DataFrame:
-        """Predictions (a list), or a classifier's probabilities (a DataFrame) where ``params`` say
-        ``predict_method: predict_proba``, for the rows of ``model_input`` (a DataFrame, or what makes one)."""
-        method = self._method(params)
+        """Predictions (a list), a classifier's probabilities (a DataFrame) where ``params`` say
+        ``predict_method: predict_proba``, or a Cox model's survival curves (a DataFrame) at non-empty ``times``,
+        for the rows of ``model_input`` (a DataFrame, or what makes one)."""
+        method, times = self._method(params), self._times(params)
         frame = pd.DataFrame(model_input)
         missing = [name for name in self.columns if name not in frame.columns]
         if missing:
             raise ValueError(f"the input lacks the columns {missing}; the model reads {self.columns}")
         table = frame[self.columns].astype(object)
         rows = table.where(table.notna(), None).to_dict("records")  # NaN, NA and None: missing (None)
+        if times and self.survival_row is not None:
+            columns = [f"S(t={time!r})" for time in times]
+            return pd.DataFrame([self.survival_row(row, times) for row in rows], index=frame.index, columns=columns)
         outputs = [self.predict_row(row) for row in rows]
         if method == "predict":
             return [self._label(output) for output in outputs]
         columns = [str(label) for label in self.classes or ()]
         return pd.DataFrame([self._probabilities(output) for output in outputs], index=frame.index, columns=columns)
 
+    def _times(self, params: dict[str, Any] | None) -> list[float]:
+        """The times of the curves asked for (none: the hazard ratios), as floats, each once (a column each)."""
+        times = [float(time) for time in (params or {}).get("times") or ()]
+        if len(set(times)) < len(times):
+            raise ValueError(f"times must be distinct (a column each), got {times}")
+        return times
+
     def _method(self, params: dict[str, Any] | None) -> str:
-        unknown = sorted(set(params or {}) - {"predict_method"})
+        known = {"predict_method", *(["times"] if self.survival_row is not None else [])}
+        unknown = sorted(set(params or {}) - known)
         if unknown:
-            raise ValueError(f"unknown params {unknown}: the model takes predict_method only")
+            raise ValueError(f"unknown params {unknown}: the model takes {sorted(known)}")
         method = (params or {}).get("predict_method", "predict")
         if method not in PREDICT_METHODS:
             raise ValueError(f"predict_method must be one of {list(PREDICT_METHODS)}, got {method!r}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from app.core.mlflow_export import mlflow_model_zip
 from app.core.model_documents import ModelInfo
 from solver import RuleEnsemble
-from solver.export import EXPORT_FORMATS, export_rules
+from solver.export import EXPORT_FORMATS, export_rules, log_link_quantity
 from solver.losses import get_loss
 
 # solver.export's formats, and "mlflow": a zipped MLflow model around the Python export (app.core.mlflow_export)
@@ -30,9 +30,12 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
     code computes depends on the model (its first comment lines say so, and ``output``): a binary classifier's
     gives the log-odds of classes[1] and says how to turn it into a probability; a K-class one the probability
     of each class (SQL: a column per class named by its label; Python: a dict {class: probability}); a count
-    model's the rate exp(log rate); a regression model's the prediction. ``mlflow``: a zipped MLflow model
-    directory (app.core.mlflow_export) around the Python module, predicting as the service scores (a
-    classifier's labels, or probabilities with predict_method predict_proba)."""
+    model's the rate exp(log rate), an amount model's (Tweedie, Gamma) the mean exp(log mean); a Cox model's the
+    hazard ratio exp(log hazard ratio) relative to the baseline hazard (the risk score; its Python module also
+    defines survival(row, times), the curves from the baseline hazard it carries, which SQL does not); a
+    regression model's the prediction. ``mlflow``: a zipped MLflow model directory (app.core.mlflow_export)
+    around the Python module, predicting as the service scores (a classifier's labels, or probabilities with
+    predict_method predict_proba; a Cox model's hazard ratios, or survival curves with params times)."""
     ensemble = RuleEnsemble.from_dict(model.ensemble)
     language = "python" if format == "mlflow" else format
     code = export_rules(ensemble, language)
@@ -49,10 +52,24 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
             f"{shape}, in the order of the classes; the predicted class is the most probable one "
             "(the first of equal ones)",
         ]
-    elif ensemble.link == "log":
-        output = f"rate of {model.target!r}"
+    elif ensemble.link == "log" and ensemble.baseline_hazard is not None:
+        output = f"hazard ratio of {model.target!r} relative to the baseline hazard"
+        curves = (
+            "survival(row, times) gives [S(t | row) for t in times] = exp(-H0(t) * hazard ratio), H0 the "
+            "baseline cumulative hazard (Breslow, training rows) written below"
+            if language == "python"
+            else "survival curves need the baseline hazard: the Python or MLflow export carries it"
+        )
         notes = [
-            f"{title}: gives the {output} (per unit of exposure): exp(log rate), the base rate "
+            f"{title}: gives the {output} (the risk score): exp(log hazard ratio), exp(intercept) times "
+            "the factor exp(contribution) of each rule that fires",
+            curves,
+        ]
+    elif ensemble.link == "log":
+        quantity = log_link_quantity(ensemble)  # the rate of counts, the mean of amounts
+        output = f"{quantity} of {model.target!r}"
+        notes = [
+            f"{title}: gives the {output} (per unit of exposure): exp(log {quantity}), the base {quantity} "
             f"times the factor exp(contribution) of each rule that fires"
         ]
     elif get_loss(model.loss).link == "logit" and model.classes:
@@ -70,6 +87,8 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
     content: str | bytes = text
     if format == "mlflow":  # its predict answers as the service scores: a classifier's labels
         output = f"class of {model.target!r}" if model.classes else output
+        if ensemble.baseline_hazard is not None:
+            output += ", or survival probabilities S(t=...) with params times"
         content = mlflow_model_zip(model, text, output)
     safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name) or "model"
     return ModelExport(
