@@ -12,11 +12,13 @@ classifier: ``classes[1]`` where the log-odds are > 0; K classes: the most proba
 named by its label as text.
 
 A Cox model's ``rules.py`` also defines ``survival(row, times)``; with ``params={"times": [t1, t2, ...]}`` (distinct
-numbers) its ``predict`` answers the survival curves: a DataFrame of a row per input row and a column ``S(t=...)``
+numbers >= 0) its ``predict`` answers the survival curves: a DataFrame of a row per input row and a column ``S(t=...)``
 per time, in the order given, named by the time as a Python float (``S(t=365.0)``), holding the probability of no
 event by that time. A wide table, as ``predict_proba``'s, because MLflow's scoring server serves a DataFrame as one
 record per input row (``{"S(t=365.0)": 0.93, ...}``), which a long format (row, time, probability) would not keep
-aligned with the input rows; an empty list (the signature's default) asks for the hazard ratios.
+aligned with the input rows; an empty list (the signature's default) asks for the hazard ratios. (The service's
+``/predict`` with times serves the curves as ``survival`` beside the ``predictions``; an MLflow model answers one
+output, so here the curves take the predictions' place.)
 """
 
 from __future__ import annotations
@@ -90,8 +92,11 @@ class FireRulesModel:
         return pd.DataFrame([self._probabilities(output) for output in outputs], index=frame.index, columns=columns)
 
     def _times(self, params: dict[str, Any] | None) -> list[float]:
-        """The times of the curves asked for (none: the hazard ratios), as floats, each once (a column each)."""
+        """The times of the curves asked for (none: the hazard ratios), as floats, each once (a column each), finite
+        and >= 0 as the service's scoring takes them (app.core.model_scoring.check_times)."""
         times = [float(time) for time in (params or {}).get("times") or ()]
+        if not all(math.isfinite(time) and time >= 0 for time in times):
+            raise ValueError(f"times must be finite numbers >= 0, got {times}")
         if len(set(times)) < len(times):
             raise ValueError(f"times must be distinct (a column each), got {times}")
         return times

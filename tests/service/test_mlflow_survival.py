@@ -94,6 +94,8 @@ def test_a_cox_model_predicts_hazard_ratios_and_with_times_its_survival_curves(w
     assert len(validated) == 3
     with pytest.raises(ValueError, match="distinct"):
         loaded.predict(rows, params={"times": [30.0, 30]})
+    with pytest.raises(ValueError, match="finite numbers >= 0"):
+        loaded.predict(rows, params={"times": [30.0, -1.0]})
 
 
 def test_an_amount_model_predicts_its_mean_and_takes_no_times(tmp_path):
