@@ -444,6 +444,11 @@ class FireSurvival(_FireEstimator, parameters=_parameters(stability_resamples=No
     def _path_loss(self) -> str:
         return "cox"
 
+    def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
+        """As the other estimators' ``fit``, ``y`` (and ``y_val``) in any of the class docstring's forms."""
+        y_val = None if y_val is None else survival_target(y_val)
+        return super().fit(X, survival_target(y), X_val, y_val, sample_weight)
+
     def _target(self, y, fitting):
         return survival_target(y)
 

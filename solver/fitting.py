@@ -206,6 +206,7 @@ def fit_rules(
         feature_names = encoding.feature_names
     if (X_val is None) != (y_val is None):
         raise ValueError("give both X_val and y_val, or neither")
+    spec.path_loss().check_targets(y, "y")  # before any split: a bad row is named by its row of y
     if spec.cv_folds is not None:
         if X_val is not None or rows is not None:
             raise ValueError("cv_folds validates on folds of X: give no X_val, y_val or rows with it")

@@ -41,6 +41,7 @@ INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
 # markers (separated by spaces) of every test of a module, by its path under tests/
 MODULE_MARKERS = {
     "service/test_dashboard.py": "browser integration",
+    "service/test_survival_dashboard.py": "browser integration",
     "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
     "service/test_openapi.py": "integration",  # the API on the session's Redis, no fixture
     "solver/test_references.py": "reference",
@@ -49,6 +50,14 @@ MODULE_MARKERS = {
 TEST_MARKERS = {
     "service/test_agreement.py": {
         "test_service_and_library_select_the_same_step_and_rules[abalone (text column Sex)]": "slow",
+    },
+    "service/test_amounts_service.py": {  # each runs a job on the workers; the 422s are the quick ones
+        "test_a_tweedie_job_with_exposure_agrees_with_the_library_and_scores_amounts": "slow",
+        "test_gamma_on_a_target_with_zeros_is_a_422_naming_the_rows": "slow",
+    },
+    "service/test_survival_service.py": {  # the Cox job (module fixture) runs on the workers
+        "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
+        "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",
     },
     "service/test_cross_validation.py": {
         "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",
@@ -140,6 +149,15 @@ TEST_MARKERS = {
         "test_penalty_prox_is_global_minimizer": "reference",
         "test_the_leaf_gradient_is_inlined_into_the_solver_loops": "slow",
         "test_unknown_penalty_code_raises": "slow",
+    },
+    "solver/test_survival_and_amounts.py": {  # references of the Cox, Tweedie and Gamma losses
+        "test_l1_tweedie_and_gamma_equal_glum_on_the_same_columns": "reference slow",
+        "test_l1_cox_equals_coxnet_on_the_same_columns": "reference",
+        "test_fused_l1_cox_with_linear_terms_equals_cvxpy": "reference slow",
+        "test_mcp_steps_are_no_worse_than_proximal_gradient_from_the_same_point": "reference slow",
+        "test_cindex_equals_sksurvs_concordance_index_censored": "reference",
+        "test_kaplan_meier_equals_sksurvs_estimator": "reference",
+        "test_survival_curves_are_breslows_estimate_at_the_rules_scores": "reference",
     },
     "solver/test_threads.py": {
         "test_a_child_forked_after_parallel_loops_runs_them_too_and_so_do_concurrent_threads": "slow",

@@ -36,6 +36,8 @@ from .base import Loss, column_entry, unchecked
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
 MAX_HALVINGS = 20
+ROUND_RTOL = 1e-13  # a round of Newton steps that lowers the objective by less than this (relative) changed nothing
+INNER_TOL_FLOOR = 1e-3  # the tightest inner tolerance, relative to the step's
 
 
 def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective):
@@ -54,19 +56,33 @@ def solve_certified(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, l
     loss's true gradient) is within ``tol``, each round of steps from where the last one stalled; returns (passes,
     converged). The objective is the loss's own (:func:`objective_value`)."""
     objective = loss_objective(loss)
+    checks = 0
+
+    def stationary():
+        nonlocal checks
+        checks += 1
+        return stationarity(problem, state, lam, lam_f) <= tol
+
+    if stationary():  # a warm start that is already a solution (lam above lambda_max, or a repeated lam)
+        return 1, True
     passes, inner_tol = 0, tol
-    while passes < max_iter:
+    while passes + checks < max_iter:
+        before = objective(problem, state, lam, lam_f)
         n_passes = newton_steps(
-            problem, state, lam, lam_f, inner_tol, max_iter - passes, inner_iters,
-            loss=loss, inner_solve=inner_solve, objective=objective,
+            problem, state, lam, lam_f, inner_tol, max_iter - passes - checks, inner_iters,
+            loss=loss, inner_solve=inner_solve, objective=objective, stationary=stationary,
         )  # fmt: skip
-        passes += n_passes + 1  # + the full-gradient check below
-        if stationarity(problem, state, lam, lam_f) <= tol:
-            return passes, True
-        if n_passes == 0:  # no inner pass moved anything: the next round would stall the same way
+        passes += n_passes
+        if stationary():
+            return passes + checks, True
+        if before - objective(problem, state, lam, lam_f) <= ROUND_RTOL * abs(before):
+            # the round lowered nothing beyond the objective's rounding: as good as the loss's precision allows,
+            # short of tol; more rounds would repeat the same steps until max_iter
             break
-        inner_tol *= 0.1  # the inner solves' tolerance tightens until the check passes
-    return passes, False
+        # the inner solves' tolerance tightens until the check passes, down to a floor below which GBCD's own
+        # rounding keeps an inner solve from ever certifying (it would run to max_iter)
+        inner_tol = max(0.1 * inner_tol, INNER_TOL_FLOOR * tol)
+    return passes + checks, False
 
 
 def loss_objective(loss):
@@ -81,8 +97,12 @@ def loss_objective(loss):
     return objective
 
 
-def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective):
-    """The proximal Newton steps alone (module docstring), ``state`` updated in place; returns the passes of the
+def newton_steps(
+    problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective, stationary=None
+):
+    """The proximal Newton steps alone (module docstring), ``state`` updated in place, until a step improves the
+    objective by less than ``NEWTON_RTOL`` relative or, where ``stationary`` is given, until it says the state is
+    (a check after each step costs one full gradient, less than the steps it saves); returns the passes of the
     inner solves."""
     passes = 0
     current = objective(problem, state, lam, lam_f)
@@ -112,7 +132,7 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss
             move_to(problem, state, old_w, old_b, loss)
             break
         improved, current = current - value, value
-        if improved <= NEWTON_RTOL * abs(current):
+        if improved <= NEWTON_RTOL * abs(current) or (stationary is not None and stationary()):
             break
     return passes
 

@@ -457,7 +457,6 @@ def test_fire_survival_takes_structured_y_and_signed_times_alike(survival_fit):
     assert [model.score(X_new, y) for y in forms] == [expected, expected]
 
 
-@pytest.mark.xfail(strict=True, reason="FireSurvival.fit validates y as 1-d before reading (time, event) pairs")
 def test_fire_survival_fits_time_event_pairs(survival_fit):
     """FireSurvival's docstring (and ``solver.estimator.survival_target``) takes an (n, 2) array of (time, event) as
     ``y``; ``score`` does, but ``fit`` passes y to scikit-learn's ``validate_data`` first, which refuses it ("y should
@@ -489,7 +488,6 @@ def test_amount_targets_are_checked():
         FireRegressor(loss="tweedie", **regressor).fit(X, np.zeros(60))
 
 
-@pytest.mark.xfail(strict=True, reason="the Gamma check names a row of the training split, not of the user's y")
 def test_a_gamma_zero_is_named_by_its_row_in_the_users_y():
     """With the default hold-out (``validation_fraction=0.2``) the estimator splits the rows before ``fit_path`` checks
     the target, so the message names the zero's row in the training part ("the first at row 12") for the user's row
@@ -499,7 +497,6 @@ def test_a_gamma_zero_is_named_by_its_row_in_the_users_y():
         FireRegressor(loss="gamma", n_estimators=3, max_depth=2, random_state=0).fit(X, y)
 
 
-@pytest.mark.xfail(strict=True, reason="solver.losses.newton.solve_certified runs on to max_iter once no step moves")
 def test_a_cox_step_that_cannot_certify_stops_early(forest_problem):
     """At ``tol=1e-8`` (of lambda_max) the L1-Cox steps above reach stationarity measures of 1e-8 to 4e-8 of
     lambda_max (objective at Coxnet's to ~1e-15) and no further: the Newton step that would go on lowers the objective
