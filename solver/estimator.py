@@ -33,7 +33,7 @@ from .fitting import class_labels, fit_half_samples, fit_rules
 from .losses import DEFAULT_LOSS, LOSSES
 from .losses.cox import concordance_index, signed_times
 from .losses.logistic import probability
-from .rules import RuleEnsemble
+from .rules import INVERSE_LINKS, RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 from .stability import check_resamples, reference_cuts, rule_stability
 
@@ -164,12 +164,14 @@ class _FireEstimator(BaseEstimator):
         """The row weights the forest and the path see (the classifier's class weights multiply them)."""
         return sample_weight
 
-    def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
-        """Fit the forest (unless given), the FIRE path, and select the step within the rule budget."""
+    def fit(self, X, y, X_val=None, y_val=None, sample_weight=None, offset=None):
+        """Fit the forest (unless given), the FIRE path, and select the step within the rule budget. ``offset``
+        (one per row, log-link and squared losses): added to each row's score, known and not fitted (the log of an
+        exposure, a prior model's score); ``predict`` takes the rows' offsets likewise."""
         with threads.limit(self.n_jobs):
-            return self._fit(X, y, X_val, y_val, sample_weight)
+            return self._fit(X, y, X_val, y_val, sample_weight, offset)
 
-    def _fit(self, X, y, X_val, y_val, sample_weight):
+    def _fit(self, X, y, X_val, y_val, sample_weight, offset=None):
         self.encoding_ = TableEncoding.infer(X) if has_text_columns(X) else None
         if self.encoding_ is None:
             X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
@@ -194,6 +196,10 @@ class _FireEstimator(BaseEstimator):
             else int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         )
         spec = self.path_spec(seed)
+        if offset is not None:
+            if X_val is not None:
+                raise ValueError("an offset needs its validation rows in X (leave X_val out: validation_fraction)")
+            y, sample_weight = spec.path_loss().offset_target(y, sample_weight, offset)
         forest = self.forest_spec(seed) if self.forest is None else self.forest
         fit = fit_rules(
             X,
@@ -358,10 +364,15 @@ class FireRegressor(
     def _target(self, y, fitting):
         return _check_y(y, y_numeric=True, estimator=self).astype(np.float64)
 
-    def predict(self, X):
-        """The rules' sum (squared loss), or the rate ``exp(sum)`` (Poisson)."""
+    def predict(self, X, offset=None):
+        """The rules' sum (squared loss), or the mean ``exp(sum)`` (Poisson, Tweedie, Gamma); with ``offset`` added
+        to each row's sum first (as in ``fit``)."""
         check_is_fitted(self, "rule_ensemble_")
-        return self.rule_ensemble_.predict_mean(self._table(X, reset=False))
+        X = self._table(X, reset=False)
+        if offset is None:
+            return self.rule_ensemble_.predict_mean(X)
+        score = self.rule_ensemble_.predict(X) + np.asarray(offset, dtype=np.float64)
+        return INVERSE_LINKS[self.rule_ensemble_.link](score)
 
 
 class FireClassifier(
@@ -445,7 +456,8 @@ class FireSurvival(_FireEstimator, parameters=_parameters(stability_resamples=No
         return "cox"
 
     def fit(self, X, y, X_val=None, y_val=None, sample_weight=None):
-        """As the other estimators' ``fit``, ``y`` (and ``y_val``) in any of the class docstring's forms."""
+        """As the other estimators' ``fit`` (no offset: Cox's partial likelihood has no exact offset form here),
+        ``y`` (and ``y_val``) in any of the class docstring's forms."""
         y_val = None if y_val is None else survival_target(y_val)
         return super().fit(X, survival_target(y), X_val, y_val, sample_weight)
 

@@ -231,9 +231,10 @@ def fit_rules(
     _check_classes(y[train_rows], spec, classes)
     prepared = _prepare(X, y, spec, forest, train_rows, sample_weight, feature_names, encoding, leaves)
     leaves, candidates = prepared.leaves, prepared.candidates
-    val_matrix, y_holdout = None, None
+    val_matrix, y_holdout, val_weight = None, None, None
     if val_rows is not None and len(val_rows):
         val_matrix, y_holdout = candidates.matrix(leaves[val_rows], X[val_rows]), y[val_rows]
+        val_weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[val_rows]
     elif X_val is not None:
         X_val = np.asarray(X_val, dtype=np.float64)
         y_holdout = np.asarray(y_val, dtype=np.float64).ravel()
@@ -248,6 +249,7 @@ def fit_rules(
         sample_weight=prepared.train_weight,
         val_matrix=val_matrix,
         y_val=y_holdout,
+        val_weight=val_weight,
         leaf_ancestors=candidates.ancestors,
         column_trees=candidates.trees,
         callback=callback,

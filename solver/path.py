@@ -166,6 +166,7 @@ def fit_path(
     sample_weight=None,
     val_matrix=None,
     y_val=None,
+    val_weight=None,
     leaf_ancestors=None,
     column_trees=None,
     callback=None,
@@ -183,7 +184,7 @@ def fit_path(
     The path also stops after the first step whose rule count passes ``max_rules``, and once it is past its best
     step (``PathSpec.past_its_best``: ``patience`` steps with no better validation loss and twice the rules). The
     validation split settings of the spec are the caller's business (``solver.fitting``): here validation rows are
-    given.
+    given, with their weights ``val_weight`` (None: equal), which weight their losses and metrics.
     With ``scaling="unit"`` the solver runs on M with unit-norm columns (``LeafMatrix.unit_columns``;
     ``lambda_s``, ``lambda_f`` and ``objective`` are in those units) and every recorded weight is mapped back to
     M's. Leaves that fewer than ``min_support`` training rows reach are kept at zero; with ``polish`` each step
@@ -199,11 +200,14 @@ def fit_path(
     """
     with threads.limit(n_jobs):
         return _fit_path(
-            matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors, column_trees, callback, settings
-        )
+            matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, leaf_ancestors, column_trees, callback,
+            settings,
+        )  # fmt: skip
 
 
-def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors, column_trees, callback, settings):
+def _fit_path(
+    matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, leaf_ancestors, column_trees, callback, settings
+):
     spec = spec or PathSpec()
     if settings:
         spec = spec.replace(**settings)
@@ -221,6 +225,10 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
         y_val = np.asarray(y_val, dtype=np.float64)
         if y_val.shape != (val_matrix.leaves.shape[0],):
             raise ValueError("y_val must have one value per row of val_matrix")
+        if val_weight is not None:
+            val_weight = np.asarray(val_weight, dtype=np.float64)
+            if val_weight.shape != y_val.shape or np.any(val_weight < 0) or not val_weight.sum() > 0:
+                raise ValueError("val_weight must be non-negative, one per row of y_val, with a positive sum")
 
     weights = _validated_sample_weight(sample_weight, n)
     loss = spec.path_loss()
@@ -261,6 +269,7 @@ def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, leaf_ancestors,
             converged,
             val_matrix,
             y_val,
+            val_weight,
             leaf_ancestors,
             column_trees,
             time.perf_counter() - started,
@@ -359,6 +368,7 @@ def _record_step(
     converged,
     val_matrix,
     y_val,
+    val_weight,
     leaf_ancestors,
     column_trees,
     seconds,
@@ -371,7 +381,7 @@ def _record_step(
     val = {}
     if val_matrix is not None:
         val_score = class_scores(val_matrix, w, intercept) if w.ndim == 2 else intercept + val_matrix.matvec(w)
-        val = loss.step_metrics(y_val, val_score)
+        val = loss.step_metrics(y_val, val_score, val_weight)
     n_antecedents = None
     if leaf_ancestors is not None:
         n_antecedents = int(count_antecedents(rules, *leaf_ancestors))

@@ -119,6 +119,12 @@ class Loss:
         Cox's baseline cumulative hazard (``RulesDocument.baseline_hazard``); None for the others."""
         return None
 
+    def offset_target(self, y, sample_weight, offset):
+        """(target, row weights) whose fit with this loss is the fit of ``y`` and ``sample_weight`` (None: ones) with
+        ``offset`` added to every row's score, exactly (the objectives differ by a constant). Users' offsets and
+        exposures enter the library this way; a loss with no such form raises a ValueError."""
+        raise ValueError(f"the {self.name} loss takes no offset (offsets are for the log-link losses and squared)")
+
     def forest_target(self, y):
         """What a forest trained for this loss regresses or classifies (``solver.fitting.train_forest``): ``y``."""
         return y
@@ -162,3 +168,20 @@ class Loss:
             "metrics": [{"name": metric.name, "label": metric.label} for metric in self.metrics],
             "chart_metric": self.chart_metric,
         }
+
+
+def log_link_offset(y, sample_weight, offset, power):
+    """``offset_target`` of a log-link loss of Tweedie variance power ``power`` (Poisson 1, Gamma 2): with ``mu =
+    exp(offset + eta)`` its row loss is ``exp((2 - p) offset)`` times the loss of ``y exp(-offset)`` at ``exp(eta)``,
+    up to a constant (the unit deviance scales as ``d(c y, c mu) = c^(2-p) d(y, mu)``)."""
+    y, offset = checked_offset(y, offset)
+    weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    return y * np.exp(-offset), weights * np.exp((2.0 - power) * offset)
+
+
+def checked_offset(y, offset):
+    """(y, offset) as float arrays; a ValueError unless the offset is finite with one value per row of ``y``."""
+    y, offset = np.asarray(y, dtype=np.float64), np.asarray(offset, dtype=np.float64)
+    if offset.shape != y.shape or not np.all(np.isfinite(offset)):
+        raise ValueError(f"offset must be finite, one per row of y ({y.shape[0]}), got shape {offset.shape}")
+    return y, offset

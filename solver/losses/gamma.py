@@ -10,7 +10,7 @@ scikit-learn's ``mean_gamma_deviance``. Exposure: ``y = amount / exposure`` with
 
 import numpy as np
 
-from .base import Metric
+from .base import Metric, log_link_offset
 from .newton import NewtonLoss
 
 CODE = 5  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
@@ -36,6 +36,9 @@ class Gamma(NewtonLoss):
 
     def loss_total(self, y, score, sample_weight):
         return float(np.dot(sample_weight, y * np.exp(-score) + score))
+
+    def offset_target(self, y, sample_weight, offset):
+        return log_link_offset(y, sample_weight, offset, power=2.0)
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean unit deviance (module docstring)."""

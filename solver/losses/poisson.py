@@ -28,7 +28,7 @@ from scipy.special import xlogy
 
 from ..penalties import L1, block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights
 from . import newton
-from .base import MAX_AMOUNT, Loss, Metric, column_entry
+from .base import MAX_AMOUNT, Loss, Metric, column_entry, log_link_offset
 
 CODE = 2
 INTERCEPT_STEPS = 50
@@ -322,6 +322,9 @@ class Poisson(Loss):
         """The residual ``y - mu`` and curvature ``mu`` per unit weight (``mu = exp(score)``)."""
         mean = np.exp(score)
         return y - mean, mean
+
+    def offset_target(self, y, sample_weight, offset):
+        return log_link_offset(y, sample_weight, offset, power=1.0)
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean Poisson deviance ``2 (y log(y / mu) - y + mu)``."""

@@ -11,7 +11,7 @@ times ``sum_i s_i``); no score (the residual is linear in w). A leaf's gradient 
 import numpy as np
 from numba import njit
 
-from .base import Loss, Metric, column_entry
+from .base import Loss, Metric, checked_offset, column_entry
 
 CODE = 0
 CURVATURE_BOUND = 1.0
@@ -57,6 +57,11 @@ class Squared(Loss):
     def state_score(self, problem, state):
         """``y - residual + b``."""
         return problem.y - state.residual + state.intercept[0]
+
+    def offset_target(self, y, sample_weight, offset):
+        """``y - offset``, the weights as they are."""
+        y, offset = checked_offset(y, offset)
+        return y - offset, sample_weight
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean squared error (not halved)."""

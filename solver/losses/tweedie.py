@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .base import Metric
+from .base import Metric, log_link_offset
 from .newton import NewtonLoss
 
 CODE = 4  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
@@ -49,6 +49,9 @@ class Tweedie(NewtonLoss):
         p = self.power
         per_row = -y * np.exp((1.0 - p) * score) / (1.0 - p) + np.exp((2.0 - p) * score) / (2.0 - p)
         return float(np.dot(sample_weight, per_row))
+
+    def offset_target(self, y, sample_weight, offset):
+        return log_link_offset(y, sample_weight, offset, power=self.power)
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean unit deviance (module docstring)."""

@@ -43,6 +43,12 @@ def tweedie_loss(y, s, eta, p=POWER):
     return float(s @ (-y * shrunk / (1 - p) + grown / (2 - p))), s * (grown - y * shrunk)
 
 
+def poisson_loss(y, s, eta):
+    """Poisson's negative log-likelihood up to terms in y: ``sum s (mu - y log mu)``, and its gradient in eta."""
+    mean = np.exp(eta)
+    return float(s @ (mean - y * eta)), s * (mean - y)
+
+
 def gamma_loss(y, s, eta):
     """Gamma's negative log-likelihood up to terms in y: ``sum s (y / mu + log mu)``, and its gradient in eta."""
     ratio = y * np.exp(-eta)
@@ -510,3 +516,60 @@ def test_a_cox_step_that_cannot_certify_stops_early(forest_problem):
     lambda_max = fit_path(matrix, targets["cox"], n_lambdas=1, **settings).lambda_max
     path = fit_path(matrix, targets["cox"], lambdas=(0.3 * lambda_max, 0.05 * lambda_max), **settings)
     assert all(step.converged or step.n_iter < 2_000 for step in path.steps)
+
+
+# --- offsets ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["poisson", "tweedie", "gamma"])
+def test_an_offset_is_the_fit_with_the_offset_in_every_score(forest_problem, name):
+    """``Loss.offset_target`` turns (y, weights, offset) into a target and weights whose fit is the fit with the offset
+    added to every row's score: the L1 weights of its path (weights normalised to sum to n, so its lambda is the
+    direct problem's times c = n / sum w') minimise the direct objective ``sum s l(y, offset + b + M w) +
+    lam / c ||w||_1``, which scipy minimises here from the definitions (smooth in (b, w+, w-) >= 0)."""
+    from scipy.optimize import minimize
+
+    _, matrix, dense, _, targets = forest_problem
+    y = targets[name]
+    offset = np.random.default_rng(2).normal(0.0, 0.5, N)
+    spec = PathSpec(loss=name, **L1)
+    target, weights = spec.path_loss().offset_target(y, None, offset)
+    lambda_max = fit_path(matrix, target, spec, sample_weight=weights, n_lambdas=1).lambda_max
+    lam = 0.1 * lambda_max
+    path = fit_path(matrix, target, spec, sample_weight=weights, lambdas=(lam,))
+    c = N / weights.sum()
+    row_loss = {"poisson": poisson_loss, "tweedie": tweedie_loss, "gamma": gamma_loss}[name]
+    R = dense.shape[1]
+
+    def objective(v):
+        b, w = v[0], v[1 : R + 1] - v[R + 1 :]
+        value, gradient = row_loss(y, np.ones(N), offset + b + dense @ w)
+        slope = dense.T @ gradient
+        return value + lam / c * v[1:].sum(), np.concatenate([[gradient.sum()], slope + lam / c, -slope + lam / c])
+
+    start = np.concatenate([[path.intercepts[0]], np.maximum(path.coef(0), 0), np.maximum(-path.coef(0), 0)])
+    bounds = [(None, None)] + [(0, None)] * (2 * R)
+    settings = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10_000}
+    reference = minimize(objective, np.zeros(2 * R + 1), jac=True, bounds=bounds, method="L-BFGS-B", options=settings)
+    ours = objective(start)[0]
+    assert ours <= reference.fun + 1e-7 * abs(reference.fun)
+    assert ours == pytest.approx(reference.fun, rel=1e-6)
+
+
+def test_a_poisson_offset_of_log_exposure_is_the_exposure_fit():
+    """The estimators' ``offset``: Poisson with ``offset = log(exposure)`` is the rate fit ``y / exposure`` weighted by
+    the exposure (the same rules and weights), and ``predict(X, offset)`` is that rate times the exposure; a Cox
+    model takes no offset."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 3))
+    exposure = rng.uniform(0.2, 3.0, 600)
+    y = rng.poisson(exposure * np.exp(0.6 * (X[:, 0] > 0))).astype(float)
+    settings = {"loss": "poisson", "n_estimators": 10, "max_depth": 2, "random_state": 0, "max_rules": 8}
+    with_offset = FireRegressor(**settings).fit(X, y, offset=np.log(exposure))
+    as_rates = FireRegressor(**settings).fit(X, y / exposure, sample_weight=exposure)
+    np.testing.assert_allclose(with_offset.coef_, as_rates.coef_, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        with_offset.predict(X[:20], offset=np.log(exposure[:20])), as_rates.predict(X[:20]) * exposure[:20], rtol=1e-12
+    )
+    with pytest.raises(ValueError, match="takes no offset"):
+        PathSpec(loss="cox").path_loss().offset_target(signed_times(np.ones(3), np.ones(3)), None, np.zeros(3))
