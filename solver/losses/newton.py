@@ -36,8 +36,9 @@ from .base import Loss, column_entry, unchecked
 MAX_NEWTON_STEPS = 100
 NEWTON_RTOL = 1e-9
 MAX_HALVINGS = 20
-ROUND_RTOL = 1e-13  # a round of Newton steps that lowers the objective by less than this (relative) changed nothing
+ROUND_RTOL = 1e-13  # a Newton step that lowers the objective by less than this (relative) changed nothing
 INNER_TOL_FLOOR = 1e-3  # the tightest inner tolerance, relative to the step's
+FORCING = 0.1  # an inexact Newton step's inner solve runs to this fraction of the stationarity measure at its start
 
 
 def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective):
@@ -52,37 +53,29 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner
 
 
 def solve_certified(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, stationarity):
-    """Newton steps from ``state`` until ``stationarity`` (``solver.gbcd.stationarity``: the largest measure from the
-    loss's true gradient) is within ``tol``, each round of steps from where the last one stalled; returns (passes,
-    converged). The objective is the loss's own (:func:`objective_value`)."""
+    """Inexact Newton from ``state`` until ``stationarity`` (``solver.gbcd.stationarity``: the largest measure from the
+    loss's true gradient, one full gradient) is within ``tol``: each step's inner solve runs to ``FORCING`` times the
+    measure at its start (a step far from the solution needs no exact model solution: Eisenstat and Walker's forcing
+    term), not below ``INNER_TOL_FLOOR * tol``; a step that lowers the objective by no more than its rounding tightens
+    the forcing, and ends the solve once the inner tolerance is at its floor (the point is as good as the loss's
+    precision allows). Returns (passes, converged); the objective is the loss's own (:func:`loss_objective`)."""
     objective = loss_objective(loss)
-    checks = 0
-
-    def stationary():
-        nonlocal checks
-        checks += 1
-        return stationarity(problem, state, lam, lam_f) <= tol
-
-    if stationary():  # a warm start that is already a solution (lam above lambda_max, or a repeated lam)
-        return 1, True
-    passes, inner_tol = 0, tol
-    while passes + checks < max_iter:
-        before = objective(problem, state, lam, lam_f)
-        n_passes = newton_steps(
-            problem, state, lam, lam_f, inner_tol, max_iter - passes - checks, inner_iters,
-            loss=loss, inner_solve=inner_solve, objective=objective, stationary=stationary,
+    current = objective(problem, state, lam, lam_f)
+    measure, passes, forcing = stationarity(problem, state, lam, lam_f), 1, FORCING
+    while measure > tol and passes < max_iter:
+        inner_tol = max(forcing * measure, INNER_TOL_FLOOR * tol)
+        n_passes, value = newton_step(
+            problem, state, lam, lam_f, inner_tol, max_iter - passes, inner_iters,
+            loss=loss, inner_solve=inner_solve, objective=objective, current=current,
         )  # fmt: skip
-        passes += n_passes
-        if stationary():
-            return passes + checks, True
-        if before - objective(problem, state, lam, lam_f) <= ROUND_RTOL * abs(before):
-            # the round lowered nothing beyond the objective's rounding: as good as the loss's precision allows,
-            # short of tol; more rounds would repeat the same steps until max_iter
-            break
-        # the inner solves' tolerance tightens until the check passes, down to a floor below which GBCD's own
-        # rounding keeps an inner solve from ever certifying (it would run to max_iter)
-        inner_tol = max(0.1 * inner_tol, INNER_TOL_FLOOR * tol)
-    return passes + checks, False
+        passes += n_passes + 1  # + the check below
+        if current - value <= ROUND_RTOL * abs(current):
+            if inner_tol <= INNER_TOL_FLOOR * tol:
+                break
+            forcing *= 0.1
+        current = value
+        measure = stationarity(problem, state, lam, lam_f)
+    return passes, bool(measure <= tol)
 
 
 def loss_objective(loss):
@@ -97,44 +90,48 @@ def loss_objective(loss):
     return objective
 
 
-def newton_steps(
-    problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective, stationary=None
-):
-    """The proximal Newton steps alone (module docstring), ``state`` updated in place, until a step improves the
-    objective by less than ``NEWTON_RTOL`` relative or, where ``stationary`` is given, until it says the state is
-    (a check after each step costs one full gradient, less than the steps it saves); returns the passes of the
-    inner solves."""
+def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective):
+    """Proximal Newton steps (module docstring), ``state`` updated in place, until a step improves the objective by
+    less than ``NEWTON_RTOL`` relative; returns the passes of the inner solves."""
     passes = 0
     current = objective(problem, state, lam, lam_f)
     for _ in range(MAX_NEWTON_STEPS):
         if passes >= max_iter:
             break
-        eta = state.score
-        residual, curvature = loss.newton_terms(problem.y, eta, problem.sample_weight)
-        curved = curvature > 0.0
-        target = eta + np.divide(residual, curvature, out=np.zeros_like(eta), where=curved)
-        model = weighted_least_squares(problem, target, problem.sample_weight * np.where(curved, curvature, 0.0))
-        inner_residual = target - (eta - state.intercept[0])
-        inner = type(state)(state.w.copy(), inner_residual, np.zeros(1), np.zeros(1), np.zeros(0), *unchecked(state.w))
-        n_passes, _ = inner_solve(model, inner, lam, lam_f, tol, max_iter - passes, inner_iters)
+        n_passes, value = newton_step(
+            problem, state, lam, lam_f, tol, max_iter - passes, inner_iters,
+            loss=loss, inner_solve=inner_solve, objective=objective, current=current,
+        )  # fmt: skip
         passes += n_passes
-        old_w, old_b = state.w.copy(), state.intercept[0]
-        step_w = inner.w - old_w
-        step_b = inner.intercept[0] - old_b if loss.has_intercept else 0.0
-        value = np.inf
-        for _ in range(MAX_HALVINGS):
-            move_to(problem, state, old_w + step_w, old_b + step_b, loss)
-            value = objective(problem, state, lam, lam_f)
-            if value <= current:
-                break
-            step_w, step_b = 0.5 * step_w, 0.5 * step_b
-        if value > current:
-            move_to(problem, state, old_w, old_b, loss)
-            break
         improved, current = current - value, value
-        if improved <= NEWTON_RTOL * abs(current) or (stationary is not None and stationary()):
+        if improved <= NEWTON_RTOL * abs(current):
             break
     return passes
+
+
+def newton_step(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective, current):
+    """One proximal Newton step from ``state`` (objective ``current`` there): the squared-loss model solved to ``tol``
+    by ``inner_solve``, the step to its solution halved until the objective falls (or taken back); returns (the
+    passes of the inner solve, the objective after the step)."""
+    eta = state.score
+    residual, curvature = loss.newton_terms(problem.y, eta, problem.sample_weight)
+    curved = curvature > 0.0
+    target = eta + np.divide(residual, curvature, out=np.zeros_like(eta), where=curved)
+    model = weighted_least_squares(problem, target, problem.sample_weight * np.where(curved, curvature, 0.0))
+    inner_residual = target - (eta - state.intercept[0])
+    inner = type(state)(state.w.copy(), inner_residual, np.zeros(1), np.zeros(1), np.zeros(0), *unchecked(state.w))
+    n_passes, _ = inner_solve(model, inner, lam, lam_f, tol, max_iter, inner_iters)
+    old_w, old_b = state.w.copy(), state.intercept[0]
+    step_w = inner.w - old_w
+    step_b = inner.intercept[0] - old_b if loss.has_intercept else 0.0
+    for _ in range(MAX_HALVINGS):
+        move_to(problem, state, old_w + step_w, old_b + step_b, loss)
+        value = objective(problem, state, lam, lam_f)
+        if value <= current:
+            return n_passes, value
+        step_w, step_b = 0.5 * step_w, 0.5 * step_b
+    move_to(problem, state, old_w, old_b, loss)
+    return n_passes, current
 
 
 def weighted_least_squares(problem, target, weights):

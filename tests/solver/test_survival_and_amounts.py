@@ -386,7 +386,8 @@ def test_integer_sample_weights_equal_repeated_rows(forest_problem, name):
     k = np.random.default_rng(1).integers(1, 4, size=N)
     repeat = np.repeat(np.arange(N), k)
     repeated_matrix = LeafMatrix(np.ascontiguousarray(matrix.leaves[repeat]), matrix.values, matrix.offsets)
-    settings = {**L1, "loss": name, "tol": TOL[name], "n_lambdas": 8, "lambda_min_ratio": 0.01}
+    # two solutions each within tol of stationary differ by up to ~tol / curvature: 1e-7 keeps Cox's within 1e-6
+    settings = {**L1, "loss": name, "tol": min(TOL[name], 1e-7), "n_lambdas": 8, "lambda_min_ratio": 0.01}
     weighted = fit_path(matrix, y, sample_weight=k.astype(float), **settings)
     repeated = fit_path(repeated_matrix, y[repeat], **settings)
     c = N / k.sum()
