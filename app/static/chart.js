@@ -1,13 +1,13 @@
 // Charts of a regularization path in hand-written SVG, drawn at the width of their container (so text
 // keeps its size on a narrow screen) and drawn again when that width changes.
 
-import { fieldLabel, formatCount, formatNumber, h, svg } from "./dom.js";
+import { card, fieldLabel, formatCount, formatNumber, h, svg } from "./dom.js";
 
 const MARGIN = { left: 60, right: 16, top: 14, bottom: 44 };
 const CELL_COLORS = ["#1f56b3", "#c2410c", "#17803d", "#7c3aed", "#b42318", "#0e7490", "#a16207", "#be185d"];
 
 /** The order metrics are offered in: the loss, then regression's, then classifiers'; others after them. */
-const METRIC_ORDER = ["loss", "r2", "rmse", "mae", "auc", "accuracy", "brier"];
+const METRIC_ORDER = ["loss", "r2", "rmse", "mae", "auc", "accuracy", "brier", "cindex"];
 
 /** The metrics the step records carry, as train/validation pairs in METRIC_ORDER: [{name: "loss", train:
  * "train_loss", val: "val_loss"}, …], whatever the loss (a regression path's `val_r2` gives an "r2" pair). */
@@ -24,7 +24,7 @@ export function metricPairs(steps) {
   return [...pairs.values()].sort((a, b) => rank(a) - rank(b));
 }
 
-const METRIC_NAMES = { auc: "AUC", mae: "MAE", r2: "R²", rmse: "RMSE", brier: "Brier score" };
+const METRIC_NAMES = { auc: "AUC", mae: "MAE", r2: "R²", rmse: "RMSE", brier: "Brier score", cindex: "C-index" };
 
 /** A metric's name in words. `loss` is the loss document a job or model carries (its `loss_info`: the API's
  * LossView, from the library's loss registry), whose metrics are labelled there: "MSE", "log loss" and "deviance"
@@ -88,11 +88,12 @@ function extent(values, { zero = false } = {}) {
   return [low - pad, high + (high - low) * 0.04 + (zero ? 0 : pad)];
 }
 
-/** Scales, axes and grid of a plot `width` × `height` px over the two domains. */
-function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle) {
+/** Scales, axes and grid of a plot `width` × `height` px over the two domains; x ticks at whole numbers (rules,
+ * antecedents) unless `wholeX` is false. */
+function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true } = {}) {
   const x = linear(xDomain, [MARGIN.left, width - MARGIN.right]);
   const y = linear(yDomain, [height - MARGIN.bottom, MARGIN.top]);
-  const xTicks = niceTicks(...xDomain, Math.max(2, Math.floor(width / 90))).filter(Number.isInteger);
+  const xTicks = niceTicks(...xDomain, Math.max(2, Math.floor(width / 90))).filter(tick => !wholeX || Number.isInteger(tick));
   const yTicks = niceTicks(...yDomain, Math.max(2, Math.floor(height / 55)));
   const bottom = height - MARGIN.bottom;
   const group = svg("g", null,
@@ -100,7 +101,7 @@ function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle) {
     svg("g", { class: "axis" },
       svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: bottom, y2: bottom }),
       svg("line", { x1: MARGIN.left, x2: MARGIN.left, y1: MARGIN.top, y2: bottom }),
-      xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" }, formatCount(tick))),
+      xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" }, wholeX ? formatCount(tick) : formatNumber(tick, 4))),
       yTicks.map(tick => svg("text", { x: MARGIN.left - 6, y: y(tick) + 4, "text-anchor": "end" }, formatNumber(tick, 3))),
       svg("text", { x: (MARGIN.left + width - MARGIN.right) / 2, y: height - 6, "text-anchor": "middle" }, xTitle),
       svg("text", { transform: `translate(13 ${(MARGIN.top + bottom) / 2}) rotate(-90)`, "text-anchor": "middle" }, yTitle)),
@@ -325,4 +326,43 @@ export function gridChart({ cells, budget = null, loss = null }) {
   });
   return h("div", null, plot, legend([...cells.map((cell, index) => [cell.best ? `${cell.label} (chosen)` : cell.label, color(index)]),
                                       ...(budget !== null ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
+}
+
+/** The points of a step function through `values` at `times` (constant until the next time), as an SVG path. */
+function stepPath(points) {
+  const defined = points.filter(([px, py]) => Number.isFinite(px) && Number.isFinite(py));
+  return defined.map(([px, py], i) => (i ? `H${px.toFixed(2)}V${py.toFixed(2)}` : `M${px.toFixed(2)},${py.toFixed(2)}`)).join("");
+}
+
+/**
+ * A survival model's curves on its validation rows (a Cox result's `survival`: {times, kaplan_meier, model}): their
+ * Kaplan–Meier estimate as a step line beside the mean of the model's curves S(t | x), survival probability (0 to 1)
+ * against time. `timeLabel` names the time axis (the time column).
+ */
+export function survivalChart({ times, kaplan_meier: kaplanMeier, model }, { timeLabel = "time" } = {}) {
+  const id = `chart-${chartCount += 1}`;
+  const plot = h("div", { class: "chart" });
+  drawAtWidth(plot, () => {
+    const { width, height } = plotSize(plot);
+    const scales = plotFrame(width, height, [0, Math.max(...times) || 1], [0, 1], timeLabel, "survival probability",
+                             { wholeX: false });
+    const { x, y } = scales;
+    plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": `${id}-title` },
+      svg("title", { id: `${id}-title` }, "Survival probability against time: the Kaplan–Meier estimate of the validation rows "
+          + "and the model's mean curve over them"),
+      scales.group,
+      svg("path", { class: "curve series-km", d: stepPath(times.map((t, i) => [x(t), y(kaplanMeier[i])])) }),
+      polyline(times.map((t, i) => [x(t), y(model[i])]), "curve series-model")));
+  });
+  return h("div", { class: "survival" }, plot, legend([["Kaplan–Meier estimate (validation rows)", "var(--km)"],
+                                                       ["model: mean S(t | x) over the same rows", "var(--model-curve)", true]]));
+}
+
+/** The "Survival" card of a Cox path's selected step (`survival`, the result's) on `dataset`'s time column, with
+ * `note` (which rows, which step) above the chart. */
+export function survivalCard(survival, dataset, note) {
+  const section = card("Survival", h("p", { class: "muted" }, note),
+                       survivalChart(survival, { timeLabel: dataset ? `time (${dataset.target})` : "time" }));
+  section.id = "survival";
+  return section;
 }

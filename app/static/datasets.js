@@ -10,45 +10,101 @@ const datasetName = dataset => dataset.source.filename || dataset.id;
 // the upload's task: detected from the target, or declared (the API's `task`)
 const TASKS = [["", "detect from the target"], ["regression", "regression (numbers)"],
                ["classification", "classification (two labels)"], ["multiclass", "multiclass (3 or more labels)"],
-               ["count", "count (numbers ≥ 0: Poisson)"]];
+               ["count", "count (numbers ≥ 0: Poisson)"],
+               ["amount", "amount (amounts ≥ 0 with many zeros: Tweedie, Gamma)"],
+               ["survival", "survival (time to an event: Cox)"]];
+// the tasks whose target may be a rate over an exposure column (the API's `exposure`: Poisson, Tweedie, Gamma)
+const EXPOSURE_TASKS = ["count", "amount"];
+
+/**
+ * A column of the chosen file: a drop-down of its columns, or a text input where they cannot be read here.
+ * `optional` adds a "none" choice. {element, setColumns(names, chosen), typeInstead(), clear(), value()}.
+ */
+function columnPicker(name, { optional = false } = {}) {
+  const none = () => (optional ? h("option", { value: "" }, "none") : h("option", { value: "" }, "choose a file first"));
+  const select = h("select", { required: !optional, disabled: !optional }, none());
+  const typed = h("input", { type: "text", required: name === "target", "data-field": name });
+  return {
+    element: select,
+    setColumns(columns, chosen) {
+      select.replaceChildren(...(optional ? [none()] : []), ...columns.map(column => h("option", { value: column }, column)));
+      select.value = chosen ?? (optional ? "" : columns.at(-1));
+      select.disabled = false;
+    },
+    typeInstead() { typed.id = select.id; select.replaceWith(typed); },
+    clear() {
+      if (typed.isConnected) typed.replaceWith(select);
+      select.replaceChildren(none());
+      select.disabled = !optional;
+    },
+    value: () => (typed.isConnected ? typed : select).value.trim(),
+  };
+}
+
+/** A column name among `columns` that reads like `words` (the time and event columns of a survival table), if any. */
+const likelyColumn = (columns, words) => columns.find(column => words.test(column));
+const EVENT_WORDS = /event|status|death|died|dead|censor|fstat/i;
+const TIME_WORDS = /time|day|week|month|year|duration|survival|follow|lenfol/i;
 
 function uploadForm(navigate) {
   const file = h("input", { type: "file", required: true, accept: ".csv,.gz,.txt,.parquet,.pq,.json" });
-  const target = h("select", { required: true, disabled: true }, h("option", { value: "" }, "choose a file first"));
-  const typedTarget = h("input", { type: "text", required: true, "data-field": "target" }); // where columns cannot be read
+  const target = columnPicker("target");
+  const event = columnPicker("event");
+  const exposure = columnPicker("exposure", { optional: true });
   const columnsProblem = h("div");
   const slot = h("div");
+  let columns = [];
   file.addEventListener("change", async () => {
     columnsProblem.replaceChildren();
-    typedTarget.replaceWith(target);
-    target.replaceChildren();
-    target.disabled = true;
+    for (const picker of [target, event, exposure]) picker.clear();
     if (!file.files.length) return;
     try {
-      const columns = await columnsOfFile(file.files[0]);
-      target.append(...columns.map(name => h("option", { value: name }, name)));
-      target.value = columns.at(-1);
-      target.disabled = false;
+      columns = await columnsOfFile(file.files[0]);
+      target.setColumns(columns);
+      event.setColumns(columns, likelyColumn(columns, EVENT_WORDS) ?? columns.at(-1));
+      exposure.setColumns(columns, "");
+      showTaskColumns();
     } catch (error) {
       columnsProblem.replaceChildren(problemAlert(new Error(`The columns of this file could not be read here (${error.message}): `
                                                             + "type the target's name.")));
-      typedTarget.id = target.id;
-      target.replaceWith(typedTarget);
+      for (const picker of [target, event, exposure]) picker.typeInstead();
     }
   });
   const task = h("select", null, TASKS.map(([value, text]) => h("option", { value }, text)));
+  const taskField = field("Task", task, { name: "task", wide: true, help: "detected: two values are classification, text labels "
+    + "multiclass, other numbers regression; counts (≥ 0, Poisson), amounts (≥ 0, Tweedie or Gamma) and survival times (with "
+    + "an event column, Cox) are declared" });
+  const eventField = field("Event column", event.element, {
+    name: "event", help: "1 or true where the event happened, 0 or false where the time is censored" });
+  const exposureField = field("Exposure column (optional)", exposure.element, {
+    name: "exposure", help: "> 0 on every row, not a feature: the target is then a rate per unit of exposure" });
+  const targetField = field("Target column", target.element, { name: "target", help: "what to predict; every other column is a feature" });
+  const showTaskColumns = () => {
+    const survival = task.value === "survival";
+    // a survival table's target is its time column: not the event column the last column often is
+    if (survival && columns.length && target.value() === event.value()) {
+      target.setColumns(columns, likelyColumn(columns.filter(column => column !== event.value()), TIME_WORDS)
+                        ?? columns.filter(column => column !== event.value()).at(-1));
+    }
+    eventField.hidden = !survival;
+    event.element.required = survival;
+    exposureField.hidden = !EXPOSURE_TASKS.includes(task.value);
+    targetField.querySelector("label").textContent = survival ? "Time column (target)" : "Target column";
+  };
+  task.addEventListener("change", showTaskColumns);
+  showTaskColumns();
   const form = h("form", { "aria-label": "Upload a dataset" },
-    h("div", { class: "fields" },
+    h("div", { class: "fields" }, taskField,
       field("Table file", file, { name: "file", help: "CSV (gzipped too), Parquet or JSON records" }),
-      field("Target column", target, { name: "target", help: "what to predict; every other column is a feature" }),
-      field("Task", task, { name: "task", help: "detected: two values are classification, text labels multiclass, other "
-                                                + "numbers regression; counts (≥ 0, fitted with the Poisson loss) are declared" })),
+      targetField, eventField, exposureField),
     columnsProblem, h("button", { type: "submit" }, "Upload"), slot);
   onSubmit(form, slot, async () => {
     const body = new FormData();
     body.append("file", file.files[0]);
-    body.append("target", (target.isConnected ? target : typedTarget).value);
+    body.append("target", target.value());
     if (task.value) body.append("task", task.value);
+    if (task.value === "survival") body.append("event", event.value());
+    if (EXPOSURE_TASKS.includes(task.value) && exposure.value()) body.append("exposure", exposure.value());
     const dataset = await post("/v1/datasets", body);
     navigate(`/dashboard/datasets/${dataset.id}`);
   });
@@ -111,10 +167,21 @@ function columnsTable(dataset) {
   });
 }
 
+/** A numeric target's facts: its task, the event and exposure columns beside it, and its summary; a survival
+ * target is stored as signed times (+time where the event happened, -time where censored), so only the longest
+ * time reads from it. */
+function targetFacts(dataset) {
+  const summary = dataset.target_summary;
+  const facts = [["task", dataset.task, "task"], ["event column", dataset.event, "event"],
+                 ["exposure column", dataset.exposure, "exposure"]];
+  if (dataset.task === "survival") return [...facts, ["longest time", formatNumber(Math.max(-summary.min, summary.max))]];
+  return [...facts, ["mean", formatNumber(summary.mean)], ["standard deviation", formatNumber(summary.std)],
+          ["min", formatNumber(summary.min)], ["max", formatNumber(summary.max)]];
+}
+
 export function showDataset(main, { datasetId }, { signal }) {
   loadedView(main, "Dataset", async () => {
     const dataset = await get(`/v1/datasets/${encodeURIComponent(datasetId)}`, signal);
-    const summary = dataset.target_summary;
     return { title: `Dataset ${datasetName(dataset)}`, content: [
       h("div", { class: "toolbar" }, link(`/dashboard/jobs/new?dataset=${dataset.id}`, "Run a job on this dataset")),
       card("Table",
@@ -125,9 +192,7 @@ export function showDataset(main, { datasetId }, { signal }) {
       card(`Target: ${dataset.target}`, dataset.classes ? [
         definitions([["task", dataset.task, "task"], ["classes", formatCount(dataset.classes.length), "n_classes"]]),
         classesTable(dataset)]
-        : definitions([["task", dataset.task, "task"], ["mean", formatNumber(summary.mean)],
-                       ["standard deviation", formatNumber(summary.std)], ["min", formatNumber(summary.min)],
-                       ["max", formatNumber(summary.max)]])),
+        : definitions(targetFacts(dataset))),
       card("Feature columns", columnsTable(dataset)),
     ] };
   });

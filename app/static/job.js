@@ -2,7 +2,7 @@
 // succeeded, its path (chart and steps), its grid, and the step chosen on the chart with rules and trees.
 
 import { get, jobEvents } from "./api.js";
-import { gridChart, metricLabel, metricPairs, metricsText, pathChart } from "./chart.js";
+import { gridChart, metricLabel, metricPairs, metricsText, pathChart, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
 import { cancelJob, isActive, progressMeter } from "./jobs.js";
@@ -135,7 +135,7 @@ function stepsTable(result, jobId, loss) {
   // the MAE of the rate of counts
   const metrics = metricPairs(result.steps).filter(pair => pair.name !== "loss").map(pair => ({
     label: `${pair.val ? "Validation" : "Train"} ${metricLabel(pair.name, loss)}`, numeric: true,
-    cell: step => formatNumber(step[pair.val ?? pair.train], ["auc", "accuracy", "r2"].includes(pair.name) ? 4 : 5) }));
+    cell: step => formatNumber(step[pair.val ?? pair.train], ["auc", "accuracy", "r2", "cindex"].includes(pair.name) ? 4 : 5) }));
   return dataTable({
     rows: result.steps,
     rowProps: step => ({ "data-step": step.index, class: step.index === result.selected ? "chosen" : null }),
@@ -188,6 +188,10 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
       h("details", null, h("summary", null, `Every step (${result.steps.length})`), table)),
+    result.survival ? survivalCard(result.survival, dataset, `The selected step ${result.selected} on the `
+      + `${result.cv ? "rows it was refitted on (in sample)" : `${formatCount(result.n_val)} validation rows`}: their `
+      + "Kaplan–Meier estimate beside the mean of the model's survival curves over the same rows. Where the two part, "
+      + "the model's baseline or its hazard ratios miss the time course of these rows.") : null,
     result.kind === "grid" ? gridSection(result, lossOf(job), signal) : null,
     panel.element,
   ];

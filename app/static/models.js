@@ -2,12 +2,13 @@
 // from the training table's original columns.
 
 import { get, post } from "./api.js";
-import { metricsText } from "./chart.js";
+import { metricsText, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
 import { deployCard } from "./deploy.js";
 import { field, onSubmit } from "./forms.js";
-import { classLabels, columnImportance, interceptText, linearTable, longestRule, ruleId, rulesTable } from "./rules.js";
+import { classLabels, columnImportance, factorTarget, interceptText, linearTable, logQuantity, longestRule, ruleId,
+         rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
 
 const versionColumns = [
@@ -89,7 +90,7 @@ function classProbabilities(classes, row, predicted) {
 }
 
 /** How the rules that fired (and the linear terms, `linear`: what each adds to the first row) make the first row's
- * score: its sum, a count model's rate, a K-class model's per class. */
+ * score: its sum, a log-link model's rate, mean or hazard ratio, a K-class model's per class. */
 function breakdown(model, fired, linear) {
   const ensemble = model.ensemble;
   const rules = fired.length === 1 ? "rule" : "rules";
@@ -101,8 +102,8 @@ function breakdown(model, fired, linear) {
   }
   const total = fired.reduce((sum, id) => sum + contributions.get(id), 0) + linear.reduce((sum, amount) => sum + amount, 0);
   if (ensemble.link === "log") {
-    return `Base rate ${formatNumber(Math.exp(model.intercept), 5)} × ${formatNumber(Math.exp(total), 5)} from ${fired.length} ${rules} `
-      + `that fired${terms} (each multiplies the rate by its factor)`;
+    return `Base ${logQuantity(ensemble)} ${formatNumber(Math.exp(model.intercept), 5)} × ${formatNumber(Math.exp(total), 5)} from `
+      + `${fired.length} ${rules} that fired${terms} (each multiplies the ${factorTarget(ensemble)} by its factor)`;
   }
   return `Intercept ${formatNumber(model.intercept, 6)} ${total < 0 ? "−" : "+"} ${formatNumber(Math.abs(total), 6)} from ${fired.length} `
     + `${rules} that fired${terms}`;
@@ -115,7 +116,7 @@ function scoreView(model, answer) {
   const prediction = answer.predictions[0];
   const probabilities = answer.probabilities?.[0];
   return [
-    h("p", null, model.ensemble.link === "log" ? "Predicted rate: " : "Prediction: ",
+    h("p", null, model.ensemble.link === "log" ? `Predicted ${logQuantity(model.ensemble)}: ` : "Prediction: ",
       h("span", { class: "prediction", id: "prediction" }, typeof prediction === "number" ? formatNumber(prediction, 6) : String(prediction))),
     Array.isArray(probabilities) ? classProbabilities(answer.classes, probabilities, prediction)
       : probabilities !== undefined ? definitions([[`probability of ${answer.classes[1]}`, formatNumber(probabilities, 4), "probability"]]) : null,
@@ -125,12 +126,33 @@ function scoreView(model, answer) {
   ];
 }
 
+/** A Cox model's survival card: its source job's curves (the selected step's, on that job's validation rows) where
+ * the model is that step; a model of another step says where they are. Nothing for other models. */
+async function survivalSection(model, signal) {
+  const source = model.provenance;
+  if (!model.ensemble.baseline_hazard) return null;
+  // the job or the dataset may have been deleted since: the model's page stands without them
+  const [result, dataset] = await Promise.all([get(`/v1/jobs/${source.job_id}/result`, signal).catch(() => null),
+                                               get(`/v1/datasets/${source.dataset_id}`, signal).catch(() => null)]);
+  if (!result?.survival) return null;
+  const stepLink = link(`/dashboard/jobs/${source.job_id}/steps/${result.selected}`, `step ${result.selected}`);
+  if (source.step !== result.selected) {
+    return card("Survival", h("p", { class: "muted" }, "The source job's survival curves are of its selected step, ", stepLink,
+                              `; this model is step ${source.step}.`));
+  }
+  return survivalCard(result.survival, dataset, `This model (the selected step of its job) on the job's ${formatCount(result.n_val)} `
+    + "validation rows: their Kaplan–Meier estimate beside the mean of the model's survival curves over the same rows. "
+    + "Each rule multiplies the hazard by its factor (its hazard ratio, in the rules below).");
+}
+
 export function showModel(main, { modelId }, { signal, navigate }) {
   loadedView(main, "Model", async () => {
     const model = await get(`/v1/models/${encodeURIComponent(modelId)}`, signal);
     const [all, registered] = await Promise.all([get("/v1/models", signal),
                                                  get(`/v1/registered-models/${encodeURIComponent(model.name)}`, signal)]);
     const source = model.provenance;
+    const survival = h("div");
+    fill(survival, async () => (await survivalSection(model, signal)) ?? []);
     const scored = h("div", { "aria-live": "polite", id: "score" });
     // the step's count of terms is the metrics' n_rules: with linear terms, say how many are linear
     const metrics = model.n_linear ? { ...model.metrics, n_linear: model.n_linear } : model.metrics;
@@ -147,6 +169,7 @@ export function showModel(main, { modelId }, { signal, navigate }) {
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
         card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss_info))))),
+      survival,
       card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
         + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),

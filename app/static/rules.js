@@ -95,11 +95,26 @@ export function amountText(amount, labels, { digits = 4, top = TOP_CLASSES } = {
   return order.length > top ? `${shown} (${order.length - top} more)` : shown;
 }
 
-/** The intercept in words: a number; per class; a count model's base rate exp(intercept). */
+/** What a log-link ensemble's scores are the log of, in words, read from its `response` as the library's rule text
+ * reads it: "rate" (Poisson), "mean" (Tweedie, Gamma), "hazard ratio" (Cox); "rate" where it says nothing. */
+export const logQuantity = ensemble => (ensemble.response?.startsWith("log ") ? ensemble.response.slice(4) : "rate");
+
+/** What a rule's factor multiplies: the quantity itself, or for a hazard ratio (relative to the baseline hazard)
+ * the hazard. */
+export const factorTarget = ensemble => logQuantity(ensemble).replace(/ ratio$/, "");
+
+/** A log-link rule's factor in words: "×1.8 hazard", "×1.3 mean", "×0.72 rate". */
+export const factorText = (ensemble, contribution) => `×${formatNumber(Math.exp(contribution), 4)} ${factorTarget(ensemble)}`;
+
+const capitalized = text => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** The intercept in words: a number; per class; a log-link model's base rate, mean or hazard ratio exp(intercept). */
 export function interceptText(ensemble) {
   const labels = classLabels(ensemble);
   if (labels) return labels.map((label, k) => `${label} ${formatSigned(ensemble.intercept[k], 4)}`).join(" · ");
-  if (ensemble.link === "log") return `${formatSigned(ensemble.intercept, 5)} (base rate ${formatNumber(Math.exp(ensemble.intercept), 5)})`;
+  if (ensemble.link === "log") {
+    return `${formatSigned(ensemble.intercept, 5)} (base ${logQuantity(ensemble)} ${formatNumber(Math.exp(ensemble.intercept), 5)})`;
+  }
   return formatSigned(ensemble.intercept, 5);
 }
 
@@ -129,18 +144,18 @@ const ORDERS = {
   tree: (a, b) => (a.rule.tree - b.rule.tree) || (a.rule.leaf - b.rule.leaf),
 };
 
-/** The columns of what a rule adds: its contribution (and a count model's rate factor), or one per class (the
- * classes it moves most, for many classes). */
+/** The columns of what a rule adds: its contribution (and a log-link model's factor: "×1.8 hazard" under
+ * "Hazard ×"), or one per class (the classes it moves most, for many classes). */
 function amountColumns(ensemble) {
   const labels = classLabels(ensemble);
   const rules = ensemble.rules;
   if (!labels) {
     const largest = Math.max(0, ...rules.map(rule => Math.abs(rule.contribution)));
+    if (ensemble.link !== "log") return [{ label: "Contribution", numeric: true, cell: ({ rule }) => contributionCell(rule.contribution, largest) }];
     return [
-      { label: ensemble.link === "log" ? "Log rate" : "Contribution", numeric: true,
-        cell: ({ rule }) => contributionCell(rule.contribution, largest) },
-      ...(ensemble.link === "log" ? [{ label: "Rate ×", numeric: true,
-                                       cell: ({ rule }) => `×${formatNumber(Math.exp(rule.contribution), 4)}` }] : []),
+      { label: `Log ${logQuantity(ensemble)}`, numeric: true, cell: ({ rule }) => contributionCell(rule.contribution, largest) },
+      { label: `${capitalized(factorTarget(ensemble))} ×`, numeric: true,
+        cell: ({ rule }) => h("span", { class: "factor" }, factorText(ensemble, rule.contribution)) },
     ];
   }
   if (labels.length > MAX_CLASS_COLUMNS) {
@@ -158,7 +173,7 @@ function amountColumns(ensemble) {
 
 /**
  * The rules of a `fire-rules` document as a table: id (as the API's explanations give it), conditions in
- * words, contribution (a count model's also as the factor it multiplies the rate by; a K-class model's one
+ * words, contribution (a log-link model's also as the factor it multiplies the rate, mean or hazard by; a K-class model's one
  * column per class, or the classes each rule moves most), weight and leaf value, support and the leaves it comes
  * from. `columns` (the table's encoding) puts one-hot conditions in words where the document does not carry
  * its own; `onTree(t)` makes each tree a button; `only` limits the table to these rule ids.

@@ -15,14 +15,20 @@ const LABELS = {
   kind: "Forest kind", n_estimators: "Trees", max_depth: "Depth", max_features: "Features tried per split",
   learning_rate: "Learning rate (boosting)", random_state: "Forest seed", fraction: "Holdout fraction", seed: "Holdout seed",
   threshold_bins: "Split only at quantiles (bins)", cv_folds: "Cross-validation folds", selection: "Step chosen by",
-  stability_resamples: "Stability: half-sample fits",
+  stability_resamples: "Stability: half-sample fits", power: "Tweedie power",
 };
 const MAIN_SETTINGS = ["penalty", "gamma", "fusion_ratio", "lambda_f", "max_rules", "n_lambdas"];
 // which terms the path may select: rules from leaves or every node, their length, linear terms
 const TERM_SETTINGS = ["candidates", "max_rule_length", "linear_terms", "linear_quantile"];
 // how far the rules can be trusted: the step cross-validated (with error bars) and the rules refitted on resamples
 const TRUST_SETTINGS = ["cv_folds", "selection", "stability_resamples"];
-const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid"]);
+const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid", "loss", "power"]);
+// the loss a path fits where the request leaves it out: the dataset's task's (as the request's `loss` describes)
+const TASK_LOSSES = { regression: "squared", classification: "logistic", multiclass: "multinomial", count: "poisson",
+                      amount: "tweedie", survival: "cox" };
+// the selections only some losses allow (the library's Loss.selections; the others allow every loss): the highest
+// AUC for classifiers, the highest C-index for Cox
+const SELECTION_LOSSES = { auc: ["logistic", "multinomial"], cindex: ["cox"] };
 
 /** The alternatives a property allows: its types, its enum values, whether null is one. */
 function kinds(property) {
@@ -74,6 +80,28 @@ function settingControl(name, property, path = name) {
   return { element: field(LABELS[name] ?? fieldLabel(name), control, { help: property.description, name: path }), read };
 }
 
+/** The loss: left to the dataset's task (the first choice, naming the loss it means) or one of the API's losses;
+ * the Tweedie power beside it, offered while the loss is Tweedie. {element, read(), loss(), update(task)}. */
+function lossSettings(properties) {
+  const taskChoice = h("option", { value: "" }, "the dataset's task decides");
+  const loss = h("select", null, taskChoice, properties.loss.enum.map(name => h("option", { value: name }, name)));
+  const power = settingControl("power", properties.power);
+  let task = null;
+  const chosen = () => loss.value || TASK_LOSSES[task] || null;
+  const update = newTask => {
+    task = newTask ?? task;
+    taskChoice.textContent = TASK_LOSSES[task] ? `${TASK_LOSSES[task]} (the dataset's task, ${task}, decides)` : "the dataset's task decides";
+    power.element.hidden = chosen() !== "tweedie";
+  };
+  loss.addEventListener("change", () => update());
+  return {
+    element: h("div", { class: "fields" }, field("Loss", loss, { name: "loss", wide: true, help: properties.loss.description }), power.element),
+    read: () => ({ ...(loss.value ? { loss: loss.value } : {}), ...(power.element.hidden ? {} : { power: power.read() }) }),
+    loss: chosen,
+    update,
+  };
+}
+
 /** Controls for the named properties of a schema: {element (a grid of fields), read() → object}. */
 function settingsGroup(properties, names, prefix = "") {
   const controls = names.map(name => [name, settingControl(name, properties[name], prefix + name)]);
@@ -117,6 +145,7 @@ async function buildForm(query, navigate) {
 
   const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name)
                                                                && !TERM_SETTINGS.includes(name) && !TRUST_SETTINGS.includes(name));
+  const loss = lossSettings(request.properties);
   const trust = settingsGroup(request.properties, TRUST_SETTINGS.filter(name => name in request.properties));
   const main = settingsGroup(request.properties, MAIN_SETTINGS.filter(name => name in request.properties));
   const terms = settingsGroup(request.properties, TERM_SETTINGS.filter(name => name in request.properties));
@@ -143,6 +172,7 @@ async function buildForm(query, navigate) {
       h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
       h("div", { "data-when": "forest-mode=stored", class: "fields" },
         field("Stored forest", storedForest, { name: "forest_id", wide: true, help: request.properties.forest_id.description }))),
+    h("fieldset", null, h("legend", null, "Loss"), loss.element),
     h("fieldset", null, h("legend", null, "Penalty and rule budget"), main.element),
     h("fieldset", null, h("legend", null, "Candidate terms"), terms.element),
     h("fieldset", null, h("legend", null, "Cross-validation and stability (optional)"),
@@ -166,21 +196,32 @@ async function buildForm(query, navigate) {
   };
   form.addEventListener("change", showChosenParts);
   showChosenParts();
-  // the one-standard-error rule needs the folds' standard errors: offered only while folds are set
+  // a selection is offered where the path can make it: the one-standard-error rule needs the folds' standard errors
+  // (offered only while folds are set), AUC a classifier's loss, the C-index the Cox loss
   const folds = form.querySelector("[data-field='cv_folds']");
-  const oneSe = form.querySelector("[data-field='selection'] option[value='1se']");
-  if (folds && oneSe) {
-    const offerOneSe = () => {
-      oneSe.disabled = !folds.value;
-      const select = oneSe.parentElement;
-      if (oneSe.disabled && oneSe.selected) select.value = [...select.options].find(option => option.defaultSelected && !option.disabled)?.value ?? select.options[0].value;
-    };
-    folds.addEventListener("input", offerOneSe);
-    offerOneSe();
-  }
+  const selection = form.querySelector("select[data-field='selection']");
+  const offerSelections = () => {
+    if (!selection) return;
+    for (const option of selection.options) {
+      option.disabled = (option.value === "1se" && !folds?.value)
+        || (option.value in SELECTION_LOSSES && !SELECTION_LOSSES[option.value].includes(loss.loss()));
+    }
+    if (selection.selectedOptions[0]?.disabled) {
+      selection.value = [...selection.options].find(option => option.defaultSelected && !option.disabled)?.value
+        ?? [...selection.options].find(option => !option.disabled).value;
+    }
+  };
+  const datasetChanged = () => {
+    loss.update(datasets.find(d => d.id === dataset.value)?.task);
+    offerSelections();
+  };
+  folds?.addEventListener("input", offerSelections);
+  form.addEventListener("change", offerSelections);
+  dataset.addEventListener("change", datasetChanged);
+  datasetChanged();
 
   onSubmit(form, slot, async () => {
-    const body = { dataset_id: dataset.value, ...main.read(), ...terms.read(), ...trust.read(), ...solver.read() };
+    const body = { dataset_id: dataset.value, ...loss.read(), ...main.read(), ...terms.read(), ...trust.read(), ...solver.read() };
     body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
     if (form.elements["forest-mode"].value === "train") body.forest = forestTraining.read();
     else body.forest_id = storedForest.value;
