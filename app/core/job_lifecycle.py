@@ -5,7 +5,8 @@ Reads have no side effects. Lost workers are recovered in one place, :meth:`JobL
 pass the API's maintenance thread runs every FIRE_WATCHDOG_SECONDS: a job whose worker is gone reads as queued or
 running until that pass retries it (or fails it after FIRE_MAX_JOB_ATTEMPTS). A grid parent waiting for its cells
 reads them as they are: a lost cell is retried by the watchdog, and the parent, re-queued behind the cells it saw
-unfinished, looks again when they end.
+unfinished, looks again when they end; where it was queued behind a cell attempt that was then lost, the watchdog
+re-queues it behind the cells' current attempts (the lost RQ run never ends, so RQ would never start it).
 """
 
 import uuid
@@ -129,7 +130,14 @@ class JobLifecycle:
         return sum(self._recover(record) for record in self.records.unfinished())
 
     def _recover(self, record: JobRecord) -> bool:
-        """Retry a job whose worker is lost once more, or fail it with the reason; whether this pass did."""
+        """Retry a job whose worker is lost once more, or fail it with the reason; re-queue a parent that waits on a
+        lost cell attempt behind the cells as they are now; whether this pass did."""
+        if record.cells and record.status == QUEUED and self._waits_on_a_lost_attempt(record):
+            unfinished = [cell for cell in map(self.read, record.cells) if cell.status not in TERMINAL]
+            requeued = self.records.continue_later(record, len(unfinished), status=QUEUED)
+            if requeued is not None:
+                self.enqueue(requeued, depends_on=[cell.rq_job_id for cell in unfinished])
+            return requeued is not None
         reason = self._lost_reason(record)
         if reason is None:
             return False
@@ -140,6 +148,20 @@ class JobLifecycle:
         if retried is not None:
             self.enqueue(retried)
         return retried is not None
+
+    def _waits_on_a_lost_attempt(self, record: JobRecord) -> bool:
+        """Whether a queued parent's RQ run waits on an RQ run of a cell that is no longer the cell's (its worker was
+        lost and the cell retried): RQ would never start the parent, as the lost run never ends."""
+        if now() - record.queued_at < self.settings.heartbeat_ttl_seconds:
+            return False  # (a parent queued moments ago spares the pass reads of RQ's job and the cells)
+        try:
+            rq_job = Job.fetch(record.rq_job_id, connection=self.redis, serializer=JSONSerializer)
+        except NoSuchJobError:
+            return False  # vanished: _lost_reason retries it
+        if rq_job.get_status() != JobStatus.DEFERRED:
+            return False
+        current = {cell.rq_job_id for cell in map(self.read, record.cells or [])}
+        return bool(set(rq_job.dependency_ids) - current)
 
     def _lost_reason(self, record: JobRecord) -> str | None:
         if record.status == RUNNING:

@@ -26,7 +26,8 @@ transition        from                   by                        sets
                                                                    timings, progress
 ``fail``          running, attempt n     worker of attempt n       failed, finished_at, error, timings
 ``continue_later``  running, attempt n   worker of a grid parent   queued, queued_at, continuation + 1, its RQ id,
-                                                                   phase "waiting for cells"
+                  (queued, attempt n)    (the API's watchdog:      phase "waiting for cells"
+                                         a cell attempt was lost)
 ``retry_lost``    queued or running,     the API's watchdog        queued, attempt n + 1, its RQ id, queued_at,
                   attempt n                                        no started_at, history + the lost attempt
 ``fail_lost``     queued or running,     the API's watchdog        failed, finished_at, error worker_lost,
@@ -242,9 +243,11 @@ class JobRecords:
             job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings, error=error
         )
 
-    def continue_later(self, record: JobRecord, unfinished: int) -> JobRecord | None:
-        """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for: the
-        record as re-queued (its next RQ run is a continuation), None where it no longer runs this attempt."""
+    def continue_later(self, record: JobRecord, unfinished: int, *, status: str = RUNNING) -> JobRecord | None:
+        """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for; or
+        (``status`` queued) queued -> queued, by the watchdog, for a parent queued behind a cell attempt that was lost (its RQ run would
+        wait for that attempt forever): the record as re-queued (its next RQ run is a continuation), None where it
+        no longer waits on this attempt."""
         continuation = record.continuation + 1
         requeue = {
             "status": QUEUED,
@@ -253,7 +256,7 @@ class JobRecords:
             "rq_job_id": rq_job_id(record.id, record.attempt, continuation),
             "progress": Progress(phase="waiting for cells", unfinished=unfinished),
         }
-        if not self._guarded(record.id, (RUNNING,), record.attempt, **requeue):
+        if not self._guarded(record.id, (status,), record.attempt, **requeue):
             return None
         return record.model_copy(update=requeue)
 

@@ -103,12 +103,6 @@ def test_a_cross_validated_job_with_stability_is_the_librarys(stack):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(
-    reason="known bug, seen once in CI (passed locally): after a fold's worker was killed the fold was retried and "
-    "succeeded, but the cross-validation parent was itself recorded lost and re-queued (attempt 2) without an RQ job, "
-    "so it never ran; to be fixed in the parent's recovery",
-    strict=False,
-)
 def test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes(own_queue):
     """A fold's worker killed mid-path: the watchdog runs the fold again and the parent still refits."""
     dataset = own_queue.upload_dataset(ABALONE, target="rings")
