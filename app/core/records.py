@@ -245,9 +245,9 @@ class JobRecords:
 
     def continue_later(self, record: JobRecord, unfinished: int, *, status: str = RUNNING) -> JobRecord | None:
         """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for; or
-        (``status`` queued) queued -> queued, by the watchdog, for a parent queued behind a cell attempt that was lost (its RQ run would
-        wait for that attempt forever): the record as re-queued (its next RQ run is a continuation), None where it
-        no longer waits on this attempt."""
+        (``status`` queued) queued -> queued, by the watchdog, for a parent queued behind a cell attempt that was
+        lost (its RQ run would wait for that attempt forever): the record as re-queued (its next RQ run is a
+        continuation), None where it no longer waits on this attempt."""
         continuation = record.continuation + 1
         requeue = {
             "status": QUEUED,
