@@ -48,7 +48,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rule_text import RuleWording, _log_link_quantity, bounds, column_groups, is_unbounded, label_text, level_sets
+from .rule_text import (
+    RuleWording,
+    bounds,
+    column_groups,
+    is_unbounded,
+    label_text,
+    level_sets,
+    log_link_quantity,
+)
 from .rule_types import Condition, LinearTerm
 
 EXPORT_FORMATS = ("sql", "python")
@@ -301,12 +309,6 @@ def _python_output(ensemble) -> tuple[str, str, str, str, str, str]:
         "total += {0!r} * {1}",
         f"return {intercept!r} + total",
     )
-
-
-def log_link_quantity(ensemble) -> str:
-    """What a log-link ensemble's ``exp(score)`` is, in words: "hazard ratio" for a Cox model (one with a baseline
-    hazard), else what its response is the log of ("log rate": "rate", "log mean": "mean"; "rate" without one)."""
-    return "hazard ratio" if ensemble.baseline_hazard is not None else _log_link_quantity(ensemble.response)
 
 
 def _survival_source(ensemble, name: str) -> list[str]:

@@ -252,7 +252,7 @@ def rules_text(ensemble, sort: str = "contribution", show_missing: str = "auto")
         summary += f", {len(linear)} linear term{'s' if len(linear) > 1 else ''}"
     if ensemble.n_antecedents is not None:
         summary += f", {ensemble.n_antecedents} antecedents"
-    quantity = _log_link_quantity(ensemble.response)
+    quantity = log_link_quantity(ensemble)
     if ensemble.link == "log":
         summary += f"; the {quantity} is the base {quantity} times the factor (×) of each rule that fires"
         if linear:
@@ -311,7 +311,11 @@ def _origin(rule: Rule) -> str:
     return f"   [{', '.join(details)}]" if details else ""
 
 
-def _log_link_quantity(response: str | None) -> str:
-    """What a log-link model's scores are the log of, in words: its response without "log " ("log rate": the rate,
-    "log mean": the mean, "log hazard ratio": the hazard ratio); "rate" where it says nothing."""
-    return response[len("log ") :] if response and response.startswith("log ") else "rate"
+def log_link_quantity(ensemble) -> str:
+    """What a log-link ensemble's ``exp(score)`` is, in words: its response without "log " and what it is of ("log
+    rate of 'visits'": the rate, "log mean": the mean, "log hazard ratio": a Cox model's hazard ratio against its
+    baseline hazard); "rate" where it has no such response."""
+    response = ensemble.response
+    if not (response and response.startswith("log ")):
+        return "rate"
+    return response[len("log ") :].split(" of ")[0]

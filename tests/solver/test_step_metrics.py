@@ -79,7 +79,7 @@ def test_recorded_metrics_equal_scikit_learns(loss, weighted):
         for name, part in rows.items():
             w, b = fit.path.coef(k), fit.path.intercepts[k]
             score = class_scores(matrices[name], w, b) if w.ndim == 2 else b + matrices[name].matvec(w)
-            row_weight = weight[part] if weighted and name == "train" else None  # validation rows are unweighted
+            row_weight = weight[part] if weighted else None  # validation rows weigh as their sample_weight
             for metric, value in _expected(loss, y[part], score, row_weight).items():
                 assert getattr(step, f"{name}_{metric}") == pytest.approx(value, rel=1e-6, abs=1e-12), (k, metric)
     expected = {"squared": {"r2", "rmse", "mae"}, "poisson": {"mae"}}.get(loss, {"auc", "accuracy", "brier"})
