@@ -55,6 +55,9 @@ TEST_MARKERS = {
         "test_a_tweedie_job_with_exposure_agrees_with_the_library_and_scores_amounts": "slow",
         "test_gamma_on_a_target_with_zeros_is_a_422_naming_the_rows": "slow",
     },
+    "service/test_offsets_service.py": {  # runs two jobs on the workers; the 422s are the quick ones
+        "test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_and_scores_with_it": "slow",
+    },
     "service/test_survival_service.py": {  # the Cox job (module fixture) runs on the workers
         "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
         "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",

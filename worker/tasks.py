@@ -206,7 +206,7 @@ def _stored_or_trained_forest(run: JobRun[Any], forest_id: str, recipe: ForestRe
             return forests.load(forest_id)
     run.phase("training")
     with run.timed("load_data"):
-        X, y, weight = run.core.datasets.load_fit_arrays(recipe.dataset_id)
+        X, y, weight = run.core.datasets.load_fit_arrays(recipe.dataset_id, recipe.fit_path())
         feature_names = run.core.datasets.read(recipe.dataset_id).feature_names
     with run.timed("train"):
         rows = recipe.rows.training_rows(len(y))
@@ -257,19 +257,21 @@ class _PathData:
     leaves: np.ndarray
     val_leaves: np.ndarray | None
     cache_hit: bool
-    sample_weight: np.ndarray | None = None  # the exposure, where the dataset has one (y is then the rate)
+    # the exposure and offset weights, where the dataset has those columns (y is then the rate, and the library's
+    # offset_target of it: DatasetStore.load_fit_arrays)
+    sample_weight: np.ndarray | None = None
 
 
 def _load_path_data(run: JobRun[PathJobSpec], forest: TreeEnsemble) -> _PathData:
     spec = run.spec
     run.phase("loading")
     with run.timed("load_data"):
-        X, y, weight = run.core.datasets.load_fit_arrays(spec.dataset_id)
+        X, y, weight = run.core.datasets.load_fit_arrays(spec.dataset_id, spec.path)
         dataset = run.core.datasets.read(spec.dataset_id)
         X_val = y_val = val_leaves = None
         validation_id = spec.validation_dataset_id
         if validation_id is not None:
-            X_val, y_val, _ = run.core.datasets.load_fit_arrays(validation_id)
+            X_val, y_val, _ = run.core.datasets.load_fit_arrays(validation_id, spec.path)
     run.phase("matrix")
     leaves, cache_hit = _cached_leaves(run, forest, spec.dataset_id, X)
     if validation_id is not None and X_val is not None:
@@ -430,7 +432,7 @@ def _store_fit(
     if spec.stability_resamples is not None:
         run.phase("stability")
         with run.timed("stability"):
-            stability = _rule_stability(data.X, data.y, spec, _fold_forest(spec, forest), data.dataset, fit, ensembles)
+            stability = _rule_stability(data, spec, _fold_forest(spec, forest), fit, ensembles)
         run.check_deadline()
     cache_hit = data.cache_hit if cache_hit is None else cache_hit
     with run.timed("store"):
@@ -513,18 +515,20 @@ def _cross_validation(fit: RuleFit) -> CrossValidation | None:
     )
 
 
-def _rule_stability(X, y, spec: PathJobSpec, forest, dataset, fit: RuleFit, ensembles) -> RuleStability:
+def _rule_stability(data: _PathData, spec: PathJobSpec, forest, fit: RuleFit, ensembles) -> RuleStability:
     """The selection frequency of every step's rules over the job's half-sample fits (solver.stability), each fit
-    as the job's own: its settings, and a forest of its own where the job trains one."""
+    as the job's own: its settings, its row weights (exposure, offset), and a forest of its own where the job
+    trains one."""
     assert spec.stability_resamples is not None
     pairs = fit_half_samples(
-        X,
-        y,
+        data.X,
+        data.y,
         spec.path,
         check_resamples(spec.stability_resamples),
         forest=forest,
-        encoding=dataset.encoding,
-        classes=dataset.classes,
+        sample_weight=data.sample_weight,
+        encoding=data.dataset.encoding,
+        classes=data.dataset.classes,
     )
     cuts = reference_cuts(fit.X_train)
     measured = [rule_stability(ensemble, pairs, cuts) for ensemble in ensembles]

@@ -15,6 +15,7 @@ the scores written as outputs.
 
 import json
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -135,10 +136,14 @@ class InputFault(Exception):
     """An input the protocol cannot read: ``(message, fix)``."""
 
 
-def read_inputs(request: InferenceRequest, binary: bytes, encoding: TableEncoding) -> tuple[dict[str, Any], int]:
+def read_inputs(
+    request: InferenceRequest, binary: bytes, encoding: TableEncoding, row_columns: Sequence[str] = ()
+) -> tuple[dict[str, Any], int]:
     """Each column's values (numbers as float64, text as str or None) and the number of rows; a 400 naming every
-    input at fault, and every column no input gives."""
+    input at fault, and every column no input gives. ``row_columns``: the model's exposure and offset columns
+    (``ScoringModel.row_columns``), numeric inputs a request may give."""
     kinds = {column.name: column.kind for column in encoding.columns}
+    optional = {name: "numeric" for name in row_columns if name not in kinds}
     table: dict[str, Any] = {}
     faults, seen, offset = [], set(), 0
     for tensor in request.inputs:
@@ -149,12 +154,14 @@ def read_inputs(request: InferenceRequest, binary: bytes, encoding: TableEncodin
                 raise InputFault(f"binary_data_size {size!r}", "send the byte length of its binary data")
             chunk = None if size is None else binary[offset : offset + size]
             offset += size or 0
-            if tensor.name not in kinds:
-                raise InputFault("no such input", f"remove it; the inputs are the model's columns {list(kinds)}")
+            if tensor.name not in kinds and tensor.name not in optional:
+                raise InputFault(
+                    "no such input", f"remove it; the inputs are the model's columns {[*kinds, *optional]}"
+                )
             if tensor.name in seen:
                 raise InputFault("given twice", "send each input once")
             seen.add(tensor.name)
-            table[tensor.name] = _values(tensor, chunk, kinds[tensor.name])
+            table[tensor.name] = _values(tensor, chunk, kinds.get(tensor.name) or optional[tensor.name])
         except InputFault as fault:
             faults.append(FieldFault(field, *fault.args))
     faults += [

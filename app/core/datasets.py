@@ -15,7 +15,21 @@ from app.core.tables import Task, check_task, parse_table, validate_table
 from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding
 from solver.losses import LOSSES, get_loss
-from solver.spec import Loss
+from solver.spec import Loss, PathSpec
+
+
+def takes_offset(loss: str) -> bool:
+    """Whether the library fits ``loss`` with an offset (``Loss.offset_target``: the log-link losses and squared;
+    Cox and the classifiers raise a ValueError)."""
+    try:
+        get_loss(loss).offset_target(np.zeros(1), None, np.zeros(1))
+    except ValueError:
+        return False
+    return True
+
+
+# the losses that take an offset column (the service's one reading of the library's ``offset_target``)
+OFFSET_LOSSES: tuple[Loss, ...] = tuple(cast(Loss, name) for name in LOSSES if takes_offset(name))
 
 # the path loss a dataset's task calls for (a path job that names no loss gets it): the first registered loss made
 # for it (amount: tweedie before gamma; solver.losses registers them in that order)
@@ -64,6 +78,15 @@ class DatasetInfo(Document):
         description=(
             "the exposure column (> 0, not a feature) where one was named: paths fit the rate target / exposure "
             "with the exposure as row weights (poisson, tweedie, gamma), and models multiply the rate by it"
+        ),
+    )
+    offset: str | None = Field(
+        None,
+        description=(
+            "the offset column (finite numbers, not a feature) where one was named: added to every row's score, "
+            "known and not fitted (the log of an exposure, a prior model's score), with the losses that take one "
+            f"({', '.join(OFFSET_LOSSES)}); log-link models answer exp(score + offset), squared score + offset. With "
+            "an exposure column too, the offset applies to the rate target / exposure"
         ),
     )
     classes: list[str | bool | int | float] | None = Field(
@@ -124,11 +147,12 @@ class DatasetStore:
         task: str | None = None,
         event: str | None = None,
         exposure: str | None = None,
+        offset: str | None = None,
     ) -> str:
         """The content hash: the same bytes, target, task and categorical setting give the same id (per tenant)."""
         owner = b"" if tenant == DEFAULT_TENANT else tenant.encode() + b"\0"  # ids kept from before tenants
         declared = b"" if task is None else b"task=" + task.encode() + b"\0"  # ids kept where it is detected
-        for name, column in (("event", event), ("exposure", exposure)):
+        for name, column in (("event", event), ("exposure", exposure), ("offset", offset)):
             declared += b"" if column is None else f"{name}=".encode() + column.encode() + b"\0"
         return (
             "ds_"
@@ -156,17 +180,18 @@ class DatasetStore:
         task: str | None = None,
         event: str | None = None,
         exposure: str | None = None,
+        offset: str | None = None,
     ) -> tuple[DatasetInfo, bool]:
         """(info, created). Uploading the same bytes with the same target (and task) again is a no-op.
         ``task``: one of TASKS, or None to detect it (:func:`target_task`)."""
         check_task(task)
-        dataset_id = self.dataset_id(data, target, tenant, task, event, exposure)
+        dataset_id = self.dataset_id(data, target, tenant, task, event, exposure, offset)
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
-        encoding, features, y, found_task, classes, exposures = validate_table(  # pops target, event, exposure
-            frame, target, self.settings, task, event=event, exposure=exposure
+        encoding, features, y, found_task, classes, rows = validate_table(  # pops target, event, exposure, offset
+            frame, target, self.settings, task, event=event, exposure=exposure, offset=offset
         )
         missing = {str(name): int(count) for name, count in frame.isna().sum().items() if count}
         del frame  # the encoded arrays are all that is kept
@@ -177,6 +202,7 @@ class DatasetStore:
             task=found_task,
             event=event,
             exposure=exposure,
+            offset=offset,
             classes=classes,
             class_counts=None if classes is None else np.bincount(y.astype(np.int64), minlength=len(classes)).tolist(),
             n_rows=features.shape[0],
@@ -188,10 +214,7 @@ class DatasetStore:
             source=DatasetSource(filename=filename, format=table_format, bytes=len(data)),
             created_at=time.time(),
         )
-        if exposures is None:
-            self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y)
-        else:
-            self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), X=features, y=y, exposure=exposures)
+        self.blobs.put_arrays(self.keys.dataset_arrays(dataset_id), None, X=features, y=y, **rows)
         self.blobs.put_document(self.keys.dataset(dataset_id), info)
         self.blobs.index(self.keys.datasets(tenant), dataset_id, info.created_at)
         return info, True
@@ -222,16 +245,27 @@ class DatasetStore:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
 
-    def load_fit_arrays(self, dataset_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def load_fit_arrays(
+        self, dataset_id: str, path: PathSpec | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(X, y, sample_weight) as a path or a forest fits them: with an exposure column (DatasetInfo.exposure),
-        the rate y / exposure weighted by the exposure; else y as stored and no weights."""
+        the rate y / exposure weighted by the exposure; else y as stored and no weights. Then, with an offset column
+        (DatasetInfo.offset), the target and weights of the fit with the offset in every score, from the library
+        (``path.path_loss().offset_target``: the loss as ``path`` configures it, Tweedie's power); a dataset with
+        an offset needs ``path`` (job submission allows only the losses in OFFSET_LOSSES)."""
         arrays = self.blobs.get_arrays(self.keys.dataset_arrays(dataset_id))
         if arrays is None:
             raise NotFound("dataset", dataset_id)
+        X, y, weight = arrays["X"], arrays["y"], None
         exposure = arrays.get("exposure")
-        if exposure is None:
-            return arrays["X"], arrays["y"], None
-        return arrays["X"], arrays["y"] / exposure, exposure
+        if exposure is not None:
+            y, weight = y / exposure, exposure
+        offset = arrays.get("offset")
+        if offset is not None:
+            if path is None:
+                raise ValueError(f"dataset {dataset_id} has an offset column: its fit needs the path's loss")
+            y, weight = path.path_loss().offset_target(y, weight, offset)
+        return X, y, weight
 
     def delete(self, info: DatasetInfo) -> None:
         self.blobs.delete(self.keys.dataset_arrays(info.id))

@@ -66,10 +66,23 @@ class ForestRecipe(Document):
             "'logistic' and 'multinomial' (solver.fitting.train_forest)"
         ),
     )
+    power: float | None = Field(
+        None,
+        description=(
+            "a dataset with an offset column: the Tweedie power of the path the forest is for (its rows' offset "
+            "weights read it: DatasetStore.load_fit_arrays); None otherwise"
+        ),
+    )
+
+    def fit_path(self) -> PathSpec:
+        """The path settings the forest's target and row weights are derived with (its loss, and power)."""
+        return PathSpec(loss=self.loss) if self.power is None else PathSpec(loss=self.loss, power=self.power)
 
     @property
     def forest_id(self) -> str:
         recipe = self.model_dump(mode="json", include=set(ForestRecipe.model_fields))
+        if recipe["power"] is None:
+            del recipe["power"]  # ids kept from before offsets
         if recipe["loss"] == DEFAULT_LOSS:
             del recipe["loss"]  # ids kept from before classification
         if recipe["params"].get("threshold_bins") is None:

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from app.core.blobs import Document
 from app.core.config import Settings
-from app.core.datasets import DatasetInfo, DatasetStore
+from app.core.datasets import OFFSET_LOSSES, DatasetInfo, DatasetStore
 from app.core.errors import FieldFault, Invalid, TooMany
 from app.core.forests import (
     ForestRecipe,
@@ -73,8 +73,15 @@ class JobSubmission:
         self._check_forest_limits(params, "")
         dataset = self.datasets.get(dataset_id, tenant=tenant)
         self._check_training(dataset, params, "")
+        self._check_offset(dataset, dataset.loss)
         self._check_holdout(dataset, split)
-        recipe = ForestRecipe(dataset_id=dataset.id, params=params, rows=split, loss=dataset.loss)
+        recipe = ForestRecipe(
+            dataset_id=dataset.id,
+            params=params,
+            rows=split,
+            loss=dataset.loss,
+            power=None if dataset.offset is None else PathSpec().power,
+        )
         spec = TrainJobSpec(forest_id=recipe.forest_id, recipe=recipe)
         return self._submit_once(
             tenant,
@@ -220,6 +227,7 @@ class JobSubmission:
     def _resolve_path(self, request: PathJobRequest, tenant: str) -> PathJobSpec:
         dataset = self.datasets.get(request.dataset_id, tenant=tenant)
         loss = self._path_loss(dataset, request.loss)
+        self._check_offset(dataset, loss)
         self._check_targets(dataset, loss)
         try:
             path = request.path.replace(loss=loss)
@@ -261,6 +269,7 @@ class JobSubmission:
                 params=request.forest,
                 rows=rows,
                 loss=path.loss,
+                power=None if dataset.offset is None else path.power,
             )
             forest_id = recipe.forest_id
         else:
@@ -357,6 +366,26 @@ class JobSubmission:
                     )
                 ],
             ) from error
+
+    @staticmethod
+    def _check_offset(dataset: DatasetInfo, loss: Loss) -> None:
+        """A dataset with an offset column only for a loss the library fits with one (OFFSET_LOSSES, from
+        ``Loss.offset_target``)."""
+        if dataset.offset is None or loss in OFFSET_LOSSES:
+            return
+        fitting = [name for name in OFFSET_LOSSES if dataset.task in (LOSSES[name].task, *LOSSES[name].other_tasks)]
+        raise Invalid(
+            f"The {loss} loss takes no offset: the dataset's offset column {dataset.offset!r} is added to the scores "
+            f"of the losses {', '.join(OFFSET_LOSSES)}.",
+            [
+                FieldFault(
+                    "offset",
+                    f"dataset {dataset.id} has the offset column {dataset.offset!r}; the {loss} loss takes none",
+                    (f"use loss {' or '.join(fitting)}, or " if fitting else "")
+                    + f"upload the table without offset (a {dataset.task} dataset)",
+                )
+            ],
+        )
 
     @staticmethod
     def _check_validation_dataset(dataset: DatasetInfo, validation: DatasetInfo) -> None:

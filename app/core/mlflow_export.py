@@ -73,6 +73,8 @@ def mlflow_model_zip(model: ModelInfo, rules: str, output: str, python_version: 
             "target": model.target,
             "loss": model.loss,
             "output": output,
+            # the rows' offset and exposure columns (where the model has them): the pyfunc does not read them
+            **{name: value for name in ("offset", "exposure") if (value := getattr(model, name, None)) is not None},
         },
         "model_uuid": model.id,
         "saved_input_example_info": {

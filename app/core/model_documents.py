@@ -59,6 +59,15 @@ class ModelInfo(ModelSummary):
             "scoring multiplies it by a row's exposure where the row holds this column"
         ),
     )
+    offset: str | None = Field(
+        None,
+        description=(
+            "the offset column of a model fitted with one (the dataset's; squared, poisson, tweedie or gamma loss): "
+            "scoring adds a row's offset to its score before the inverse link (exp(score + offset), or score + "
+            "offset for squared) where the row holds this column, a missing value counting 0; see "
+            "prediction_formula"
+        ),
+    )
     event: str | None = Field(None, description="survival models: the training table's event column")
     loss: Loss = Field(
         DEFAULT_LOSS,
@@ -108,6 +117,33 @@ class ModelInfo(ModelSummary):
     @property
     def predicts(self) -> str:
         return get_loss(self.loss).predicts(self.target, self.classes)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description=(
+            "how a row's offset and exposure columns enter its prediction, such as 'exp(score + offset) × "
+            "exposure'; null for a model with neither"
+        )
+    )
+    @property
+    def prediction_formula(self) -> str | None:
+        return prediction_formula(self.loss, self.offset, self.exposure)
+
+
+def prediction_formula(loss: str, offset: str | None, exposure: str | None) -> str | None:
+    """How the offset and exposure columns of a model of ``loss`` enter its prediction, in words (the model
+    document, the exports' notes); None where it has neither. ``score``: the rules' sum (intercept, the
+    contributions of the rules that fire, the linear terms)."""
+    if offset is None and exposure is None:
+        return None
+    score = "score" if offset is None else "score + offset"
+    formula = f"exp({score})" if get_loss(loss).link == "log" else score
+    if exposure is not None:
+        formula += " × exposure"
+    columns = [
+        *([f"offset is the row's column {offset!r} (0 where missing)"] if offset is not None else []),
+        *([f"exposure is the row's column {exposure!r} (1 where missing)"] if exposure is not None else []),
+    ]
+    return f"{formula}, where score is the rules' sum and " + " and ".join(columns)
 
 
 def longest_rule(ensemble: RuleEnsemble) -> int:

@@ -4,7 +4,7 @@ model around the Python module (app.core.mlflow_export)."""
 from dataclasses import dataclass
 
 from app.core.mlflow_export import mlflow_model_zip
-from app.core.model_documents import ModelInfo
+from app.core.model_documents import ModelInfo, prediction_formula
 from solver import RuleEnsemble
 from solver.export import EXPORT_FORMATS, export_rules, log_link_quantity
 from solver.losses import get_loss
@@ -82,6 +82,9 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
     else:
         output = f"prediction of {model.target!r}"
         notes = [f"{title}: predicts {model.target!r}"]
+    formula = prediction_formula(model.loss, model.offset, model.exposure)
+    if formula is not None:  # the rows' offset and exposure columns are not in the code: the user applies them
+        notes.append(f"the service predicts {formula}; this code gives the rules' part, {_row_part(model)}")
     comment = EXPORT_COMMENTS[language]
     text = "".join(f"{comment} {line}\n" for line in notes) + code
     content: str | bytes = text
@@ -94,3 +97,17 @@ def export_model(model: ModelInfo, format: str) -> ModelExport:
     return ModelExport(
         content, f"{safe_name}-v{model.version}{EXPORT_SUFFIXES[format]}", EXPORT_MEDIA_TYPES[format], output
     )
+
+
+def _row_part(model: ModelInfo) -> str:
+    """What an export's user does with a row's offset and exposure columns, which the code does not read."""
+    steps = []
+    if model.offset is not None:
+        steps.append(
+            f"multiply it by exp({model.offset}) (the offset is added to the score)"
+            if get_loss(model.loss).link == "log"
+            else f"add {model.offset} to it (the offset is added to the score)"
+        )
+    if model.exposure is not None:
+        steps.append(f"multiply it by {model.exposure} (the exposure multiplies the rate)")
+    return "then " + ", then ".join(steps)

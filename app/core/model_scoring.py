@@ -28,6 +28,12 @@ class ScoringModel:
     checked_at: float = 0.0  # when the stored model was last seen to exist (time.monotonic)
     classes: list | None = None  # a classifier's labels (binary: its rules add log-odds of classes[1])
     exposure: str | None = None  # the exposure column of a rate model: a row that has it gets rate x exposure
+    offset: str | None = None  # the offset column: a row that has it gets it added to its score (before the link)
+
+    @property
+    def row_columns(self) -> list[str]:
+        """The columns scored rows may hold beside the features: the exposure and offset columns, where named."""
+        return [column for column in (self.exposure, self.offset) if column is not None]
 
 
 @dataclass
@@ -88,13 +94,19 @@ def score_rows(
     (column -> values, n_rows, the field holding the rows, which faults name as ``{field}.{column}``); more than
     ``max_rows`` rows (FIRE_MAX_SCORING_ROWS) are refused. ``times`` (a Cox model, checked by :func:`check_times`):
     each row's survival curve at these times beside its hazard ratio. A rate model with an exposure column
-    (``scoring.exposure``) multiplies the rate of a row by its exposure where the rows hold that column."""
+    (``scoring.exposure``) multiplies the rate of a row by its exposure where the rows hold that column; a model
+    with an offset column (``scoring.offset``) adds a row's offset to its score before the inverse link
+    (``FireRegressor.predict(X, offset=)``) where the rows hold that column."""
     names = scoring.encoding.column_names
-    table, n_rows, location = read_table(names if scoring.exposure is None else [*names, scoring.exposure])
-    exposure = None
+    row_columns = scoring.row_columns
+    table, n_rows, location = read_table([*names, *row_columns])
+    exposure = offset = None
     if scoring.exposure is not None and scoring.exposure in table:  # not a feature: the rows' rate multiplier
         exposure = _exposures(table[scoring.exposure], n_rows, f"{location}.{scoring.exposure}")
-        table = {name: values for name, values in table.items() if name != scoring.exposure}
+    if scoring.offset is not None and scoring.offset in table:  # not a feature: added to the rows' scores
+        offset = _offsets(table[scoring.offset], n_rows, f"{location}.{scoring.offset}")
+    if row_columns:
+        table = {name: values for name, values in table.items() if name not in row_columns}
     if n_rows > max_rows:
         raise TooLarge(
             f"{n_rows} rows in one request, more than the limit of {max_rows}.",
@@ -142,7 +154,7 @@ def score_rows(
         probabilities = INVERSE_LINKS["softmax"](scores)  # RuleEnsemble.predict_mean of these scores
         return Scores(labels, explanations, contributions, probabilities.tolist(), classes, linear_contributions)
     if scoring.classes is None:  # the prediction, or the rate exp(score) of counts (predict_mean)
-        mean = INVERSE_LINKS[ensemble.link](scores)
+        mean = INVERSE_LINKS[ensemble.link](scores if offset is None else scores + offset)
         if exposure is not None:
             mean = mean * exposure
         survival = None if times is None else ensemble.predict_survival(X, np.asarray(times, dtype=np.float64))
@@ -173,15 +185,35 @@ def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence],
         raise Invalid("Some values are not numbers.", faults)
 
 
-def _exposures(values: Sequence, n_rows: int, field: str) -> np.ndarray:
-    """A scored exposure column: numbers > 0 (a missing one counts 1, the rate itself)."""
+def _row_numbers(values: Sequence, missing: float, what: str, field: str, fix: str) -> np.ndarray:
+    """A scored column of row numbers (not a feature), a missing value counting ``missing``."""
     try:
-        exposure = np.array([1.0 if value is None else float(value) for value in values], dtype=np.float64)
+        return np.array([missing if value is None else float(value) for value in values], dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise Invalid(
-            "The exposure column holds values that are not numbers.",
-            [FieldFault(field, str(error), "send the rows' exposures as numbers > 0, or leave the column out")],
+            f"The {what} column holds values that are not numbers.", [FieldFault(field, str(error), fix)]
         ) from error
+
+
+def _offsets(values: Sequence, n_rows: int, field: str) -> np.ndarray:
+    """A scored offset column: finite numbers (a missing one, null or a CSV's empty cell, counts 0: the score
+    itself)."""
+    fix = "send the rows' offsets as finite numbers (null or 0 adds nothing), or leave the column out"
+    offset = _row_numbers(values, 0.0, "offset", field, fix)
+    offset[np.isnan(offset)] = 0.0
+    bad = ~np.isfinite(offset)
+    if len(offset) != n_rows or bad.any():
+        row = int(np.flatnonzero(bad)[0]) if bad.any() else 0
+        raise Invalid(
+            "Offsets are finite numbers, one per row.", [FieldFault(field, f"row {row} has {values[row]!r}", fix)]
+        )
+    return offset
+
+
+def _exposures(values: Sequence, n_rows: int, field: str) -> np.ndarray:
+    """A scored exposure column: numbers > 0 (a missing one counts 1, the rate itself)."""
+    fix = "send the rows' exposures as numbers > 0, or leave the column out"
+    exposure = _row_numbers(values, 1.0, "exposure", field, fix)
     bad = ~(np.isfinite(exposure) & (exposure > 0))
     if len(exposure) != n_rows or bad.any():
         row = int(np.flatnonzero(bad)[0]) if bad.any() else 0

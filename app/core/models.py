@@ -92,6 +92,7 @@ class ModelStore:
             created_at=time.time(),
             target=dataset.target,
             exposure=dataset.exposure,
+            offset=dataset.offset,
             event=dataset.event,
             loss=result.parameters.path.loss,
             classes=dataset.rule_classes(result.parameters.path.loss),
@@ -209,6 +210,7 @@ class ModelStore:
             time.monotonic(),
             model.classes,
             model.exposure,
+            model.offset,
         )
         self.scoring_cache.put(model_id, scoring)
         return scoring

@@ -458,6 +458,46 @@ def pop_exposure(frame: pd.DataFrame, exposure: str) -> np.ndarray:
     return values
 
 
+def pop_offset(frame: pd.DataFrame, offset: str) -> np.ndarray:
+    """The offset column (a known part of each row's score: the log of an exposure, a prior model's score), taken
+    out of ``frame``: a finite number on every row; Invalid naming the column and its first bad row otherwise. A path
+    fits with it added to every row's score (the library's ``Loss.offset_target``)."""
+    if offset not in frame.columns:
+        raise Invalid(
+            f"No column named '{offset}'.",
+            [FieldFault("offset", "not a column", f"use one of {list(frame.columns)[:50]}")],
+        )
+    column = frame.pop(offset)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise Invalid(
+            f"The offset column '{offset}' must be a finite number on every row.",
+            [
+                FieldFault(
+                    f"columns.{offset}",
+                    f"missing, non-numeric or not finite: {_first_bad(bad, column.to_numpy(dtype=object))}",
+                    "fill these rows with their offset (0 adds nothing to the score), or drop them",
+                )
+            ],
+        )
+    return values
+
+
+def _check_distinct_columns(target: str, **named: str | None) -> None:
+    """The target, event, exposure and offset columns are different columns."""
+    seen = {target: "target"}
+    for field, column in named.items():
+        if column is None:
+            continue
+        if column in seen:
+            raise Invalid(
+                f"The column '{column}' is named as both {seen[column]} and {field}.",
+                [FieldFault(field, f"the {seen[column]} column", f"name another column as {field}, or leave it out")],
+            )
+        seen[column] = field
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
@@ -470,14 +510,17 @@ def validate_table(
     *,
     event: str | None = None,
     exposure: str | None = None,
-) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None, np.ndarray | None]:
-    """(encoding, features float64 (n, p), y float64 (n,), task, classes, exposure float64 (n,) or None), or
-    Invalid naming every fault. Takes the target column (and the event and exposure columns) out of ``frame`` (no
+    offset: str | None = None,
+) -> tuple[TableEncoding, np.ndarray, np.ndarray, str, list | None, dict[str, np.ndarray]]:
+    """(encoding, features float64 (n, p), y float64 (n,), task, classes, row arrays), or Invalid naming every
+    fault; the row arrays hold "exposure" and "offset" (float64 (n,)) where those columns are named. Takes the
+    target column (and the event, exposure and offset columns) out of ``frame`` (no
     copy of the table). ``task``: declared, or None to detect it (:func:`target_task`); ``classes`` is the labels
     of a classification or multiclass target (y then holds their codes 0..K-1: 0/1 for two labels), else None. A
     survival table (task=survival, declared) names its time column as ``target`` and its event column as
     ``event``: y holds the signed times (``solver.signed_times``: +time where the event happened, -time where
-    censored). ``exposure``: a column of row exposures (> 0) kept beside y, not a feature."""
+    censored). ``exposure``: a column of row exposures (> 0) kept beside y, not a feature; ``offset``: a column of
+    row offsets (finite numbers added to the rows' scores) likewise."""
     if target not in frame.columns:
         raise Invalid(
             f"No column named '{target}'.",
@@ -492,8 +535,13 @@ def validate_table(
                 else FieldFault("task", f"{task}, with an event column", "pass task=survival, or leave event out")
             ],
         )
+    _check_distinct_columns(target, event=event, exposure=exposure, offset=offset)
     events = pop_event(frame, event) if event is not None else None
-    exposures = pop_exposure(frame, exposure) if exposure is not None else None
+    rows: dict[str, np.ndarray] = {}
+    if exposure is not None:
+        rows["exposure"] = pop_exposure(frame, exposure)
+    if offset is not None:
+        rows["offset"] = pop_offset(frame, offset)
     if len(frame) < 2 or frame.shape[1] < 2:
         raise Invalid(
             "A dataset needs at least 2 rows and one feature column besides the target.",
@@ -543,4 +591,4 @@ def validate_table(
         raise Invalid("The table does not validate.", faults)
     if events is not None:
         y = signed_times(y, events)
-    return encoding, features, y, task, classes, exposures
+    return encoding, features, y, task, classes, rows

@@ -30,6 +30,7 @@ _UPLOAD_BODY = {
                         "task": {"type": "string", "enum": list(TASKS)},
                         "event": {"type": "string"},
                         "exposure": {"type": "string"},
+                        "offset": {"type": "string"},
                     },
                 }
             },
@@ -84,6 +85,17 @@ async def upload_dataset(
             )
         ),
     ] = None,
+    offset: Annotated[
+        str | None,
+        Query(
+            description=(
+                "an offset column (a finite number on every row; not a feature): added to every row's score, known "
+                "and not fitted (the log of an exposure, a prior model's score), for the squared, poisson, tweedie "
+                "and gamma losses; its models answer exp(score + offset) (squared: score + offset), a scored row's "
+                "offset read from this column (0 where missing). With exposure, the offset applies to the rate"
+            )
+        ),
+    ] = None,
 ):
     upload = await receive_upload(request, core.settings.max_upload_bytes)
     target = target or upload.fields.get("target")
@@ -104,6 +116,7 @@ async def upload_dataset(
             task=task or upload.fields.get("task"),
             event=event or upload.fields.get("event"),
             exposure=exposure or upload.fields.get("exposure"),
+            offset=offset or upload.fields.get("offset"),
         )
     )
     response.status_code = 201 if created else 200

@@ -129,7 +129,7 @@ def score_inference(
     """Read, score and answer one inference request (``cached``: as ``run_scoring`` gives it)."""
     request, binary = parse_request(body, header_length)
     scoring = cached or core.models.scoring_model(ref, tenant)
-    table, n_rows = read_inputs(request, binary, scoring.encoding)
+    table, n_rows = read_inputs(request, binary, scoring.encoding, scoring.row_columns)
     outputs = requested_outputs(request, scoring)
     times = survival_times(request)
     check_times(scoring, times, "body.parameters.times")
