@@ -29,6 +29,7 @@ from functools import partial
 import numpy as np
 from numba import njit
 
+from .._tree_kernels import column_sums
 from ..penalties import penalty_total
 from . import squared
 from .base import Loss, column_entry, unchecked
@@ -161,18 +162,27 @@ def move_to(problem, state, w, intercept, loss):
     state.residual_sum[0] = problem.sample_weight @ state.residual
 
 
-@njit(cache=True)
 def _column_moments(problem, weights):
-    """Per column j, ``sum_i weights_i e_ij`` and ``sum_i weights_i e_ij^2`` over its rows: O(nnz)."""
-    n_columns = problem.values.shape[0]
-    first, second = np.zeros(n_columns), np.zeros(n_columns)
-    for j in range(n_columns):
+    """Per column j, ``sum_i weights_i e_ij`` and ``sum_i weights_i e_ij^2`` over its rows: the rule columns' (e = 1)
+    row by row in parallel (``solver._tree_kernels.column_sums``, as GBCD's full gradient), the linear terms' by
+    position."""
+    first = np.zeros(problem.values.shape[0])
+    column_sums(problem.leaves, problem.offsets, weights, first[: problem.first_linear])
+    second = first.copy()
+    _linear_moments(problem, weights, first, second)
+    return first, second
+
+
+@njit(cache=True)
+def _linear_moments(problem, weights, first, second):
+    """The linear terms' part of :func:`_column_moments` (each holds every row, its entries in ``linear_values``)."""
+    for j in range(problem.first_linear, problem.values.shape[0]):
+        first[j], second[j] = 0.0, 0.0
         for p in range(problem.leaf_ptr[j], problem.leaf_ptr[j + 1]):
-            entry = 1.0 if j < problem.first_linear else problem.linear_values[p - problem.linear_start]
+            entry = problem.linear_values[p - problem.linear_start]
             weight = weights[problem.leaf_rows[p]]
             first[j] += weight * entry
             second[j] += weight * entry * entry
-    return first, second
 
 
 @njit(cache=True)
