@@ -170,13 +170,38 @@ class Loss:
         }
 
 
-def log_link_offset(y, sample_weight, offset, power):
-    """``offset_target`` of a log-link loss of Tweedie variance power ``power`` (Poisson 1, Gamma 2): with ``mu =
-    exp(offset + eta)`` its row loss is ``exp((2 - p) offset)`` times the loss of ``y exp(-offset)`` at ``exp(eta)``,
-    up to a constant (the unit deviance scales as ``d(c y, c mu) = c^(2-p) d(y, mu)``)."""
-    y, offset = checked_offset(y, offset)
-    weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    return y * np.exp(-offset), weights * np.exp((2.0 - power) * offset)
+class LogLinkMean(Loss):
+    """What the log-link losses of the Tweedie family share (Poisson, variance power 1; Tweedie, p in (1, 2); Gamma,
+    2): the mean ``exp(score)``, the steps' deviance and MAE, the intercept-only model, and offsets."""
+
+    @property
+    def variance_power(self) -> float:
+        """p of the variance ``mean^p``."""
+        raise NotImplementedError
+
+    def initial_intercept(self, y, sample_weight) -> float:
+        """The log of the weighted mean of ``y``: the intercept-only optimum whatever the power."""
+        return float(np.log(np.dot(sample_weight, y) / sample_weight.sum()))
+
+    def offset_target(self, y, sample_weight, offset):
+        """With ``mu = exp(offset + eta)`` a row's loss is ``exp((2 - p) offset)`` times the loss of ``y exp(-offset)``
+        at ``exp(eta)``, up to a constant (the unit deviance scales as ``d(c y, c mu) = c^(2-p) d(y, mu)``)."""
+        y, offset = checked_offset(y, offset)
+        weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        return y * np.exp(-offset), weights * np.exp((2.0 - self.variance_power) * offset)
+
+    def step_metrics(self, y, score, sample_weight=None):
+        """The loss (the mean deviance) and ``mae`` of the mean ``exp(score)``."""
+        return {
+            "loss": self.mean_loss(y, score, sample_weight),
+            "mae": float(np.average(np.abs(y - np.exp(score)), weights=sample_weight)),
+        }
+
+    def response(self, classes=None):
+        return "log mean"
+
+    def predicts(self, target, classes=None):
+        return f"the mean of {target} (amounts)"
 
 
 def checked_offset(y, offset):

@@ -10,13 +10,15 @@ scikit-learn's ``mean_gamma_deviance``. Exposure: ``y = amount / exposure`` with
 
 import numpy as np
 
-from .base import Metric, log_link_offset
+from .base import LogLinkMean, Metric
 from .newton import NewtonLoss
 
 CODE = 5  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
 
 
-class Gamma(NewtonLoss):
+class Gamma(LogLinkMean, NewtonLoss):
+    variance_power = 2.0
+
     def check_targets(self, y, name, sample_weight=None):
         """Positive amounts, every one."""
         if not np.all(y > 0):
@@ -26,10 +28,6 @@ class Gamma(NewtonLoss):
                 f"{bad[0]} ({y[bad[0]]:g}); use loss='tweedie' for amounts with zeros"
             )
 
-    def initial_intercept(self, y, sample_weight):
-        """The log of the weighted mean amount (the intercept-only optimum)."""
-        return float(np.log(np.dot(sample_weight, y) / sample_weight.sum()))
-
     def newton_terms(self, y, score, sample_weight):
         ratio = y * np.exp(-score)  # y / mu
         return ratio - 1.0, ratio
@@ -37,27 +35,11 @@ class Gamma(NewtonLoss):
     def loss_total(self, y, score, sample_weight):
         return float(np.dot(sample_weight, y * np.exp(-score) + score))
 
-    def offset_target(self, y, sample_weight, offset):
-        return log_link_offset(y, sample_weight, offset, power=2.0)
-
     def mean_loss(self, y, score, sample_weight=None):
         """The mean unit deviance (module docstring)."""
         y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
         ratio = y * np.exp(-score)
         return float(np.average(2.0 * (ratio - np.log(ratio) - 1.0), weights=sample_weight))
-
-    def step_metrics(self, y, score, sample_weight=None):
-        """The loss and ``mae`` of the mean amount."""
-        return {
-            "loss": self.mean_loss(y, score, sample_weight),
-            "mae": float(np.average(np.abs(y - np.exp(score)), weights=sample_weight)),
-        }
-
-    def response(self, classes=None):
-        return "log mean"
-
-    def predicts(self, target, classes=None):
-        return f"the mean of {target} (amounts)"
 
     def warmup_target(self, y):
         return np.exp(y - y.max()) + 1e-3

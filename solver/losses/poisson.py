@@ -28,7 +28,7 @@ from scipy.special import xlogy
 
 from ..penalties import L1, block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights
 from . import newton
-from .base import MAX_AMOUNT, Loss, Metric, column_entry, log_link_offset
+from .base import MAX_AMOUNT, LogLinkMean, Metric, column_entry
 
 CODE = 2
 INTERCEPT_STEPS = 50
@@ -290,7 +290,9 @@ def within_bound(problem, leaves, weights):
     return True
 
 
-class Poisson(Loss):
+class Poisson(LogLinkMean):
+    variance_power = 1.0
+
     def check_targets(self, y, name, sample_weight=None):
         """Counts or rates: non-negative, with a positive weighted total where ``sample_weight`` is given."""
         if np.any(y < 0):
@@ -323,21 +325,11 @@ class Poisson(Loss):
         mean = np.exp(score)
         return y - mean, mean
 
-    def offset_target(self, y, sample_weight, offset):
-        return log_link_offset(y, sample_weight, offset, power=1.0)
-
     def mean_loss(self, y, score, sample_weight=None):
         """The mean Poisson deviance ``2 (y log(y / mu) - y + mu)``."""
         y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
         per_row = 2.0 * (xlogy(y, y) - y * score - y + np.exp(score))
         return float(np.average(per_row, weights=sample_weight))
-
-    def step_metrics(self, y, score, sample_weight=None):
-        """The loss and ``mae`` of the rate."""
-        return {
-            "loss": self.mean_loss(y, score, sample_weight),
-            "mae": float(np.average(np.abs(y - np.exp(score)), weights=sample_weight)),
-        }
 
     def response(self, classes=None):
         return "log rate"

@@ -16,15 +16,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .base import Metric, log_link_offset
+from .base import LogLinkMean, Metric
 from .newton import NewtonLoss
 
 CODE = 4  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
 
 
 @dataclass(frozen=True)
-class Tweedie(NewtonLoss):
+class Tweedie(LogLinkMean, NewtonLoss):
     power: float = 1.5  # PathSpec.power, set by configured()
+
+    @property
+    def variance_power(self):
+        return self.power
 
     def configured(self, spec):
         return replace(self, power=float(spec.power))
@@ -36,10 +40,6 @@ class Tweedie(NewtonLoss):
         if sample_weight is not None and not np.dot(sample_weight, y) > 0:
             raise ValueError(f"the Tweedie loss needs some positive {name} with positive weight: every amount is 0")
 
-    def initial_intercept(self, y, sample_weight):
-        """The log of the weighted mean amount (the intercept-only optimum whatever the power)."""
-        return float(np.log(np.dot(sample_weight, y) / sample_weight.sum()))
-
     def newton_terms(self, y, score, sample_weight):
         p = self.power
         shrunk, grown = np.exp((1.0 - p) * score), np.exp((2.0 - p) * score)  # mu^(1-p), mu^(2-p)
@@ -49,9 +49,6 @@ class Tweedie(NewtonLoss):
         p = self.power
         per_row = -y * np.exp((1.0 - p) * score) / (1.0 - p) + np.exp((2.0 - p) * score) / (2.0 - p)
         return float(np.dot(sample_weight, per_row))
-
-    def offset_target(self, y, sample_weight, offset):
-        return log_link_offset(y, sample_weight, offset, power=self.power)
 
     def mean_loss(self, y, score, sample_weight=None):
         """The mean unit deviance (module docstring)."""
@@ -63,19 +60,6 @@ class Tweedie(NewtonLoss):
             + np.exp((2.0 - p) * score) / (2.0 - p)
         )
         return float(np.average(per_row, weights=sample_weight))
-
-    def step_metrics(self, y, score, sample_weight=None):
-        """The loss and ``mae`` of the mean amount."""
-        return {
-            "loss": self.mean_loss(y, score, sample_weight),
-            "mae": float(np.average(np.abs(y - np.exp(score)), weights=sample_weight)),
-        }
-
-    def response(self, classes=None):
-        return "log mean"
-
-    def predicts(self, target, classes=None):
-        return f"the mean of {target} (amounts)"
 
     def warmup_target(self, y):
         return np.where(y > np.median(y), np.exp(y - y.max()), 0.0)
