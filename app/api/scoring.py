@@ -103,16 +103,7 @@ def answer(scores: Scores, scoring: ScoringModel, shape: Shape, params: ScoringP
             body["survival"] = scores.survival
     else:
         body = {"predictions": scores.predictions}
-        names = (
-            "probabilities",
-            "classes",
-            "explanations",
-            "contributions",
-            "linear_contributions",
-            "times",
-            "survival",
-        )
-        for name in names:
+        for name in scores.ANSWERED:
             if getattr(scores, name) is not None:
                 body[name] = getattr(scores, name)
         body["model"] = {"id": scoring.id, "name": scoring.name, "version": scoring.version}

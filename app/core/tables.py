@@ -436,48 +436,43 @@ def pop_exposure(frame: pd.DataFrame, exposure: str) -> np.ndarray:
     """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: finite numbers
     > 0; Invalid naming the column and its first bad row otherwise. A path fits the rate target / exposure with
     the exposure as row weights."""
-    if exposure not in frame.columns:
-        raise Invalid(
-            f"No column named '{exposure}'.",
-            [FieldFault("exposure", "not a column", f"use one of {list(frame.columns)[:50]}")],
-        )
-    column = frame.pop(exposure)
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~(np.isfinite(values) & (values > 0))
-    if bad.any():
-        raise Invalid(
-            f"The exposure column '{exposure}' must be a number > 0 on every row.",
-            [
-                FieldFault(
-                    f"columns.{exposure}",
-                    f"missing, non-numeric or not > 0: {_first_bad(bad, column.to_numpy(dtype=object))}",
-                    "fill these rows with their exposure (> 0), or drop them",
-                )
-            ],
-        )
-    return values
+    return _pop_numbers(
+        frame, exposure, "exposure", lambda values: values > 0, "a number > 0",
+        "fill these rows with their exposure (> 0)",
+    )  # fmt: skip
 
 
 def pop_offset(frame: pd.DataFrame, offset: str) -> np.ndarray:
     """The offset column (a known part of each row's score: the log of an exposure, a prior model's score), taken
     out of ``frame``: a finite number on every row; Invalid naming the column and its first bad row otherwise. A path
     fits with it added to every row's score (the library's ``Loss.offset_target``)."""
-    if offset not in frame.columns:
+    return _pop_numbers(
+        frame, offset, "offset", lambda values: values == values, "a finite number",
+        "fill these rows with their offset (0 adds nothing to the score)",
+    )  # fmt: skip
+
+
+def _pop_numbers(frame: pd.DataFrame, column_name: str, field: str, valid, must_be: str, fill: str) -> np.ndarray:
+    """Column ``column_name`` (the request's ``field``) taken out of ``frame`` as finite numbers that are ``valid`` (a
+    test of the array; ``must_be`` says it in words); Invalid naming the column and its first bad row otherwise."""
+    if column_name not in frame.columns:
         raise Invalid(
-            f"No column named '{offset}'.",
-            [FieldFault("offset", "not a column", f"use one of {list(frame.columns)[:50]}")],
+            f"No column named '{column_name}'.",
+            [FieldFault(field, "not a column", f"use one of {list(frame.columns)[:50]}")],
         )
-    column = frame.pop(offset)
+    column = frame.pop(column_name)
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values)
+    finite = np.isfinite(values)
+    bad = ~finite
+    bad[finite] = ~valid(values[finite])
     if bad.any():
         raise Invalid(
-            f"The offset column '{offset}' must be a finite number on every row.",
+            f"The {field} column '{column_name}' must be {must_be} on every row.",
             [
                 FieldFault(
-                    f"columns.{offset}",
-                    f"missing, non-numeric or not finite: {_first_bad(bad, column.to_numpy(dtype=object))}",
-                    "fill these rows with their offset (0 adds nothing to the score), or drop them",
+                    f"columns.{column_name}",
+                    f"missing, non-numeric or not {must_be}: {_first_bad(bad, column.to_numpy(dtype=object))}",
+                    f"{fill}, or drop them",
                 )
             ],
         )
