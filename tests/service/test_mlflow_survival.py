@@ -49,6 +49,8 @@ def exported(rules: RuleEnsemble, directory, loss: str = "cox", target: str = "l
         columns=rules.encoding.to_dict(),
         ensemble=rules.to_dict(),
         created_at=0.0,
+        exposure=None,
+        offset=None,
     )
     export = export_model(model, "mlflow")
     zipfile.ZipFile(io.BytesIO(export.content)).extractall(directory)
