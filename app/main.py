@@ -19,7 +19,7 @@ from app.api.deps import CpuLane, require_redis, require_tenant
 from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
-from app.api.routes import datasets, forests, health, inference, jobs, models, registered_models
+from app.api.routes import datasets, forests, health, inference, jobs, losses, models, registered_models
 from app.api.schemas import PredictRequest
 from app.core.config import Settings, get_settings
 from app.core.connections import REDIS_FAILURES
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         datasets.router,
         forests.router,
         jobs.router,
+        losses.router,
         models.router,
         registered_models.router,
         inference.router,

@@ -41,6 +41,8 @@ class LossView(Document):
     per_class: bool = Field(description="each rule adds one amount per class")
     metrics: list[MetricView] = Field(description="the readable metrics of a step, most telling first, loss included")
     chart_metric: str = Field(description="the metric a chart of the path opens on")
+    other_tasks: list[str] = Field(description="the other dataset tasks where a path may ask for it")
+    selections: list[str] = Field(description="the step selections (PathSpec.selection) it allows")
 
     @classmethod
     def of(cls, name: str) -> "LossView":

@@ -23,13 +23,6 @@ const TERM_SETTINGS = ["candidates", "max_rule_length", "linear_terms", "linear_
 // how far the rules can be trusted: the step cross-validated (with error bars) and the rules refitted on resamples
 const TRUST_SETTINGS = ["cv_folds", "selection", "stability_resamples"];
 const OWN_CONTROLS = new Set(["dataset_id", "forest_id", "forest", "validation", "grid", "loss", "power"]);
-// the loss a path fits where the request leaves it out: the dataset's task's (as the request's `loss` describes)
-const TASK_LOSSES = { regression: "squared", classification: "logistic", multiclass: "multinomial", count: "poisson",
-                      amount: "tweedie", survival: "cox" };
-// the selections only some losses allow (the library's Loss.selections; the others allow every loss): the highest
-// AUC for classifiers, the highest C-index for Cox
-const SELECTION_LOSSES = { auc: ["logistic", "multinomial"], cindex: ["cox"] };
-
 /** The alternatives a property allows: its types, its enum values, whether null is one. */
 function kinds(property) {
   const options = property.anyOf ?? [property];
@@ -80,17 +73,19 @@ function settingControl(name, property, path = name) {
   return { element: field(LABELS[name] ?? fieldLabel(name), control, { help: property.description, name: path }), read };
 }
 
-/** The loss: left to the dataset's task (the first choice, naming the loss it means) or one of the API's losses;
- * the Tweedie power beside it, offered while the loss is Tweedie. {element, read(), loss(), update(task)}. */
-function lossSettings(properties) {
+/** The loss: left to the dataset's task (the first choice, naming the loss it means: the first of the API's losses
+ * made for that task, GET /v1/losses) or one of them; the Tweedie power beside it, offered while the loss is Tweedie.
+ * {element, read(), loss(), update(task)}. */
+function lossSettings(properties, losses) {
   const taskChoice = h("option", { value: "" }, "the dataset's task decides");
-  const loss = h("select", null, taskChoice, properties.loss.enum.map(name => h("option", { value: name }, name)));
+  const loss = h("select", null, taskChoice, losses.map(({ name }) => h("option", { value: name }, name)));
   const power = settingControl("power", properties.power);
   let task = null;
-  const chosen = () => loss.value || TASK_LOSSES[task] || null;
+  const taskLoss = () => losses.find(candidate => candidate.task === task)?.name;
+  const chosen = () => loss.value || taskLoss() || null;
   const update = newTask => {
     task = newTask ?? task;
-    taskChoice.textContent = TASK_LOSSES[task] ? `${TASK_LOSSES[task]} (the dataset's task, ${task}, decides)` : "the dataset's task decides";
+    taskChoice.textContent = taskLoss() ? `${taskLoss()} (the dataset's task, ${task}, decides)` : "the dataset's task decides";
     power.element.hidden = chosen() !== "tweedie";
   };
   loss.addEventListener("change", () => update());
@@ -120,8 +115,9 @@ const datasetLabel = dataset => `${dataset.source.filename ?? dataset.id} (targe
 const sameFeatures = (forest, dataset) => JSON.stringify(forest.feature_names) === JSON.stringify(dataset?.feature_names);
 
 async function buildForm(query, navigate) {
-  const [request, training, validation, datasets, forests] = await Promise.all([
-    schema("PathJobRequest"), schema("TrainingParams"), schema("ValidationSpec"), get("/v1/datasets"), get("/v1/forests")]);
+  const [request, training, validation, datasets, forests, losses] = await Promise.all([
+    schema("PathJobRequest"), schema("TrainingParams"), schema("ValidationSpec"), get("/v1/datasets"), get("/v1/forests"),
+    get("/v1/losses")]);
   if (!datasets.length) {
     return h("p", null, "No dataset yet: ", h("a", { href: "/dashboard/datasets" }, "upload one"), " first.");
   }
@@ -145,7 +141,7 @@ async function buildForm(query, navigate) {
 
   const others = Object.keys(request.properties).filter(name => !OWN_CONTROLS.has(name) && !MAIN_SETTINGS.includes(name)
                                                                && !TERM_SETTINGS.includes(name) && !TRUST_SETTINGS.includes(name));
-  const loss = lossSettings(request.properties);
+  const loss = lossSettings(request.properties, losses);
   const trust = settingsGroup(request.properties, TRUST_SETTINGS.filter(name => name in request.properties));
   const main = settingsGroup(request.properties, MAIN_SETTINGS.filter(name => name in request.properties));
   const terms = settingsGroup(request.properties, TERM_SETTINGS.filter(name => name in request.properties));
@@ -197,14 +193,15 @@ async function buildForm(query, navigate) {
   form.addEventListener("change", showChosenParts);
   showChosenParts();
   // a selection is offered where the path can make it: the one-standard-error rule needs the folds' standard errors
-  // (offered only while folds are set), AUC a classifier's loss, the C-index the Cox loss
+  // (offered only while folds are set), and each loss allows its own (GET /v1/losses: AUC a classifier's, the
+  // C-index Cox's)
   const folds = form.querySelector("[data-field='cv_folds']");
   const selection = form.querySelector("select[data-field='selection']");
   const offerSelections = () => {
     if (!selection) return;
     for (const option of selection.options) {
       option.disabled = (option.value === "1se" && !folds?.value)
-        || (option.value in SELECTION_LOSSES && !SELECTION_LOSSES[option.value].includes(loss.loss()));
+        || !(losses.find(({ name }) => name === loss.loss())?.selections ?? [option.value]).includes(option.value);
     }
     if (selection.selectedOptions[0]?.disabled) {
       selection.value = [...selection.options].find(option => option.defaultSelected && !option.disabled)?.value

@@ -167,6 +167,8 @@ class Loss:
             "per_class": self.per_class,
             "metrics": [{"name": metric.name, "label": metric.label} for metric in self.metrics],
             "chart_metric": self.chart_metric,
+            "other_tasks": list(self.other_tasks),
+            "selections": list(self.selections),
         }
 
 

@@ -159,3 +159,19 @@ def test_bad_survival_tables_are_422s_naming_the_column(api, change, query, fiel
     errors = response.json()["errors"]
     assert any(error["field"].endswith(field) for error in errors), errors
     assert words in response.text
+
+
+def test_the_losses_are_listed_as_the_library_registers_them(api):
+    """GET /v1/losses: every registered loss in the registry's order with what the dashboard's form reads (the task it
+    is made for, the selections it allows), so that no client keeps its own copy of them."""
+    from solver.losses import LOSSES
+
+    response = api.client.get("/v1/losses")
+    assert response.status_code == 200, response.text
+    listed = response.json()
+    assert [loss["name"] for loss in listed] == list(LOSSES)
+    for loss in listed:
+        registered = LOSSES[loss["name"]]
+        assert loss["task"] == registered.task and loss["selections"] == list(registered.selections)
+    assert next(loss for loss in listed if loss["task"] == "survival")["name"] == "cox"
+    assert "cindex" in next(loss for loss in listed if loss["name"] == "cox")["selections"]

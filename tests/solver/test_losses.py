@@ -64,6 +64,8 @@ def test_every_descriptor_is_complete(name):
         "per_class": loss.per_class,
         "metrics": [{"name": metric.name, "label": metric.label} for metric in loss.metrics],
         "chart_metric": loss.chart_metric,
+        "other_tasks": list(loss.other_tasks),
+        "selections": list(loss.selections),
     }
 
 
