@@ -13,8 +13,10 @@ const TASKS = [["", "detect from the target"], ["regression", "regression (numbe
                ["count", "count (numbers ≥ 0: Poisson)"],
                ["amount", "amount (amounts ≥ 0 with many zeros: Tweedie, Gamma)"],
                ["survival", "survival (time to an event: Cox)"]];
-// the tasks whose target may be a rate over an exposure column (the API's `exposure`: Poisson, Tweedie, Gamma)
+// the tasks whose target may be a rate over an exposure column (the API's `exposure`: Poisson, Tweedie, Gamma), and
+// those whose score may take an offset column (the API's `offset`: the log-link losses and squared)
 const EXPOSURE_TASKS = ["count", "amount"];
+const OFFSET_TASKS = ["regression", "count", "amount"];
 
 /**
  * A column of the chosen file: a drop-down of its columns, or a text input where they cannot be read here.
@@ -51,23 +53,25 @@ function uploadForm(navigate) {
   const target = columnPicker("target");
   const event = columnPicker("event");
   const exposure = columnPicker("exposure", { optional: true });
+  const offset = columnPicker("offset", { optional: true });
   const columnsProblem = h("div");
   const slot = h("div");
   let columns = [];
   file.addEventListener("change", async () => {
     columnsProblem.replaceChildren();
-    for (const picker of [target, event, exposure]) picker.clear();
+    for (const picker of [target, event, exposure, offset]) picker.clear();
     if (!file.files.length) return;
     try {
       columns = await columnsOfFile(file.files[0]);
       target.setColumns(columns);
       event.setColumns(columns, likelyColumn(columns, EVENT_WORDS) ?? columns.at(-1));
       exposure.setColumns(columns, "");
+      offset.setColumns(columns, "");
       showTaskColumns();
     } catch (error) {
       columnsProblem.replaceChildren(problemAlert(new Error(`The columns of this file could not be read here (${error.message}): `
                                                             + "type the target's name.")));
-      for (const picker of [target, event, exposure]) picker.typeInstead();
+      for (const picker of [target, event, exposure, offset]) picker.typeInstead();
     }
   });
   const task = h("select", null, TASKS.map(([value, text]) => h("option", { value }, text)));
@@ -78,6 +82,9 @@ function uploadForm(navigate) {
     name: "event", help: "1 or true where the event happened, 0 or false where the time is censored" });
   const exposureField = field("Exposure column (optional)", exposure.element, {
     name: "exposure", help: "> 0 on every row, not a feature: the target is then a rate per unit of exposure" });
+  const offsetField = field("Offset column (optional)", offset.element, {
+    name: "offset", help: "a number on every row, not a feature, added to each row's score (the log of an exposure, a "
+    + "prior model's score): a count or amount model predicts exp(score + offset)" });
   const targetField = field("Target column", target.element, { name: "target", help: "what to predict; every other column is a feature" });
   const showTaskColumns = () => {
     const survival = task.value === "survival";
@@ -89,6 +96,7 @@ function uploadForm(navigate) {
     eventField.hidden = !survival;
     event.element.required = survival;
     exposureField.hidden = !EXPOSURE_TASKS.includes(task.value);
+    offsetField.hidden = !OFFSET_TASKS.includes(task.value);
     targetField.querySelector("label").textContent = survival ? "Time column (target)" : "Target column";
   };
   task.addEventListener("change", showTaskColumns);
@@ -96,7 +104,7 @@ function uploadForm(navigate) {
   const form = h("form", { "aria-label": "Upload a dataset" },
     h("div", { class: "fields" }, taskField,
       field("Table file", file, { name: "file", help: "CSV (gzipped too), Parquet or JSON records" }),
-      targetField, eventField, exposureField),
+      targetField, eventField, exposureField, offsetField),
     columnsProblem, h("button", { type: "submit" }, "Upload"), slot);
   onSubmit(form, slot, async () => {
     const body = new FormData();
@@ -105,6 +113,7 @@ function uploadForm(navigate) {
     if (task.value) body.append("task", task.value);
     if (task.value === "survival") body.append("event", event.value());
     if (EXPOSURE_TASKS.includes(task.value) && exposure.value()) body.append("exposure", exposure.value());
+    if (OFFSET_TASKS.includes(task.value) && offset.value()) body.append("offset", offset.value());
     const dataset = await post("/v1/datasets", body);
     navigate(`/dashboard/datasets/${dataset.id}`);
   });
@@ -167,13 +176,13 @@ function columnsTable(dataset) {
   });
 }
 
-/** A numeric target's facts: its task, the event and exposure columns beside it, and its summary; a survival
+/** A numeric target's facts: its task, the event, exposure and offset columns beside it, and its summary; a survival
  * target is stored as signed times (+time where the event happened, -time where censored), so only the longest
  * time reads from it. */
 function targetFacts(dataset) {
   const summary = dataset.target_summary;
   const facts = [["task", dataset.task, "task"], ["event column", dataset.event, "event"],
-                 ["exposure column", dataset.exposure, "exposure"]];
+                 ["exposure column", dataset.exposure, "exposure"], ["offset column", dataset.offset, "offset"]];
   if (dataset.task === "survival") return [...facts, ["longest time", formatNumber(Math.max(-summary.min, summary.max))]];
   return [...facts, ["mean", formatNumber(summary.mean)], ["standard deviation", formatNumber(summary.std)],
           ["min", formatNumber(summary.min)], ["max", formatNumber(summary.max)]];

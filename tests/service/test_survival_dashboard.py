@@ -53,7 +53,8 @@ def whas500_csv(path: Path) -> Path:
 
 
 def claims_csv(path: Path, n: int = 400) -> Path:
-    """Claim amounts with many zeros over an exposure (years insured): older drivers in the city claim more."""
+    """Claim amounts with many zeros over an exposure (years insured): older drivers in the city claim more; a prior
+    (an offset: the log of last year's relative rate, known per policy)."""
     rng = np.random.default_rng(7)
     age = rng.uniform(18, 80, n)
     city = rng.integers(0, 2, n)
@@ -61,7 +62,8 @@ def claims_csv(path: Path, n: int = 400) -> Path:
     mean = years * np.exp(0.4 + 0.8 * city + 0.02 * (age - 50))
     claims = rng.poisson(mean * 0.4)
     amount = np.where(claims > 0, rng.gamma(2.0, mean / 0.8), 0.0)
-    pd.DataFrame({"age": age, "city": city, "years": years, "amount": amount}).to_csv(path, index=False)
+    prior = 0.1 * rng.normal(size=n)
+    pd.DataFrame({"age": age, "city": city, "years": years, "prior": prior, "amount": amount}).to_csv(path, index=False)
     return path
 
 
@@ -178,7 +180,7 @@ def test_a_cox_job_from_the_form_shows_its_c_index_survival_curves_and_hazard_fa
     assert not errors, errors
 
 
-def test_an_amount_upload_with_exposure_and_a_tweedie_job_from_the_form(served, browser, tmp_path):  # noqa: F811
+def test_an_amount_upload_with_exposure_and_offset_and_a_tweedie_job_from_the_form(served, browser, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport=SIZES["1280"])
@@ -192,10 +194,13 @@ def test_an_amount_upload_with_exposure_and_a_tweedie_job_from_the_form(served, 
     page.get_by_label("Task").select_option("amount")
     expect(page.get_by_label("Event column")).to_be_hidden()
     expect(page.get_by_label("Exposure column (optional)")).to_have_value("")
-    dataset_id = upload(page, claims, "amount", "amount", **{"Exposure column (optional)": "years"})
+    expect(page.get_by_label("Offset column (optional)")).to_have_value("")
+    columns = {"Exposure column (optional)": "years", "Offset column (optional)": "prior"}
+    dataset_id = upload(page, claims, "amount", "amount", **columns)
     dataset = api.get(f"/v1/datasets/{dataset_id}").json()
-    assert (dataset["task"], dataset["exposure"]) == ("amount", "years")
+    assert (dataset["task"], dataset["exposure"], dataset["offset"]) == ("amount", "years", "prior")
     expect(page.locator("dd[data-field='exposure']")).to_have_text("years")
+    expect(page.locator("dd[data-field='offset']")).to_have_text("prior")
 
     # the Tweedie power is offered for Tweedie only, the C-index not at all
     page.get_by_role("link", name="Run a job on this dataset").click()
