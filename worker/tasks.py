@@ -41,7 +41,7 @@ from app.core.job_documents import (
     step_values,
 )
 from app.core.records import now
-from solver import TreeEnsemble, threads
+from solver import RuleEnsemble, TreeEnsemble, threads
 from solver.cross_validation import fold_rows
 from solver.fitting import (
     RuleFit,
@@ -447,7 +447,7 @@ def _store_fit(
             cache_hit,
             cv=_cross_validation(fit),
             stability=stability,
-            survival=_survival_curves(spec, data, fit, ensembles[fit.selected]),
+            survival=_survival_curves(data, fit, ensembles[fit.selected]),
         )
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=cache_hit)
@@ -456,11 +456,12 @@ def _store_fit(
 SURVIVAL_GRID_POINTS = 50
 
 
-def _survival_curves(spec: PathJobSpec, data: _PathData, fit: RuleFit, rules) -> SurvivalCurves | None:
-    """A Cox path's selected rules on its validation rows (held out, another dataset's, or every row of a
-    cross-validation): their Kaplan–Meier curve beside the mean of the model's S(t | x), on a grid of
-    SURVIVAL_GRID_POINTS times from 0 to their last time (the library's kaplan_meier and predict_survival)."""
-    if spec.path.loss != "cox":
+def _survival_curves(data: _PathData, fit: RuleFit, rules: RuleEnsemble) -> SurvivalCurves | None:
+    """The selected rules of a path whose rules give survival curves (a Cox model's: a baseline hazard) on its
+    validation rows (held out, another dataset's, or every row of a cross-validation): their Kaplan–Meier curve
+    beside the mean of the model's S(t | x), on a grid of SURVIVAL_GRID_POINTS times from 0 to their last time (the
+    library's kaplan_meier and predict_survival)."""
+    if rules.baseline_hazard is None:
         return None
     if fit.val_rows is not None and len(fit.val_rows):
         X, y = data.X[fit.val_rows], data.y[fit.val_rows]
