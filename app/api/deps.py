@@ -5,7 +5,7 @@ from typing import Annotated
 
 import anyio
 from fastapi import Depends, Request, Security
-from fastapi.security import APIKeyHeader
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.problems import ProblemError
 from app.core.container import Core
@@ -18,6 +18,8 @@ api_key_header = APIKeyHeader(
     description="Required when the server has API keys (FIRE_API_KEYS); the key "
     "names the tenant whose data the request sees",
 )
+# the same key as `Authorization: Bearer <key>`, as Open Inference Protocol clients behind KServe or a gateway send it
+bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token (X-API-Key is read first)")
 
 
 # The dependencies that do no I/O are coroutines: FastAPI would run a plain function in its thread pool, a thread
@@ -29,18 +31,28 @@ async def get_core(request: Request) -> Core:
 CoreDep = Annotated[Core, Depends(get_core)]
 
 
-async def require_tenant(core: CoreDep, api_key: Annotated[str | None, Security(api_key_header)] = None) -> str:
+async def require_tenant(
+    core: CoreDep,
+    api_key: Annotated[str | None, Security(api_key_header)] = None,
+    token: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+) -> str:
+    """The tenant of the request's key: its X-API-Key header, else its `Authorization: Bearer` token."""
     keys = core.tenant_keys
     if not keys.required:
         return DEFAULT_TENANT
+    key = api_key if api_key is not None else None if token is None else token.credentials
     # header values arrive decoded as latin-1: encoding them back gives the bytes the client sent
-    tenant = None if api_key is None else keys.tenant_of(api_key.encode("latin-1"))
+    tenant = None if key is None else keys.tenant_of(key.encode("latin-1"))
     if tenant is None:
         raise ProblemError(
             401,
-            "A valid X-API-Key header is required.",
-            [FieldFault("header.X-API-Key", "missing or unknown key", "send a key the server lists")],
-            headers={"WWW-Authenticate": "APIKey"},
+            "A valid X-API-Key header (or Authorization: Bearer token) is required.",
+            [
+                FieldFault(
+                    "header.X-API-Key", "missing or unknown key", "send a key the server lists, or it as a bearer token"
+                )
+            ],
+            headers={"WWW-Authenticate": 'APIKey, Bearer realm="fire-rules"'},
         )
     return tenant
 

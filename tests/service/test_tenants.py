@@ -65,6 +65,12 @@ def test_a_key_names_a_tenant_and_bad_keys_are_refused(tenants):
         client.get("/v1/datasets", headers={"X-API-Key": "kéy".encode()}), 401, "X-API-Key"
     )  # non-ASCII: no 500
     assert client.get("/v1/datasets", headers=ALICE).status_code == 200
+    # the same key as a bearer token (Open Inference Protocol clients behind KServe or a gateway), the same 401
+    bearer = client.get("/v1/datasets", headers={"Authorization": "Bearer alice-secret"})
+    assert bearer.status_code == 200 and bearer.json() == client.get("/v1/datasets", headers=ALICE).json()
+    assert client.get("/v2/health/ready", headers={"Authorization": "Bearer alice-secret"}).status_code == 200
+    for wrong in ("Bearer nope", "Basic YWxpY2Utc2VjcmV0", "alice-secret", "Bearer "):
+        assert_problem(client.get("/v1/datasets", headers={"Authorization": wrong}), 401, "X-API-Key")
 
 
 def test_another_tenant_sees_nothing_of_mine(tenants):
