@@ -28,11 +28,14 @@ log = logging.getLogger(__name__)
 RECONNECT_CAP_SECONDS = 10.0
 # RQ blocks on its queues for worker_ttl - 15 s between beats: beat every heartbeat_seconds when idle too
 RQ_DEQUEUE_MARGIN_SECONDS = 15
+WARM_UP_PASSES = 50  # of each warm-up path step (warm_solver)
 
 
 def warm_solver() -> None:
     """Fit a tiny path of every kind (every registered loss; leaf candidates, and node candidates with linear
-    terms) so the forked work horses inherit compiled kernels."""
+    terms) so the forked work horses inherit compiled kernels. Each step stops after WARM_UP_PASSES: the kernels
+    compile (or load from numba's cache) on their first call, and a tiny path's later passes only cost time (some
+    run to max_iter: a 64-row Cox or multinomial target is nearly separable)."""
     from solver.fitting import fit_rules
     from solver.losses import LOSSES
     from solver.spec import ForestSpec, PathSpec
@@ -44,10 +47,11 @@ def warm_solver() -> None:
     for loss, descriptor in LOSSES.items():
         target = descriptor.warmup_target(y)
         for penalty, fusion_ratio in (("l1", 0.0), ("mcp", 0.0), ("mcp", 1.0), ("l1", 1.0)):
-            fit_rules(
-                X, target, PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3), forest=forest
-            )
-        terms = PathSpec(loss=loss, candidates="nodes", max_rule_length=1, linear_terms=True, n_lambdas=3)
+            spec = PathSpec(loss=loss, penalty=penalty, fusion_ratio=fusion_ratio, n_lambdas=3, max_iter=WARM_UP_PASSES)
+            fit_rules(X, target, spec, forest=forest)
+        terms = PathSpec(
+            loss=loss, candidates="nodes", max_rule_length=1, linear_terms=True, n_lambdas=3, max_iter=WARM_UP_PASSES
+        )
         fit_rules(X, target, terms, forest=forest)
 
 

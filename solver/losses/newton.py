@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from .._tree_kernels import column_sums
-from ..penalties import penalty_total
+from ..penalties import L1, penalty_total
 from . import squared
 from .base import Loss, column_entry, unchecked
 
@@ -40,6 +40,11 @@ MAX_HALVINGS = 20
 ROUND_RTOL = 1e-13  # a Newton step that lowers the objective by less than this (relative) changed nothing
 INNER_TOL_FLOOR = 1e-3  # the tightest inner tolerance, relative to the step's
 FORCING = 0.1  # an inexact Newton step's inner solve runs to this fraction of the stationarity measure at its start
+# a Newton step that lowered nothing is tried again with its curvature this many times larger, up to MAX_DAMPING (a
+# step of about a millionth of the Newton step's length); measured on whas500's MCP path without fusion: doubling
+# certified every step in 7.6 s, quadrupling in 14 s, ten times left steps uncertified in 22 s
+DAMPING = 2.0
+MAX_DAMPING = 2.0**20
 
 
 def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective):
@@ -54,26 +59,35 @@ def solve(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner
 
 
 def solve_certified(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, stationarity):
-    """Inexact Newton from ``state`` until ``stationarity`` (``solver.gbcd.stationarity``: the largest measure from the
-    loss's true gradient, one full gradient) is within ``tol``: each step's inner solve runs to ``FORCING`` times the
-    measure at its start (a step far from the solution needs no exact model solution: Eisenstat and Walker's forcing
-    term), not below ``INNER_TOL_FLOOR * tol``; a step that lowers the objective by no more than its rounding tightens
-    the forcing, and ends the solve once the inner tolerance is at its floor (the point is as good as the loss's
-    precision allows). Returns (passes, converged); the objective is the loss's own (:func:`loss_objective`)."""
+    """Inexact Newton from ``state`` until ``stationarity`` (``solver.gbcd.stationarity``: the largest first-order
+    measure from the loss's true gradient, one full gradient) is within ``tol``: each step's inner solve runs to
+    ``FORCING`` times the measure at its start (a step far from the solution needs no exact model solution: Eisenstat
+    and Walker's forcing term), not below ``INNER_TOL_FLOOR * tol``. A step that lowers the objective by no more than
+    its rounding tightens the forcing first. Under L1 (convex: a Newton step with halving lowers the objective wherever
+    the point is not stationary) a step that still lowers nothing means the point is as good as the loss's precision
+    allows: the solve ends, not converged. Under MCP the model's minimiser, whose thresholds read the local
+    curvature, need not lower the true objective: the next steps are damped (their curvature multiplied by
+    ``DAMPING`` each time, up to ``MAX_DAMPING``), tending to the proximal gradient step, which lowers it wherever the
+    point is not stationary. Returns (passes, converged); the objective is the loss's own (:func:`loss_objective`)."""
     objective = loss_objective(loss)
     current = objective(problem, state, lam, lam_f)
-    measure, passes, forcing = stationarity(problem, state, lam, lam_f), 1, FORCING
+    measure, passes, forcing, damping = stationarity(problem, state, lam, lam_f), 1, FORCING, 1.0
     while measure > tol and passes < max_iter:
         inner_tol = max(forcing * measure, INNER_TOL_FLOOR * tol)
         n_passes, value = newton_step(
             problem, state, lam, lam_f, inner_tol, max_iter - passes, inner_iters,
-            loss=loss, inner_solve=inner_solve, objective=objective, current=current,
+            loss=loss, inner_solve=inner_solve, objective=objective, current=current, damping=damping,
         )  # fmt: skip
         passes += n_passes + 1  # + the check below
         if current - value <= ROUND_RTOL * abs(current):
-            if inner_tol <= INNER_TOL_FLOOR * tol:
+            if inner_tol > INNER_TOL_FLOOR * tol:
+                forcing *= 0.1
+            elif problem.penalty != L1 and damping < MAX_DAMPING:
+                damping *= DAMPING
+            else:
                 break
-            forcing *= 0.1
+        else:
+            damping = max(1.0, damping / DAMPING)
         current = value
         measure = stationarity(problem, state, lam, lam_f)
     return passes, bool(measure <= tol)
@@ -110,12 +124,15 @@ def newton_steps(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss
     return passes
 
 
-def newton_step(problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective, current):
-    """One proximal Newton step from ``state`` (objective ``current`` there): the squared-loss model solved to ``tol``
-    by ``inner_solve``, the step to its solution halved until the objective falls (or taken back); returns (the
-    passes of the inner solve, the objective after the step)."""
+def newton_step(
+    problem, state, lam, lam_f, tol, max_iter, inner_iters, *, loss, inner_solve, objective, current, damping=1.0
+):
+    """One proximal Newton step from ``state`` (objective ``current`` there): the squared-loss model (its curvature
+    times ``damping``) solved to ``tol`` by ``inner_solve``, the step to its solution halved until the objective falls
+    (or taken back); returns (the passes of the inner solve, the objective after the step)."""
     eta = state.score
     residual, curvature = loss.newton_terms(problem.y, eta, problem.sample_weight)
+    curvature = damping * curvature
     curved = curvature > 0.0
     target = eta + np.divide(residual, curvature, out=np.zeros_like(eta), where=curved)
     model = weighted_least_squares(problem, target, problem.sample_weight * np.where(curved, curvature, 0.0))
