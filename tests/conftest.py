@@ -70,6 +70,7 @@ TEST_MARKERS = {
         "test_jobs_queued_during_an_outage_run_after_it": "slow",
         "test_a_job_past_its_deadline_stops_within_its_phase": "slow",
         "test_a_killed_worker_s_job_is_retried_and_succeeds": "slow",
+        "test_a_worker_waits_for_a_redis_down_at_its_start_and_starts_in_seconds_from_a_warm_cache": "slow",
         "test_serve_restarts_a_dead_worker_and_leaves_no_process_behind": "slow",
     },
     "service/test_inference_protocol.py": {  # the models they score are trained first

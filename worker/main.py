@@ -144,16 +144,18 @@ class FireWorker(Worker):
 
 
 def wait_for_redis(settings: Settings) -> None:
-    """Block until the durable Redis answers, retrying with exponential backoff (logged)."""
+    """Block until the durable Redis answers, retrying with exponential backoff (each wait logged)."""
     probe = connect(settings.redis_url, settings.redis_socket_timeout, settings.redis_connect_timeout)
-    delay = 0.5
+    delay, waited = 0.5, False
     while True:
         try:
             probe.ping()
-            log.info("Redis answers again")
+            if waited:
+                log.info("Redis answers again")
             return
         except REDIS_FAILURES as error:
-            log.warning("Redis unreachable (%s); retrying in %.1f s", error, delay)
+            log.warning("Redis unreachable (%s); waiting for it, next try in %.1f s", error, delay)
+            waited = True
             time.sleep(delay)
             delay = min(delay * 2, RECONNECT_CAP_SECONDS)
 
@@ -181,15 +183,22 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
     records = JobRecords(settings, data_redis(settings, settings.redis_outage_seconds))
     ran_jobs = False
     while True:
-        worker = FireWorker(
-            [make_queue(name, rq_redis) for name in queues],
-            connection=rq_redis,
-            serializer=JSONSerializer,
-            records=records,
-            presence=presence,
-            job_monitoring_interval=settings.heartbeat_seconds,
-            worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS,
-        )
+        # registration talks to Redis too (RQ names its connection): a Redis down at start-up, or gone while the
+        # solver was prepared, is waited out here as one lost mid-job is
+        wait_for_redis(settings)
+        try:
+            worker = FireWorker(
+                [make_queue(name, rq_redis) for name in queues],
+                connection=rq_redis,
+                serializer=JSONSerializer,
+                records=records,
+                presence=presence,
+                job_monitoring_interval=settings.heartbeat_seconds,
+                worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS,
+            )
+        except REDIS_FAILURES as error:
+            log.warning("worker %s could not register with Redis (%s)", presence.name, error)
+            continue
         log.info("worker %s (rq %s) listening on %s", presence.name, worker.name, queues)
         try:
             ran_jobs |= worker.work(burst=burst, logging_level="INFO")
@@ -201,4 +210,3 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
             except REDIS_FAILURES:
                 pass  # its last beat ages out of readiness within the heartbeat TTL
             return ran_jobs
-        wait_for_redis(settings)

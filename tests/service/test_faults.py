@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from redis import Redis
 
 from tests.support.data import ELEVATORS, REPO_ROOT
 from tests.support.jobs import FEATURE_COLUMNS
@@ -20,6 +21,7 @@ from tests.support.service import (
     END_WITH_THIS_RUN,
     RedisServer,
     ServiceStack,
+    WorkerProcess,
     alive,
     descendants,
     free_port,
@@ -146,6 +148,31 @@ def test_jobs_queued_during_an_outage_run_after_it(own_redis):
         own_redis.start()
         for response in submitted:
             assert stack.wait_for(response.json()["id"], ("succeeded",), timeout=120)["attempt"] <= 2
+
+
+def test_a_worker_waits_for_a_redis_down_at_its_start_and_starts_in_seconds_from_a_warm_cache(own_redis):
+    """As an operator saw it: a worker that prepared its solver while Redis was down died in RQ's registration
+    (a ConnectionError from ``client_setname``), so every job stayed queued. Now it waits, logging the wait, and
+    registers once Redis is back; and with numba's cache warm (the session's workers filled it) and Redis up, a worker
+    registers within seconds (it took 26 s: the warm-up's tiny paths ran on to max_iter)."""
+    settings = fault_settings(own_redis.url)
+    redis = Redis.from_url(own_redis.url)
+    started = time.monotonic()
+    warm = WorkerProcess(settings)
+    warm.wait_registered(redis, timeout=60)
+    start_up = time.monotonic() - started
+    warm.stop()
+    own_redis.stop()
+    waiting = WorkerProcess(settings)
+    time.sleep(start_up + 5)  # its solver is ready by now, and Redis still down
+    assert waiting.process.poll() is None, waiting.process.stderr.read().decode()[-2000:]
+    own_redis.start()
+    waiting.wait_registered(redis, timeout=60)
+    waiting.stop()
+    log = waiting.process.stderr.read().decode()
+    assert "waiting for it" in log and "Redis answers again" in log, log[-2000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert start_up < 20, f"a worker took {start_up:.1f} s to register from a warm cache"
 
 
 def test_a_cache_redis_that_is_down_means_no_cache(stack):
