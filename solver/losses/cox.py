@@ -62,9 +62,11 @@ class _RiskSets:
     @classmethod
     def of(cls, y):
         """The risk sets of ``y``, computed once for the array a path solves on (it is never changed in place)."""
-        if cls._last[0] is not y:
-            cls._last = (y, cls(y))
-        return cls._last[1]
+        last = cls._last  # read once: another thread's path may replace it meanwhile
+        if last[0] is not y:
+            last = (y, cls(y))
+            cls._last = last
+        return last[1]
 
     def sums(self, score, sample_weight):
         """(per distinct time: W, the weighted risk-set sum of ``exp(score - shift)``, and d, the weighted events;
