@@ -172,6 +172,21 @@ class Loss:
         }
 
 
+# the descriptor fields the log-link losses of the Tweedie family share (LogLinkMean's subclasses' registrations)
+LOG_LINK_FIELDS = dict(
+    link="log",
+    rule_link="log",
+    classifier=False,
+    per_class=False,
+    forest_task="Regressor",
+    nonnegative_target=True,
+    metrics=(Metric("loss", "deviance"), Metric("mae", "MAE")),
+    chart_metric="loss",
+    selections=("loss", "1se"),
+    polish_default=False,
+)
+
+
 class LogLinkMean(Loss):
     """What the log-link losses of the Tweedie family share (Poisson, variance power 1; Tweedie, p in (1, 2); Gamma,
     2): the mean ``exp(score)``, the steps' deviance and MAE, the intercept-only model, and offsets."""

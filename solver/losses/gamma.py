@@ -10,7 +10,7 @@ scikit-learn's ``mean_gamma_deviance``. Exposure: ``y = amount / exposure`` with
 
 import numpy as np
 
-from .base import LogLinkMean, Metric
+from .base import LOG_LINK_FIELDS, LogLinkMean
 from .newton import NewtonLoss
 
 CODE = 5  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
@@ -50,14 +50,5 @@ LOSS = Gamma(
     code=CODE,
     task="amount",
     other_tasks=("regression",),  # where the target is positive
-    link="log",
-    rule_link="log",
-    classifier=False,
-    per_class=False,
-    forest_task="Regressor",
-    nonnegative_target=True,
-    metrics=(Metric("loss", "deviance"), Metric("mae", "MAE")),
-    chart_metric="loss",
-    selections=("loss", "1se"),
-    polish_default=False,
+    **LOG_LINK_FIELDS,
 )

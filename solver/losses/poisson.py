@@ -28,7 +28,7 @@ from scipy.special import xlogy
 
 from ..penalties import L1, block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights
 from . import newton
-from .base import MAX_AMOUNT, LogLinkMean, Metric, column_entry
+from .base import LOG_LINK_FIELDS, MAX_AMOUNT, LogLinkMean, column_entry
 
 CODE = 2
 INTERCEPT_STEPS = 50
@@ -346,14 +346,5 @@ LOSS = Poisson(
     code=CODE,
     task="count",
     other_tasks=("regression",),  # where the target is never negative
-    link="log",
-    rule_link="log",
-    classifier=False,
-    per_class=False,
-    forest_task="Regressor",
-    nonnegative_target=True,
-    metrics=(Metric("loss", "deviance"), Metric("mae", "MAE")),
-    chart_metric="loss",
-    selections=("loss", "1se"),
-    polish_default=False,
+    **LOG_LINK_FIELDS,
 )

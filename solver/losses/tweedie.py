@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .base import LogLinkMean, Metric
+from .base import LOG_LINK_FIELDS, LogLinkMean
 from .newton import NewtonLoss
 
 CODE = 4  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
@@ -70,14 +70,5 @@ LOSS = Tweedie(
     code=CODE,
     task="amount",
     other_tasks=("count", "regression"),  # where the target is never negative
-    link="log",
-    rule_link="log",
-    classifier=False,
-    per_class=False,
-    forest_task="Regressor",
-    nonnegative_target=True,
-    metrics=(Metric("loss", "deviance"), Metric("mae", "MAE")),
-    chart_metric="loss",
-    selections=("loss", "1se"),
-    polish_default=False,
+    **LOG_LINK_FIELDS,
 )
