@@ -225,16 +225,19 @@ def _fit_path(
         y_val = np.asarray(y_val, dtype=np.float64)
         if y_val.shape != (val_matrix.leaves.shape[0],):
             raise ValueError("y_val must have one value per row of val_matrix")
-        if val_weight is not None:
-            val_weight = np.asarray(val_weight, dtype=np.float64)
-            if val_weight.shape != y_val.shape or np.any(val_weight < 0) or not val_weight.sum() > 0:
-                raise ValueError("val_weight must be non-negative, one per row of y_val, with a positive sum")
 
     weights = _validated_sample_weight(sample_weight, n)
     loss = spec.path_loss()
-    setup = _Setup.of(matrix, y, weights, spec)
+    setup = _Setup.of(matrix, y, weights, spec)  # the training rows' checks first: they name what to fix first
     if y_val is not None:
         loss.check_targets(y_val, "y_val")
+        if val_weight is not None:
+            val_weight = np.asarray(val_weight, dtype=np.float64)
+            if val_weight.shape != y_val.shape or np.any(val_weight < 0) or not val_weight.sum() > 0:
+                raise ValueError(
+                    "the validation rows' sample_weight must be non-negative with a positive sum (every validation "
+                    "row has weight 0: give some positive weight, or another validation split)"
+                )
     matrix, problem, state, scale, n_classes = setup.matrix, setup.problem, setup.state, setup.scale, setup.n_classes
     kernels, solve, objective_value = setup.kernels, setup.solve, setup.objective
     n_leaves = problem.values.shape[0]
