@@ -72,7 +72,8 @@ def test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_an
     assert rules == library.rule_ensemble_.to_dict()
 
     # the same table with the exposure exp(lo) instead: the same rules and weights (Poisson: y exp(-lo) = y / e,
-    # weights exp(lo) = e, equal up to rounding)
+    # weights exp(lo) = e, equal up to the rounding of e against exp(lo)); two problems that differ by rounding, each
+    # solved to the path's tolerance (1e-4 of lambda_max), agree to about that (CI measured 1.5e-6 relative)
     exposed = upload(client, frame.drop(columns=["lo"]), "target=visits&task=count&exposure=expo")
     assert exposed.status_code == 201, exposed.text
     exposure_job, exposure_result = run_job(stack, exposed.json()["id"])
@@ -82,10 +83,10 @@ def test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_an
     assert np.allclose(
         [rule["contribution"] for rule in exposure_rules["rules"]],
         [rule["contribution"] for rule in rules["rules"]],
-        rtol=1e-6,
+        rtol=1e-4,
         atol=1e-9,
     )
-    assert np.isclose(exposure_rules["intercept"], rules["intercept"], rtol=1e-6)
+    assert np.isclose(exposure_rules["intercept"], rules["intercept"], rtol=1e-4)
 
     model = client.post("/v1/models", json={"job_id": job_id, "name": "poisson-offset"}).json()
     assert model["offset"] == "lo" and model["exposure"] is None
