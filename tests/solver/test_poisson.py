@@ -11,7 +11,7 @@ from solver.leaf_matrix import leaf_matrix
 from solver.path import fit_path
 from solver.problem import Problem
 from solver.spec import ForestSpec, PathSpec
-from tests.support.references import poisson_mcp_objective, poisson_objective, solve_poisson
+from tests.support.references import mcp_prox, poisson_mcp_objective, poisson_objective, solve_poisson
 
 EXACT = {"scaling": "leaf_value", "min_support": 0, "tol": 1e-7, "max_iter": 100_000, "polish": False}
 
@@ -53,12 +53,7 @@ def _proximal_gradient_mcp(dense, y, gammas, lam, w, b, n_iter=400):
         g, g0 = dense.T @ (mu - y), (mu - y).sum()
         current = objective(w, b)
         while True:
-            z = w - step * g
-            a, t = np.abs(z), step * lam
-            convex = step / gammas < 1
-            shrunk = np.sign(z) * (a - t) / np.where(convex, 1 - step / gammas, 1.0)
-            firm = np.where(a <= t, 0.0, np.where(a <= gammas * lam, shrunk, z))
-            new = np.where(convex, firm, np.where(a**2 / 2 > step * gammas * lam**2 / 2, z, 0.0))
+            new = mcp_prox(w - step * g, step, lam, gammas)
             new_b = b - step * g0
             if objective(new, new_b) <= current - 1e-12 * abs(current) or step < 1e-12:
                 break

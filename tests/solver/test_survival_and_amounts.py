@@ -21,6 +21,7 @@ from solver import FireRegressor, FireSurvival, LeafMatrix, TreeEnsemble, fit_pa
 from solver.losses.cox import concordance_index, kaplan_meier
 from solver.problem import Problem
 from solver.spec import PathSpec
+from tests.support.references import mcp, mcp_prox
 
 N = 200
 POWER = 1.5  # PathSpec.power's default, glum's TweedieDistribution(1.5)
@@ -85,11 +86,6 @@ LOSS_OF = {"tweedie": tweedie_loss, "gamma": gamma_loss, "cox": cox_loss}
 def l1_objective(name, M, y, s, w, b, lam):
     """The FIRE objective under L1 without fusion: the loss at ``b + M w`` plus ``lam ||w||_1``."""
     return LOSS_OF[name](y, s, b + M @ w)[0] + lam * float(np.abs(w).sum())
-
-
-def mcp(a, lam, gamma):
-    """MCP(a; lam, gamma) for a >= 0, elementwise."""
-    return np.where(a <= gamma * lam, lam * a - a**2 / (2 * gamma), gamma * lam**2 / 2)
 
 
 # --- the problems ----------------------------------------------------------------------------------------------------
@@ -275,12 +271,7 @@ def proximal_gradient_mcp(name, M, y, s, gammas, lam, w, b, intercept, n_iter=40
         gradient = LOSS_OF[name](y, s, b + M @ w)[1]
         g, g0 = M.T @ gradient, gradient.sum() if intercept else 0.0
         while True:
-            z = w - step * g
-            a, t = np.abs(z), step * lam
-            convex = step / gammas < 1
-            shrunk = np.sign(z) * (a - t) / np.where(convex, 1 - step / gammas, 1.0)
-            firm = np.where(a <= t, 0.0, np.where(a <= gammas * lam, shrunk, z))
-            new = np.where(convex, firm, np.where(a**2 / 2 > step * gammas * lam**2 / 2, z, 0.0))
+            new = mcp_prox(w - step * g, step, lam, gammas)
             new_b = b - step * g0
             value = objective(new, new_b)
             if value <= current - 1e-12 * abs(current) or step < 1e-12:

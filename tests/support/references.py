@@ -56,6 +56,17 @@ def mcp(a, lam: float, gamma) -> np.ndarray:
     return np.where(a <= gamma * lam, lam * a - a**2 / (2 * gamma), 0.5 * gamma * lam**2)
 
 
+def mcp_prox(z, step: float, lam: float, gammas) -> np.ndarray:
+    """The global minimiser of ``(u - z)^2 / (2 step) + MCP(u; lam, gammas)`` per coordinate (the proximal-gradient
+    references' step): the firm threshold where the problem is convex (``step < gammas``), else the better of 0 and
+    ``z``."""
+    a, t = np.abs(z), step * lam
+    convex = step / gammas < 1
+    shrunk = np.sign(z) * (a - t) / np.where(convex, 1 - step / gammas, 1.0)
+    firm = np.where(a <= t, 0.0, np.where(a <= gammas * lam, shrunk, z))
+    return np.where(convex, firm, np.where(a**2 / 2 > step * gammas * lam**2 / 2, z, 0.0))
+
+
 def multinomial_loss(M, y, s, W, b) -> float:
     Z = np.asarray(b, dtype=float)[None, :] + M @ W
     return float(s @ (logsumexp(Z, axis=1) - Z[np.arange(len(y)), y]))
