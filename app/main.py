@@ -19,7 +19,7 @@ from app.api.deps import CpuLane, require_redis, require_tenant
 from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
-from app.api.routes import datasets, forests, health, inference, jobs, losses, models, registered_models
+from app.api.routes import batch, datasets, forests, health, inference, jobs, losses, models, registered_models
 from app.api.schemas import PredictRequest
 from app.core.config import Settings, get_settings
 from app.core.connections import REDIS_FAILURES
@@ -59,7 +59,7 @@ def _maintain(core: Core, stop: threading.Event) -> None:
 
 def body_limit(settings: Settings):
     def limit_for(method: str, path: str) -> int | None:
-        if (method, path.rstrip("/")) in UPLOAD_ROUTES:
+        if (method, path.rstrip("/")) in UPLOAD_ROUTES or batch.is_batch_upload(method, path):
             return None
         return settings.max_scoring_bytes if path.endswith(SCORING_PATHS) else settings.max_json_bytes
 
@@ -130,6 +130,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         forests.router,
         jobs.router,
         losses.router,
+        batch.router,
         models.router,
         registered_models.router,
         inference.router,

@@ -74,6 +74,17 @@ class Settings(BaseSettings):
     max_json_bytes: int = Field(1 * MiB, description="A JSON request body other than scoring (413).")
     max_scoring_bytes: int = Field(32 * MiB, description="A scoring request body (413).")
     max_scoring_rows: int = Field(100_000, description="Rows of one scoring request (413).")
+    max_batch_bytes: int = Field(
+        4096 * MiB,
+        description="A batch scoring upload (POST /v1/models/{ref}/batch, 413): spooled to a temporary file and "
+        "split into chunks in Redis, never held whole in memory, hence its own limit beside FIRE_MAX_UPLOAD_BYTES.",
+    )
+    batch_chunk_rows: int = Field(
+        100_000, ge=1, description="Rows of one chunk job of a batch scoring job, unless the request asks otherwise."
+    )
+    max_batch_chunks: int = Field(
+        10_000, ge=1, description="Chunk jobs of one batch scoring job (413 past it: ask for larger chunks)."
+    )
 
     # ---- the API process ----
     categorical: CategoricalPolicy = "onehot"

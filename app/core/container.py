@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from redis import Redis
 
+from app.core.batch_scoring import BatchScoring
 from app.core.blobs import BlobStore
 from app.core.config import Settings
 from app.core.connections import RedisHealth, cache_redis, data_redis
@@ -43,6 +44,7 @@ class Core:
     leaf_cache: LeafMatrixCache
     deletion: Deletion
     workers: WorkerRegistry
+    batches: BatchScoring
 
 
 def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience: float = 0.0) -> Core:
@@ -80,4 +82,5 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
         leaf_cache=leaf_cache,
         deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
         workers=WorkerRegistry(settings, redis),
+        batches=BatchScoring(settings, redis, blobs, models, datasets, records, jobs, job_submission),
     )

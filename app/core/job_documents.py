@@ -18,7 +18,7 @@ from solver.losses import get_loss
 from solver.path import PathStep
 from solver.spec import Loss, PathSpec
 
-JobKind = Literal["train", "path", "grid", "cv"]
+JobKind = Literal["train", "path", "grid", "cv", "batch", "batch_chunk"]
 Status = Literal["queued", "running", "succeeded", "failed", "canceled"]
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = get_args(Status)
 ACTIVE = (QUEUED, RUNNING)
@@ -94,7 +94,33 @@ class GridJobSpec(PathJobSpec):
     grid: Grid
 
 
-JobSpec = TrainJobSpec | GridJobSpec | PathJobSpec
+# a batch scoring job (app/core/batch_scoring.py): the parent that collects its chunks, and one chunk
+class BatchJobSpec(Document):
+    model_id: str
+    model_name: str
+    model_version: int
+    source: str = Field(description="the file's name (an upload) or 'dataset:{id}' (a stored dataset)")
+    output_format: Literal["parquet", "csv"]
+    explain: bool
+    times: list[float] | None = None
+    id_column: str | None = Field(None, description="an input column copied into the result beside `row`")
+    chunk_rows: int
+    n_rows: int
+    n_chunks: int
+
+
+class BatchChunkSpec(Document):
+    batch_id: str = Field(description="the batch job this chunk belongs to")
+    model_id: str
+    chunk: int
+    first_row: int
+    n_rows: int
+    explain: bool
+    times: list[float] | None = None
+    id_column: str | None = None
+
+
+JobSpec = TrainJobSpec | GridJobSpec | PathJobSpec | BatchJobSpec | BatchChunkSpec
 
 
 # ---- records ------------------------------------------------------------------------------------------------
@@ -232,6 +258,13 @@ class GridSummary(PathSummary):
     best_fusion_ratio: float
 
 
+class BatchSummary(Document):
+    n_rows: int
+    n_chunks: int
+    columns: list[str] = Field(description="the result's columns")
+    output_format: Literal["parquet", "csv"]
+
+
 class JobState(Document):
     """What a client sees of a job."""
 
@@ -254,7 +287,7 @@ class JobState(Document):
     timings: dict[str, float] = Field(default_factory=dict)
     error: JobError | None = None
     cache_hit: bool | None = None
-    summary: GridSummary | PathSummary | TrainSummary | None = None
+    summary: GridSummary | PathSummary | TrainSummary | BatchSummary | None = None
     history: list[LostAttempt] = Field(default_factory=list)
 
 

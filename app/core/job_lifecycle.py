@@ -109,13 +109,14 @@ class JobLifecycle:
         """The tenant's queued or running submissions that read this dataset or forest."""
 
         def uses(spec) -> bool:
+            recipe = getattr(spec, "recipe", None)  # (a batch scoring job has neither recipe nor forest)
             datasets = {
                 getattr(spec, "dataset_id", None),
                 getattr(spec, "validation_dataset_id", None),
-                spec.recipe.dataset_id if spec.recipe else None,
+                recipe.dataset_id if recipe else None,
             }
             return (dataset_id is not None and dataset_id in datasets) or (
-                forest_id is not None and spec.forest_id == forest_id
+                forest_id is not None and getattr(spec, "forest_id", None) == forest_id
             )
 
         return [record for record in self.records.active(tenant) if record.status in ACTIVE and uses(record.spec)]

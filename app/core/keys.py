@@ -16,6 +16,9 @@ key                                   holds
 ``job:{id}:cancel``                   set when a cancel was asked for (the path callback reads it)
 ``job:{id}:result``                   a finished job's result (blob); ``job:{id}:rules`` its path's rules, a
                                       part per step (blob of parts; ``:coefs``: weights of paths run before)
+``job:{id}:batch-in:{i}``             a batch scoring job's chunk i of input rows (blob, Arrow IPC);
+                                      ``:batch-out:{i}`` its scored rows; ``:batch-failed`` the chunks whose
+                                      rows could not be scored (sorted set by chunk index)
 ``jobs``                              every job by creation time (sorted set): the metrics' view
 ``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
 ``leafcache:{forest}:{dataset}``      cached leaf indices of a dataset's rows in a forest (blob, cache Redis)
@@ -117,6 +120,15 @@ class Keys:
     def job_weights(self, job_id: str) -> str:
         """Where paths kept their weights before their rules were stored (deleted with the job)."""
         return f"{self.prefix}job:{job_id}:coefs"
+
+    def batch_input(self, job_id: str, chunk: int) -> str:
+        return f"{self.prefix}job:{job_id}:batch-in:{chunk}"
+
+    def batch_output(self, job_id: str, chunk: int) -> str:
+        return f"{self.prefix}job:{job_id}:batch-out:{chunk}"
+
+    def batch_failed(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:batch-failed"
 
     @property
     def all_jobs(self) -> str:

@@ -12,6 +12,8 @@ TASKS = {
     "path": "worker.tasks.run_path",
     "grid": "worker.tasks.collect_grid",
     "cv": "worker.tasks.collect_folds",
+    "batch": "worker.batch.collect_batch",
+    "batch_chunk": "worker.batch.score_batch_chunk",
 }
 
 

@@ -1,0 +1,691 @@
+"""Batch scoring: a CSV or Parquet file (or a stored dataset) scored by a model in chunk jobs spread over the worker
+pool, the scored rows downloaded as Parquet or CSV.
+
+- Submission (the API, :class:`BatchScoring`): the model is resolved for the tenant, the file's header (CSV) or
+  schema (Parquet) is checked against the model's columns (a missing column, a type no value of which can be scored:
+  :class:`Invalid`, 422), then the rows are read ``chunk_rows`` at a time (``ParquetFile.iter_batches``, pyarrow's
+  streaming CSV reader) and each chunk is stored in Redis as an Arrow IPC blob (``Keys.batch_input``). One job per
+  chunk (kind ``batch_chunk``) and a parent (kind ``batch``) queued behind them are recorded as a grid's cells and
+  parent are (``JobLifecycle.create``): retries after a lost worker, cancel and deletion are the jobs' own. Memory is
+  bounded by one chunk, not by the file, in the API and in every worker; no worker reads another's disk.
+- A chunk job (``worker/batch.py``) scores its rows with :func:`score_chunk` and stores the scored rows
+  (``Keys.batch_output``). A row that cannot be scored (a number column holding text, an unseen level) fails the
+  chunk with an error naming the column and the file's first bad row, and marks the batch so that later chunks stop
+  early (earlier ones still run: the first bad row of the file is the one named).
+- The parent succeeds once every chunk did; if one failed it fails with that chunk's error, and every scored part
+  is deleted: a failed job has no result, nothing is half-written. The result is streamed part by part
+  (:meth:`BatchScoring.stream_result`).
+
+The scored columns: ``row`` (the row's number in the file, from 0), the ``id_column`` where one is named,
+``prediction`` (a number, a rate, a log hazard ratio, or a classifier's label), ``probability_{class}`` per class
+(classifiers), ``survival_{t}`` per time (a Cox model, where ``times`` are given) and, with ``explain``, ``rules``
+(the ids of the rules that fired), ``contributions`` (what each adds to the score) and ``linear_contributions``
+(a model with linear terms): lists in Parquet, JSON text in CSV.
+"""
+
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import IO, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from redis import Redis
+
+from app.core.blobs import BlobStore
+from app.core.config import Settings
+from app.core.datasets import DatasetStore
+from app.core.errors import Conflict, FieldFault, Invalid, NotFound, TooLarge, Unsupported
+from app.core.job_documents import (
+    FAILED,
+    SUCCEEDED,
+    TERMINAL,
+    BatchChunkSpec,
+    BatchJobSpec,
+    JobRecord,
+)
+from app.core.job_lifecycle import JobLifecycle, new_job_id
+from app.core.job_submission import JobSubmission
+from app.core.keys import Keys
+from app.core.model_scoring import ScoringModel, check_times, score_rows
+from app.core.models import ModelStore
+from app.core.records import JobRecords
+from app.core.registry import ModelRef
+from solver.encoding import TableEncoding
+
+OutputFormat = Literal["parquet", "csv"]
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("parquet", "csv")
+MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
+CSV_BLOCK_BYTES = 8 * 1024 * 1024  # pyarrow's streaming CSV reader parses this much text at a time
+_NUMERIC_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_null)
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_dictionary)
+
+
+class BatchRowsInvalid(Exception):
+    """Rows of a chunk that cannot be scored: the message names the column and the file's first bad row."""
+
+
+@dataclass
+class BatchOptions:
+    output_format: OutputFormat = "parquet"
+    explain: bool = False
+    chunk_rows: int | None = None  # None: FIRE_BATCH_CHUNK_ROWS
+    times: list[float] | None = None
+    id_column: str | None = None
+
+
+@dataclass
+class BatchInput:
+    """An uploaded file as the API spooled it (a file object on its own disk), in a format read by ``format``."""
+
+    file: IO[bytes]
+    format: Literal["csv", "parquet"]
+    filename: str | None = None
+
+
+@dataclass
+class ScoredChunk:
+    """One chunk scored: the encoded rows (as the model's forest splits on them) and the result's columns."""
+
+    X: np.ndarray
+    table: pa.Table
+
+
+def parse_ref(ref: str) -> "str | ModelRef":
+    """A model id, or a name reference in one path segment: ``name@alias``, ``name@3`` or ``name@v3`` (a version:
+    no alias is version-like), ``name@latest``."""
+    name, at, which = ref.partition("@")
+    if not at:
+        return ref
+    if which == "latest":
+        return ModelRef(name)
+    number = which[1:] if which[:1] in ("v", "V") else which
+    if number.isascii() and number.isdigit():
+        return ModelRef(name, version=int(number))
+    return ModelRef(name, alias=which)
+
+
+def detect_input_format(head: bytes, content_type: str, filename: str | None, declared: str | None) -> str:
+    """``csv`` or ``parquet``, from the declared format, the Parquet magic bytes, the file name or the content type."""
+    if declared in ("csv", "parquet"):
+        return declared
+    if declared:
+        raise Invalid(f"Unknown format '{declared}'.", [FieldFault("format", "unknown format", "use csv or parquet")])
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:2] == b"\x1f\x8b":
+        raise Unsupported(
+            "Batch uploads are not read gzipped.",
+            [FieldFault("file", "gzip", "send the CSV uncompressed, or as Parquet (compressed inside)")],
+        )
+    lowered = (filename or "").lower()
+    if lowered.endswith((".parquet", ".pq")) or content_type == MEDIA_TYPES["parquet"]:
+        return "parquet"
+    if lowered.endswith((".csv", ".txt")) or content_type in ("text/csv", "text/plain", "application/octet-stream", ""):
+        return "csv"
+    raise Unsupported(
+        f"Unsupported media type '{content_type}' for a batch file.",
+        [FieldFault("content_type", f"'{content_type}'", "send a CSV (text/csv) or Parquet file")],
+    )
+
+
+# ---- reading a file chunk by chunk -----------------------------------------------------------------------------
+
+
+def input_columns(scoring: ScoringModel, id_column: str | None) -> list[str]:
+    """The columns a chunk keeps: the model's, its exposure and offset columns where the file has them, the id."""
+    columns = [*scoring.encoding.column_names, *scoring.row_columns]
+    if id_column is not None and id_column not in columns:
+        columns.append(id_column)
+    return columns
+
+
+def check_columns(scoring: ScoringModel, names: Sequence[str], id_column: str | None) -> None:
+    """Every column of the model (and the id column) is in the file's header; the faults name each one missing."""
+    present = set(names)
+    missing = [name for name in scoring.encoding.column_names if name not in present]
+    faults = [
+        FieldFault(f"columns.{name}", "missing column", "send every column of the model's training table")
+        for name in missing
+    ]
+    if id_column is not None and id_column not in present:
+        faults.append(FieldFault("id_column", f"no column '{id_column}' in the file", "name one of its columns"))
+    if faults:
+        raise Invalid("The file lacks columns the model needs.", faults)
+
+
+def check_schema(encoding: TableEncoding, schema: pa.Schema) -> None:
+    """The types of a Parquet file's columns: a number column is numbers (or text, read value by value), a
+    categorical one text or integers; booleans, dates and nested values are refused, naming the column."""
+    faults = []
+    for column in encoding.columns:
+        kind = schema.field(column.name).type
+        if column.kind == "numeric":
+            allowed = any(test(kind) for test in (*_NUMERIC_TYPES, *_TEXT_TYPES))
+            expected = "numbers"
+        else:
+            allowed = any(test(kind) for test in (*_TEXT_TYPES, pa.types.is_integer, pa.types.is_null))
+            expected = f"text, one of {list(column.categories)[:5]}"
+        if not allowed:
+            faults.append(FieldFault(f"columns.{column.name}", f"a column of type {kind}", f"send {expected}"))
+    if faults:
+        raise Invalid("Some columns have a type the model cannot score.", faults)
+
+
+def file_header(source: BatchInput) -> list[str]:
+    """The column names of the file (Parquet: its schema; CSV: its first line), read without its rows."""
+    source.file.seek(0)
+    if source.format == "parquet":
+        try:
+            return list(pq.ParquetFile(source.file).schema_arrow.names)
+        except (pa.ArrowException, OSError) as error:
+            raise Invalid(
+                "The Parquet file could not be read.", [FieldFault("file", str(error), "send a Parquet file")]
+            ) from error
+    first = source.file.readline(1024 * 1024).decode("utf-8-sig", errors="replace")
+    source.file.seek(0)
+    try:
+        reader = pacsv.open_csv(io.BytesIO(first.encode() or b"\n"), read_options=pacsv.ReadOptions(block_size=1 << 20))
+    except pa.ArrowException as error:
+        raise Invalid(
+            "The CSV header could not be read.",
+            [FieldFault("file", str(error), "start the file with a line of column names")],
+        ) from error
+    return list(reader.schema.names)
+
+
+def read_chunks(source: BatchInput, columns: list[str], chunk_rows: int) -> Iterator[pa.Table]:
+    """The file's rows, ``chunk_rows`` at a time (the last chunk fewer), only ``columns`` (those the file has).
+    CSV cells are read as text (missing where empty); the chunk job reads numbers from them."""
+    source.file.seek(0)
+    if source.format == "parquet":
+        parquet = pq.ParquetFile(source.file)
+        present = [name for name in columns if name in parquet.schema_arrow.names]
+        batches: Iterator[pa.RecordBatch] = parquet.iter_batches(batch_size=chunk_rows, columns=present)
+        yield from _rebatched(batches, chunk_rows)
+        return
+    try:
+        reader = pacsv.open_csv(
+            source.file,
+            read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.string() for name in columns},
+                include_columns=columns,
+                include_missing_columns=False,
+                strings_can_be_null=True,
+                null_values=[""],
+            ),
+        )
+        yield from _rebatched(iter(reader), chunk_rows)
+    except pa.ArrowInvalid as error:
+        raise Invalid(
+            "The CSV file could not be read.",
+            [FieldFault("file", str(error), "send UTF-8 CSV: a header line, then a row per line, as many cells")],
+        ) from error
+
+
+def _rebatched(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[pa.Table]:
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        while batch.num_rows:
+            take = min(batch.num_rows, chunk_rows - count)
+            pending.append(batch.slice(0, take))
+            count += take
+            batch = batch.slice(take)
+            if count == chunk_rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+    if count:
+        yield pa.Table.from_batches(pending)
+
+
+def dataset_chunks(
+    datasets: DatasetStore, dataset_id: str, scoring: ScoringModel, chunk_rows: int
+) -> tuple[list[str], Iterator[pa.Table]]:
+    """A stored dataset's feature rows in their original columns (numbers as stored, each categorical column's level
+    from its one-hot indicators; not its exposure or offset columns): (column names, chunks)."""
+    encoding = datasets.read(dataset_id).encoding
+    X, _ = datasets.load_arrays(dataset_id)
+    names = encoding.column_names
+
+    def chunks() -> Iterator[pa.Table]:
+        for start in range(0, X.shape[0], chunk_rows):
+            rows = X[start : start + chunk_rows]
+            columns: dict[str, pa.Array] = {}
+            position = 0
+            for column in encoding.columns:
+                if column.kind == "numeric":
+                    columns[column.name] = pa.array(rows[:, position], mask=np.isnan(rows[:, position]))
+                    position += 1
+                    continue
+                width = len(column.categories)
+                block = rows[:, position : position + width]
+                position += width
+                levels = np.array([*column.categories, None], dtype=object)
+                chosen = np.where(block.any(axis=1), block.argmax(axis=1), width)
+                columns[column.name] = pa.array(levels[chosen], type=pa.string())
+            yield pa.table(columns)
+
+    return names, chunks()
+
+
+# ---- scoring one chunk -----------------------------------------------------------------------------------------
+
+
+class _KeepEncoded(TableEncoding):
+    """The model's encoding, keeping the matrix that ``score_rows`` encodes (for :attr:`ScoredChunk.X`)."""
+
+    def __init__(self, encoding: TableEncoding):
+        self.__dict__.update(encoding.__dict__)
+        self.encoded: np.ndarray | None = None
+
+    def encode(self, table, n_rows, location="columns"):
+        self.encoded = super().encode(table, n_rows, location)
+        return self.encoded
+
+
+def score_chunk(
+    scoring: ScoringModel,
+    chunk: pa.Table,
+    *,
+    first_row: int = 0,
+    explain: bool = False,
+    times: Sequence[float] | None = None,
+    id_column: str | None = None,
+) -> ScoredChunk:
+    """Score one chunk of a batch (its rows in the model's original columns, as a pyarrow table) with the service's
+    scoring (``score_rows``: the model's TableEncoding and RuleEnsemble): the encoded rows and the result's columns.
+    ``first_row``: the number of the chunk's first row in the file. A value that cannot be scored raises
+    :class:`BatchRowsInvalid` naming the column and the file's first bad row. The one place a batch's rows are
+    scored: what else is counted of a chunk (drift) takes its X here."""
+    n_rows = chunk.num_rows
+    table = {name: _column_values(scoring, name, chunk.column(name), first_row) for name in chunk.column_names}
+    if id_column is not None and id_column not in input_columns(scoring, None):
+        table.pop(id_column, None)  # not a feature: copied into the result as it is
+    keep = _KeepEncoded(scoring.encoding)
+    try:
+        scores = score_rows(
+            replace(scoring, encoding=keep), lambda names: (table, n_rows, "columns"), explain, n_rows, times
+        )
+    except Invalid as error:
+        raise BatchRowsInvalid(_located(error, scoring, table, first_row)) from error
+    assert keep.encoded is not None
+    columns: dict[str, pa.Array] = {"row": pa.array(np.arange(first_row, first_row + n_rows, dtype=np.int64))}
+    if id_column is not None:
+        columns[id_column] = chunk.column(id_column).combine_chunks()
+    columns["prediction"] = pa.array(scores.predictions)
+    if scores.probabilities is not None and scores.classes is not None:
+        probabilities = np.asarray(scores.probabilities, dtype=np.float64)
+        if probabilities.ndim == 1:  # a binary classifier's P(classes[1])
+            probabilities = np.column_stack([1.0 - probabilities, probabilities])
+        for k, label in enumerate(scores.classes):
+            columns[f"probability_{label}"] = pa.array(probabilities[:, k])
+    if scores.survival is not None and scores.times is not None:
+        survival = np.asarray(scores.survival, dtype=np.float64)
+        for k, time in enumerate(scores.times):
+            columns[f"survival_{time:g}"] = pa.array(survival[:, k])
+    if scores.explanations is not None:
+        columns["rules"] = pa.array(scores.explanations, type=pa.list_(pa.int64()))
+        columns["contributions"] = pa.array(scores.contributions)
+        if scores.linear_contributions is not None:
+            columns["linear_contributions"] = pa.array(scores.linear_contributions)
+    return ScoredChunk(keep.encoded, pa.table(columns))
+
+
+def _column_values(scoring: ScoringModel, name: str, values: pa.ChunkedArray, first_row: int):
+    """A chunk's column as ``score_rows`` reads it: float64 numbers for a number column (text read as numbers; a
+    cell that is none raises :class:`BatchRowsInvalid` with its row), text or None per row for a categorical one."""
+    kinds = {column.name: column.kind for column in scoring.encoding.columns}
+    numeric = kinds.get(name) == "numeric" or name in scoring.row_columns
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    if numeric:
+        if pa.types.is_boolean(values.type):
+            raise BatchRowsInvalid(f"column '{name}': true/false in a number column (row {first_row}); send numbers")
+        if any(test(values.type) for test in _NUMERIC_TYPES):
+            return values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        text = values.cast(pa.string()).to_numpy(zero_copy_only=False)
+        numbers = np.full(len(text), np.nan)
+        for row, cell in enumerate(text):
+            if cell is None:
+                continue
+            try:
+                numbers[row] = float(cell)
+            except ValueError:
+                raise BatchRowsInvalid(
+                    f"column '{name}': row {first_row + row} has {cell!r}, not a number; send numbers "
+                    "(or an empty cell for a missing value)"
+                ) from None
+        return numbers
+    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
+        cells = values.to_pylist()
+        return np.array([None if cell is None else str(cell) for cell in cells], dtype=object)
+    return values.cast(pa.string()).to_numpy(zero_copy_only=False)
+
+
+def _located(error: Invalid, scoring: ScoringModel, table: dict, first_row: int) -> str:
+    """A scoring error of a chunk as a sentence naming each column at fault and the file's first bad row in it."""
+    parts = []
+    categories = {column.name: set(column.categories) for column in scoring.encoding.columns if column.categories}
+    for fault in error.faults:
+        column = fault.field.split(".", 1)[1] if "." in fault.field else fault.field
+        row = None
+        values = table.get(column)
+        if column in categories and values is not None:
+            known = categories[column]
+            row = next((r for r, value in enumerate(values) if value is not None and str(value) not in known), None)
+        elif values is not None and isinstance(values, np.ndarray) and values.dtype == np.float64:
+            bad = np.flatnonzero(~np.isfinite(values) & ~np.isnan(values))
+            row = int(bad[0]) if len(bad) else None
+        where = "" if row is None or values is None else f" row {first_row + row} has {values[row]!r}:"
+        parts.append(f"column '{column}':{where} {fault.message}; {fault.fix}")
+    return f"{error.detail} " + "; ".join(parts)
+
+
+# ---- storing chunks and results --------------------------------------------------------------------------------
+
+
+def table_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def table_from_bytes(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+class BatchParts:
+    """A batch's chunks in Redis: the input rows of each chunk, its scored rows, and which chunks failed."""
+
+    def __init__(self, settings: Settings, blobs: BlobStore, redis: Redis):
+        self.settings = settings
+        self.blobs = blobs
+        self.redis = redis
+        self.keys = Keys.from_settings(settings)
+
+    def put_input(self, job_id: str, chunk: int, table: pa.Table) -> None:
+        self.blobs.put(self.keys.batch_input(job_id, chunk), table_bytes(table), self.settings.result_ttl_seconds)
+
+    def get_input(self, job_id: str, chunk: int) -> pa.Table | None:
+        data = self.blobs.get(self.keys.batch_input(job_id, chunk))
+        return None if data is None else table_from_bytes(data)
+
+    def put_output(self, job_id: str, chunk: int, table: pa.Table) -> None:
+        self.blobs.put(self.keys.batch_output(job_id, chunk), table_bytes(table), self.settings.result_ttl_seconds)
+
+    def get_output(self, job_id: str, chunk: int) -> pa.Table | None:
+        data = self.blobs.get(self.keys.batch_output(job_id, chunk))
+        return None if data is None else table_from_bytes(data)
+
+    def mark_failed(self, job_id: str, chunk: int) -> None:
+        key = self.keys.batch_failed(job_id)
+        self.redis.zadd(key, {str(chunk): chunk})
+        self.redis.expire(key, self.settings.result_ttl_seconds)
+
+    def failed_before(self, job_id: str, chunk: int) -> bool:
+        """Whether a chunk before ``chunk`` failed (this one's rows cannot hold the file's first bad row)."""
+        return bool(self.redis.zcount(self.keys.batch_failed(job_id), "-inf", f"({chunk}"))
+
+    def delete_inputs(self, job_id: str, n_chunks: int) -> None:
+        for chunk in range(n_chunks):
+            self.blobs.delete(self.keys.batch_input(job_id, chunk))
+
+    def delete(self, job_id: str, n_chunks: int) -> None:
+        self.delete_inputs(job_id, n_chunks)
+        for chunk in range(n_chunks):
+            self.blobs.delete(self.keys.batch_output(job_id, chunk))
+        self.redis.unlink(self.keys.batch_failed(job_id))
+
+
+@dataclass
+class BatchProgress:
+    chunks_done: int
+    rows_done: int
+    chunks_failed: int
+
+
+class BatchScoring:
+    """Submitting batch scoring jobs, reading where they stand, streaming their results, deleting them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Redis,
+        blobs: BlobStore,
+        models: ModelStore,
+        datasets: DatasetStore,
+        records: JobRecords,
+        jobs: JobLifecycle,
+        submission: JobSubmission,
+    ):
+        self.settings = settings
+        self.redis = redis
+        self.keys = Keys.from_settings(settings)
+        self.parts = BatchParts(settings, blobs, redis)
+        self.models = models
+        self.datasets = datasets
+        self.records = records
+        self.jobs = jobs
+        self.submission = submission
+
+    # ---- submission ------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        target: "str | ModelRef",
+        options: BatchOptions,
+        *,
+        tenant: str,
+        upload: BatchInput | None = None,
+        dataset_id: str | None = None,
+    ) -> JobRecord:
+        """Check the input against the model, split it into chunks in Redis, and queue a chunk job per chunk and the
+        parent behind them (counted once against the tenant's active jobs)."""
+        scoring = self.models.scoring_model(target, tenant)
+        check_times(scoring, options.times, "times")
+        chunk_rows = options.chunk_rows or self.settings.batch_chunk_rows
+        if upload is not None:
+            names = file_header(upload)
+            source = upload.filename or f"upload.{upload.format}"
+        elif dataset_id is not None:
+            self.datasets.get(dataset_id, tenant=tenant)
+            source = f"dataset:{dataset_id}"
+            names, stored = dataset_chunks(self.datasets, dataset_id, scoring, chunk_rows)
+        else:
+            raise Invalid("Nothing to score.", [FieldFault("file", "missing", "upload a file or name a dataset_id")])
+        check_columns(scoring, names, options.id_column)
+        if upload is not None and upload.format == "parquet":
+            upload.file.seek(0)
+            check_schema(scoring.encoding, pq.ParquetFile(upload.file).schema_arrow)
+        job_id = new_job_id()
+        self.submission._admit(tenant, job_id)  # one submission, however many chunks
+        chunks = read_chunks(upload, input_columns(scoring, options.id_column), chunk_rows) if upload else stored
+        n_rows = n_chunks = 0
+        try:
+            for chunk, table in enumerate(chunks):
+                if chunk >= self.settings.max_batch_chunks:
+                    raise TooLarge(
+                        f"The file has more than {self.settings.max_batch_chunks} chunks of {chunk_rows} rows.",
+                        [
+                            FieldFault(
+                                "chunk_rows", f"{chunk_rows}", "ask for larger chunks or raise FIRE_MAX_BATCH_CHUNKS"
+                            )
+                        ],
+                    )
+                self.parts.put_input(job_id, chunk, table)
+                n_rows += table.num_rows
+                n_chunks += 1
+        except BaseException:
+            self.parts.delete_inputs(job_id, n_chunks + 1)
+            self.redis.zrem(self.keys.active_jobs(tenant), job_id)  # not admitted after all
+            raise
+        if n_rows == 0:
+            self.redis.zrem(self.keys.active_jobs(tenant), job_id)  # not admitted after all
+            raise Invalid("The file has no rows.", [FieldFault("file", "no rows", "send at least one row")])
+        return self._queue(scoring, options, tenant, job_id, source, chunk_rows, n_rows, n_chunks)
+
+    def _queue(
+        self,
+        scoring: ScoringModel,
+        options: BatchOptions,
+        tenant: str,
+        job_id: str,
+        source: str,
+        chunk_rows: int,
+        n_rows: int,
+        n_chunks: int,
+    ) -> JobRecord:
+        cells = [
+            self.jobs.create(
+                "batch_chunk",
+                BatchChunkSpec(
+                    batch_id=job_id,
+                    model_id=scoring.id,
+                    chunk=chunk,
+                    first_row=chunk * chunk_rows,
+                    n_rows=min(chunk_rows, n_rows - chunk * chunk_rows),
+                    explain=options.explain,
+                    times=options.times,
+                    id_column=options.id_column,
+                ),
+                tenant,
+                parent_id=job_id,
+            )
+            for chunk in range(n_chunks)
+        ]
+        spec = BatchJobSpec(
+            model_id=scoring.id,
+            model_name=scoring.name,
+            model_version=scoring.version,
+            source=source,
+            output_format=options.output_format,
+            explain=options.explain,
+            times=options.times,
+            id_column=options.id_column,
+            chunk_rows=chunk_rows,
+            n_rows=n_rows,
+            n_chunks=n_chunks,
+        )
+        return self.jobs.create(
+            "batch",
+            spec,
+            tenant,
+            job_id=job_id,
+            cells=[cell.id for cell in cells],
+            depends_on=[cell.rq_job_id for cell in cells],
+        )
+
+    # ---- reading -----------------------------------------------------------------------------------------------
+
+    def get(self, job_id: str, *, tenant: str) -> JobRecord:
+        """The tenant's batch job; another tenant's, or a job of another kind, is not found."""
+        record = self.jobs.get(job_id, tenant=tenant)
+        if record.kind != "batch" or not isinstance(record.spec, BatchJobSpec):
+            raise_not_batch(job_id)
+        return record
+
+    def progress(self, record: JobRecord) -> BatchProgress:
+        cells = [cell for cell in self.records.get_many(record.cells or []) if cell is not None]
+        done = [cell for cell in cells if cell.status == SUCCEEDED]
+        rows = sum(cell.spec.n_rows for cell in done if isinstance(cell.spec, BatchChunkSpec))
+        return BatchProgress(len(done), rows, sum(cell.status == FAILED for cell in cells))
+
+    def stream_result(self, job_id: str, *, tenant: str, output_format: OutputFormat | None = None) -> Iterator[bytes]:
+        """The scored rows of a succeeded batch job, part by part, as Parquet (a row group per chunk) or CSV (one
+        header): a Conflict while it runs, or when it failed or was canceled (it has no result then)."""
+        record = self.get(job_id, tenant=tenant)
+        if record.status != SUCCEEDED:
+            raise Conflict(
+                f"Batch job {job_id} is {record.status}: it has no result"
+                + (" yet." if record.status not in TERMINAL else "."),
+                [FieldFault("job_id", f"status {record.status}", "wait until it succeeded (GET the job)")],
+                retry_after=1 if record.status not in TERMINAL else None,
+            )
+        spec = record.spec
+        assert isinstance(spec, BatchJobSpec)
+        first = self.parts.get_output(job_id, 0)
+        if first is None:
+            raise Conflict(
+                f"The result of batch job {job_id} has expired.",
+                [FieldFault("job_id", "result expired", "submit the batch again")],
+            )
+        return self._stream(job_id, spec.n_chunks, first, output_format or spec.output_format)
+
+    def _stream(self, job_id: str, n_chunks: int, first: pa.Table, output_format: OutputFormat) -> Iterator[bytes]:
+        sink = _Drain()
+        writer: pq.ParquetWriter | None = None
+        for chunk in range(n_chunks):
+            table = first if chunk == 0 else self.parts.get_output(job_id, chunk)
+            if table is None:
+                raise RuntimeError(f"batch job {job_id}: the scored rows of chunk {chunk} expired while sent")
+            if output_format == "parquet":
+                if writer is None:
+                    writer = pq.ParquetWriter(sink, table.schema, compression="zstd")
+                writer.write_table(table)
+            else:
+                pacsv.write_csv(
+                    _csv_ready(table), sink, pacsv.WriteOptions(include_header=chunk == 0, quoting_style="needed")
+                )
+            yield sink.take()
+        if writer is not None:
+            writer.close()
+            yield sink.take()
+
+    def delete(self, job_id: str, *, tenant: str) -> None:
+        """Cancel the batch job if it runs, then remove it, its chunk jobs, and every part of its input and result."""
+        record = self.get(job_id, tenant=tenant)
+        spec = record.spec
+        assert isinstance(spec, BatchJobSpec)
+        self.jobs.delete(job_id, tenant=tenant)
+        self.parts.delete(job_id, spec.n_chunks)
+
+
+def raise_not_batch(job_id: str):
+    raise NotFound("batch job", job_id, "job_id", "list the jobs and use a batch job's id")
+
+
+def _csv_ready(table: pa.Table) -> pa.Table:
+    """List columns (rules, contributions) as JSON text: CSV has no lists."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+            text = [None if value is None else json.dumps(value) for value in table.column(index).to_pylist()]
+            table = table.set_column(index, field.name, pa.array(text, type=pa.string()))
+    return table
+
+
+class _Drain(io.RawIOBase):
+    """A write-only file whose bytes are taken out after each part (the streamed response holds one part)."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+        self._position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        data = bytes(data)
+        self._parts.append(data)
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts = []
+        return data
+
+
+def spool_file(directory: str | None = None) -> IO[bytes]:
+    """A temporary file on this process's own disk (removed when closed) for an upload received in parts."""
+    return tempfile.TemporaryFile(dir=directory or os.environ.get("TMPDIR"))
