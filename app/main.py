@@ -107,7 +107,9 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         stop = threading.Event()
         maintenance = threading.Thread(target=_maintain, args=(core, stop), daemon=True, name="fire-maintenance")
         maintenance.start()
+        core.monitor.start()
         yield
+        core.monitor.close()  # the drift counts of this process reach Redis: none is lost across a restart
         stop.set()
         maintenance.join(timeout=5)
 

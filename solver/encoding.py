@@ -21,12 +21,14 @@ MAX_EXAMPLES = 5
 
 
 class TableError(ValueError):
-    """A table that cannot be encoded; ``errors`` lists ``{"field", "message", "fix"}`` entries, one per fault."""
+    """A table that cannot be encoded; ``errors`` lists ``{"field", "message", "fix"}`` entries, one per fault;
+    ``unseen_columns`` names the categorical columns at fault for levels the encoding does not know."""
 
-    def __init__(self, summary: str, errors: list[dict]):
+    def __init__(self, summary: str, errors: list[dict], unseen_columns: Sequence[str] = ()):
         super().__init__(summary + " " + "; ".join(f"{e['field']}: {e['message']}" for e in errors))
         self.summary = summary
         self.errors = errors
+        self.unseen_columns = list(unseen_columns)
 
 
 def table_fault(field: str, message: str, fix: str) -> dict:
@@ -149,6 +151,7 @@ class TableEncoding:
             raise TableError("The columns do not match the training table's.", errors)
         encoded = np.zeros((n_rows, len(self.feature_names)), dtype=np.float64)
         position = 0
+        unseen = []
         for column in self.columns:
             width = 1 if column.kind == "numeric" else len(column.categories)
             block = encoded[:, position : position + width]
@@ -157,11 +160,13 @@ class TableEncoding:
                 error = _encode_numeric(table[column.name], block[:, 0], field)
             else:
                 error = _encode_categorical(self._category_codes[column.name], column, table[column.name], block, field)
+                if error:
+                    unseen.append(column.name)
             position += width
             if error:
                 errors.append(error)
         if errors:
-            raise TableError("Some values cannot be encoded.", errors)
+            raise TableError("Some values cannot be encoded.", errors, unseen)
         return encoded
 
 

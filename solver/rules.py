@@ -343,6 +343,10 @@ class RuleEnsemble(RulesDocument):
                 row.extend({"linear": term.id, "contribution": a[i]} for term, a in zip(self.linear, amounts))
         return explained
 
+    def fires(self, X) -> np.ndarray:
+        """Which rules fire on each row: (n, n_rules) booleans, the rules in the model's order."""
+        return self._fired(as_float32_rows(X, self.n_features))
+
     def _fired(self, X32: np.ndarray) -> np.ndarray:
         return _fired_rules(
             X32, self._rule_ptr, self._cond_feature, self._cond_is_upper, self._cond_threshold, self._cond_missing

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from app.api.drift_metrics import DriftCollector
 from app.core.connections import REDIS_FAILURES
 from app.core.container import Core
 from app.core.errors import Unavailable
@@ -61,6 +62,7 @@ def install_metrics(app: FastAPI, core: Core) -> CollectorRegistry:
         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
     )
     registry.register(ServiceCollector(core))
+    registry.register(DriftCollector(core))
 
     app.add_middleware(HttpMetricsMiddleware, requests=requests, latency=latency)
     return registry

@@ -127,7 +127,9 @@ def score_request(
     scoring = cached or core.models.scoring_model(target, tenant)
     explain = shape == "fire" and (explain or parsed.params.explain)
     check_times(scoring, parsed.params.times, "body.params.times")
-    scores = score_rows(scoring, parsed.read_table, explain, core.settings.max_scoring_rows, parsed.params.times)
+    scores = score_rows(
+        scoring, parsed.read_table, explain, core.settings.max_scoring_rows, parsed.params.times, core.monitor
+    )
     return answer(scores, scoring, shape, parsed.params)
 
 

@@ -101,6 +101,33 @@ class Settings(BaseSettings):
     api_workers: int = Field(1, ge=1, description="API processes `serve` runs on its port.")
     embedded: bool = Field(False, description="Set by `serve` when it runs Redis and the workers itself.")
 
+    # ---- monitoring (app.core.drift, app.core.monitoring) ----
+    monitoring: bool = Field(
+        True, description="Count each scored row's fired rules and column bins for drift (false: count nothing)."
+    )
+    drift_window_seconds: int = Field(
+        60, ge=1, le=3600, description="Drift counts are kept per window of this many seconds (and per hour)."
+    )
+    drift_flush_seconds: float = Field(
+        5.0, gt=0, description="An API process adds its drift counts to Redis this often, and at shutdown."
+    )
+    drift_retention_days: int = Field(
+        90, ge=1, description="Hourly drift counts are kept this long (the finer windows two days)."
+    )
+    drift_summary_seconds: int = Field(
+        24 * 3600, ge=60, description="A model document's drift flags cover this many seconds up to now."
+    )
+    drift_metrics_seconds: int = Field(3600, ge=60, description="/metrics' drift gauges cover this many seconds.")
+    drift_metrics_models: int = Field(
+        20, ge=0, description="/metrics' drift gauges cover at most this many models, the last scored first."
+    )
+    drift_metrics_per_model: int = Field(
+        10,
+        ge=0,
+        description="... and of each, at most this many rules (those farthest from their training rate) and as many "
+        "columns (the highest PSI).",
+    )
+
     # ---- jobs and workers ----
     cache_ttl_seconds: int = 24 * 3600
     embedded_workers: int = 2

@@ -10,6 +10,7 @@ from app.core.config import Settings
 from app.core.connections import RedisHealth, cache_redis, data_redis
 from app.core.datasets import DatasetStore
 from app.core.deletion import Deletion
+from app.core.drift_store import DriftStore
 from app.core.forests import ForestStore
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_lifecycle import JobLifecycle
@@ -18,6 +19,7 @@ from app.core.job_submission import JobSubmission
 from app.core.keys import Keys
 from app.core.leaf_cache import LeafMatrixCache
 from app.core.models import ModelStore
+from app.core.monitoring import FiringMonitor, ModelMonitoring
 from app.core.records import JobRecords
 from app.core.registry import ModelRegistry
 from app.core.results import ResultStore
@@ -45,6 +47,8 @@ class Core:
     deletion: Deletion
     workers: WorkerRegistry
     batches: BatchScoring
+    monitor: FiringMonitor
+    monitoring: ModelMonitoring
 
 
 def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience: float = 0.0) -> Core:
@@ -62,7 +66,8 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
     job_submission = JobSubmission(settings, datasets, forests, records, jobs, idempotency)
     job_results = JobResults(jobs, results)
     registry = ModelRegistry(redis, Keys.from_settings(settings))
-    models = ModelStore(settings, blobs, datasets, job_results, idempotency, registry)
+    drift = DriftStore(settings, redis, blobs)
+    models = ModelStore(settings, blobs, datasets, job_results, idempotency, registry, drift)
     leaf_cache = LeafMatrixCache(settings, BlobStore(cache, settings.chunk_bytes), redis)
     return Core(
         settings=settings,
@@ -83,4 +88,6 @@ def build_core(settings: Settings, redis: Redis | None = None, *, redis_patience
         deletion=Deletion(datasets, forests, jobs, models, leaf_cache),
         workers=WorkerRegistry(settings, redis),
         batches=BatchScoring(settings, redis, blobs, models, datasets, records, jobs, job_submission),
+        monitor=FiringMonitor(settings, drift, models.profile),
+        monitoring=ModelMonitoring(settings, models, drift),
     )

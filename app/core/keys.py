@@ -10,7 +10,11 @@ key                                   holds
 ====================================  ==========================================================================
 ``dataset:{id}``                      a dataset's info (blob); ``dataset:{id}:arrays`` its X and y (blob)
 ``forest:{id}``                       a forest's info (blob); ``forest:{id}:trees`` its trees (blob)
-``model:{id}``                        a promoted model (blob)
+``model:{id}``                        a promoted model (blob); ``:profile`` its training profile (blob,
+                                      ``app.core.drift``); ``:monitoring`` its drift thresholds (blob)
+``drift:{model}:{src}:{s}:{t}``       rows counted for drift (source ``src``: live or batch) in the window of
+                                      ``s`` seconds from ``t`` (hash of counts, ``app.core.monitoring``; expires)
+``drift-models``                      models by when their drift counts were last added (sorted set)
 ``job:{id}``                          a job record (hash of JSON fields, ``JobRecords``)
 ``job:{id}:heartbeat``                the attempt a live worker runs (expires after FIRE_HEARTBEAT_TTL_SECONDS)
 ``job:{id}:cancel``                   set when a cancel was asked for (the path callback reads it)
@@ -99,6 +103,25 @@ class Keys:
 
     def names_registered(self, tenant: str) -> str:
         return f"{self.scope(tenant)}model-names-registered"
+
+    # ---- drift ------------------------------------------------------------------------------------------------
+
+    def model_profile(self, model_id: str) -> str:
+        return f"{self.prefix}model:{model_id}:profile"
+
+    def model_monitoring(self, model_id: str) -> str:
+        return f"{self.prefix}model:{model_id}:monitoring"
+
+    def drift_window(self, model_id: str, source: str, seconds: int, start: int) -> str:
+        return f"{self.prefix}drift:{model_id}:{source}:{seconds}:{start}"
+
+    def drift_windows(self, model_id: str) -> str:
+        """Pattern of every drift window of a model."""
+        return f"{self.prefix}drift:{model_id}:*"
+
+    @property
+    def drift_models(self) -> str:
+        return f"{self.prefix}drift-models"
 
     # ---- jobs ------------------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import Field, computed_field
 
 from app.core.blobs import Document
+from app.core.drift import DriftSummary
 from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble
@@ -111,6 +112,13 @@ class ModelInfo(ModelSummary):
     aliases: list[str] = Field(
         default_factory=list,
         description="the aliases of the model's name that point at this version now (GET /v1/registered-models/{name})",
+    )
+    drift: DriftSummary | None = Field(
+        None,
+        description=(
+            "the rules and columns its drift thresholds flag over the last FIRE_DRIFT_SUMMARY_SECONDS (GET "
+            "/v1/models/{id}/drift for the figures); null for a model without a training profile"
+        ),
     )
 
     @computed_field(description="what the model predicts, in words")  # type: ignore[prop-decorator]

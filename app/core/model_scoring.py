@@ -3,7 +3,7 @@ probabilities of a classifier's classes, and the rules (and linear terms) that e
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -34,6 +34,14 @@ class ScoringModel:
     def row_columns(self) -> list[str]:
         """The columns scored rows may hold beside the features: the exposure and offset columns, where named."""
         return [column for column in (self.exposure, self.offset) if column is not None]
+
+
+class RowCounter(Protocol):
+    """What counts scored rows for drift (app.core.monitoring.FiringMonitor)."""
+
+    def record(self, scoring: ScoringModel, X: np.ndarray) -> None: ...
+
+    def record_unseen(self, scoring: ScoringModel, column: str, n_rows: int) -> None: ...
 
 
 @dataclass
@@ -89,6 +97,7 @@ def score_rows(
     explain: bool,
     max_rows: int,
     times: Sequence[float] | None = None,
+    counter: RowCounter | None = None,
 ) -> Scores:
     """Predictions for rows in the training table's original columns. ``read_table(column_names)`` gives
     (column -> values, n_rows, the field holding the rows, which faults name as ``{field}.{column}``); more than
@@ -96,7 +105,8 @@ def score_rows(
     each row's survival curve at these times beside its hazard ratio. A rate model with an exposure column
     (``scoring.exposure``) multiplies the rate of a row by its exposure where the rows hold that column; a model
     with an offset column (``scoring.offset``) adds a row's offset to its score before the inverse link
-    (``FireRegressor.predict(X, offset=)``) where the rows hold that column."""
+    (``FireRegressor.predict(X, offset=)``) where the rows hold that column. ``counter``: counts the encoded rows
+    for drift, and the rows refused for a level training never had."""
     names = scoring.encoding.column_names
     row_columns = scoring.row_columns
     table, n_rows, location = read_table([*names, *row_columns])
@@ -122,6 +132,9 @@ def score_rows(
     try:
         X = scoring.encoding.encode(table, n_rows, location)
     except TableError as error:
+        if counter is not None:
+            for column in error.unseen_columns:
+                counter.record_unseen(scoring, column, n_rows)
         raise table_invalid(error) from error
     outside = np.abs(X) > MAX_ABS_VALUE
     if outside.any():
@@ -137,6 +150,8 @@ def score_rows(
                 for name in names
             ],
         )
+    if counter is not None:
+        counter.record(scoring, X)
     explanations = contributions = linear_contributions = None
     if explain:
         # per row the rules that fired, then every linear term ({"linear": id}); a contribution is a list of K

@@ -7,7 +7,9 @@ import uuid
 
 from app.core.blobs import BlobStore, jsonable
 from app.core.config import Settings
-from app.core.datasets import DatasetStore
+from app.core.datasets import DatasetInfo, DatasetStore
+from app.core.drift import TrainingProfile, training_profile
+from app.core.drift_store import DriftStore
 from app.core.errors import Expired, FieldFault, NotFound
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_results import JobResults
@@ -31,8 +33,10 @@ class ModelStore:
         job_results: JobResults,
         idempotency: IdempotencyKeys,
         registry: ModelRegistry,
+        drift: DriftStore,
     ):
         self.settings = settings
+        self.drift = drift
         self.blobs = blobs
         self.datasets = datasets
         self.job_results = job_results
@@ -114,13 +118,37 @@ class ModelStore:
                 grid_cell=getattr(result, "best_cell_id", None),
             ),
         )
+        self.drift.put_profile(model.id, self._training_profile(ensemble, dataset))
         self.blobs.put_document(self.keys.model(model.id), model)
         self.blobs.index(self.keys.models(tenant), model.id, model.created_at)
         self.registry.add_version(tenant, name, model.version, model.id)
         return model
 
+    def _training_profile(self, ensemble: RuleEnsemble, dataset: DatasetInfo) -> TrainingProfile:
+        """What the model's drift is measured against: its rules and columns on the rows of its training table."""
+        X, _ = self.datasets.load_arrays(dataset.id)
+        return training_profile(ensemble, dataset.encoding, X)
+
+    def profile(self, model_id: str) -> TrainingProfile | None:
+        """The model's training profile; one promoted before profiles were kept gets it now, where its dataset is
+        still stored (None where it is not)."""
+        profile = self.drift.profile(model_id)
+        if profile is not None:
+            return profile
+        model = self.find(model_id)
+        dataset = None if model is None else self.datasets.find(model.provenance.dataset_id)
+        if model is None or dataset is None:
+            return None
+        profile = self._training_profile(RuleEnsemble.from_dict(model.ensemble), dataset)
+        self.drift.put_profile(model_id, profile)
+        return profile
+
+    def find(self, model_id: str) -> ModelInfo | None:
+        """The model of any tenant (None where there is none): for the service's own figures, not for a tenant."""
+        return self.blobs.get_document(self.keys.model(model_id), ModelInfo)
+
     def _find(self, model_id: str, tenant: str) -> ModelInfo | None:
-        model = self.blobs.get_document(self.keys.model(model_id), ModelInfo)
+        model = self.find(model_id)
         return model if model is not None and model.tenant == tenant else None
 
     def get(self, model_id: str, *, tenant: str) -> ModelInfo:
@@ -178,6 +206,7 @@ class ModelStore:
         self.registry.remove_version(tenant, model.name, model.version, model.id)  # Conflict where an alias points
         self.blobs.delete(self.keys.model(model.id))
         self.blobs.unindex(self.keys.models(tenant), model.id)
+        self.drift.delete(model.id)
         self.scoring_cache.forget_model(model.id)
 
     def recently_checked(self, target: "str | ModelRef", tenant: str) -> ScoringModel | None:

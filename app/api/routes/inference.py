@@ -133,7 +133,9 @@ def score_inference(
     outputs = requested_outputs(request, scoring)
     times = survival_times(request)
     check_times(scoring, times, "body.parameters.times")
-    scores = score_rows(scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times)
+    scores = score_rows(
+        scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times, core.monitor
+    )
     return answer(scores, scoring, request.id, outputs)
 
 

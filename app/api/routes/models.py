@@ -6,7 +6,9 @@ from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.schemas import PredictResponse, PromoteRequest
 from app.api.scoring import scoring_route
+from app.core.drift import DriftThresholds
 from app.core.model_documents import ModelInfo, ModelSummary
+from app.core.monitoring import DriftReport
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -44,7 +46,55 @@ def list_models(core: CoreDep, tenant: TenantDep):
     responses=problem_responses(404),
 )
 def get_model(model_id: str, core: CoreDep, tenant: TenantDep):
-    return core.models.get(model_id, tenant=tenant)
+    return core.monitoring.model(model_id, tenant=tenant)
+
+
+@router.get(
+    "/{model_id}/drift",
+    response_model=DriftReport,
+    summary="Live firing of each rule against its training rate, and each column's PSI, over a time range",
+    description=(
+        "Rows scored by the model (``/predict``, ``/invocations``, the Open Inference Protocol: source ``live``; "
+        "batch jobs: ``batch``) are counted per window: each rule's firing rows and each column's rows per "
+        "training decile (or level, and missing). Per rule: its live firing rate against its rate on the training "
+        "table, their ratio and the two-proportion test's p-value. Per column: its population stability index, "
+        "missing share and unseen-level share. ``drifted_rules``/``drifted_columns``: what the model's thresholds "
+        "(``/monitoring``) flag; ``series``: the same per point in time. Counts reach Redis within "
+        "FIRE_DRIFT_FLUSH_SECONDS of scoring."
+    ),
+    responses=problem_responses(404, 422),
+)
+def model_drift(
+    model_id: str,
+    core: CoreDep,
+    tenant: TenantDep,
+    since: Annotated[
+        float | None, Query(description="Unix seconds; default: until - FIRE_DRIFT_SUMMARY_SECONDS (a day)")
+    ] = None,
+    until: Annotated[float | None, Query(description="Unix seconds; default: now")] = None,
+    source: Annotated[Literal["live", "batch"] | None, Query(description="live or batch rows (default: both)")] = None,
+):
+    return core.monitoring.report(model_id, tenant=tenant, since=since, until=until, source=source)
+
+
+@router.get(
+    "/{model_id}/monitoring",
+    response_model=DriftThresholds,
+    summary="The model's drift thresholds, and whether its scored rows are counted",
+    responses=problem_responses(404),
+)
+def get_monitoring(model_id: str, core: CoreDep, tenant: TenantDep):
+    return core.monitoring.thresholds(model_id, tenant=tenant)
+
+
+@router.put(
+    "/{model_id}/monitoring",
+    response_model=DriftThresholds,
+    summary="Set the model's drift thresholds (they flag rules and columns in its document, /drift and /metrics)",
+    responses=problem_responses(404, 422),
+)
+def set_monitoring(model_id: str, body: DriftThresholds, core: CoreDep, tenant: TenantDep):
+    return core.monitoring.set_thresholds(model_id, body, tenant=tenant)
 
 
 @router.get(

@@ -1,0 +1,88 @@
+"""Where a model's drift is kept in Redis: its training profile and thresholds (documents) and its counts, a hash
+per model, source (live requests or batch jobs) and window, for FIRE_DRIFT_WINDOW_SECONDS and for an hour, added
+to with HINCRBY, so that every API process and worker adds to the same windows (app.core.monitoring counts and
+reads them)."""
+
+from collections.abc import Sequence
+
+import numpy as np
+from redis import Redis
+
+from app.core.blobs import BlobStore
+from app.core.config import Settings
+from app.core.drift import DriftThresholds, Layout, TrainingProfile
+from app.core.keys import Keys
+
+HOUR = 3600
+FINE_RETENTION_SECONDS = 2 * 24 * HOUR
+
+
+class DriftStore:
+    def __init__(self, settings: Settings, redis: Redis, blobs: BlobStore):
+        self.settings = settings
+        self.redis = redis
+        self.blobs = blobs
+        self.keys = Keys.from_settings(settings)
+
+    def profile(self, model_id: str) -> TrainingProfile | None:
+        return self.blobs.get_document(self.keys.model_profile(model_id), TrainingProfile)
+
+    def put_profile(self, model_id: str, profile: TrainingProfile) -> None:
+        self.blobs.put_document(self.keys.model_profile(model_id), profile)
+
+    def thresholds(self, model_id: str) -> DriftThresholds:
+        stored = self.blobs.get_document(self.keys.model_monitoring(model_id), DriftThresholds)
+        return stored or DriftThresholds()
+
+    def set_thresholds(self, model_id: str, thresholds: DriftThresholds) -> None:
+        self.blobs.put_document(self.keys.model_monitoring(model_id), thresholds)
+
+    def granularities(self) -> tuple[int, int]:
+        return self.settings.drift_window_seconds, HOUR
+
+    def add(self, model_id: str, source: str, at: float, layout: Layout, counts: np.ndarray) -> None:
+        """Add ``counts`` to the windows (fine and hourly) holding time ``at``."""
+        fields = layout.field_names()
+        nonzero = np.flatnonzero(counts)
+        pipe = self.redis.pipeline(transaction=False)
+        for seconds in self.granularities():
+            start = int(at // seconds * seconds)
+            key = self.keys.drift_window(model_id, source, seconds, start)
+            for index in nonzero:
+                pipe.hincrby(key, fields[index], int(counts[index]))
+            retention = self.settings.drift_retention_days * 24 * HOUR if seconds == HOUR else FINE_RETENTION_SECONDS
+            pipe.expireat(key, start + seconds + retention)
+        pipe.zadd(self.keys.drift_models, {model_id: at})
+        pipe.execute()
+
+    def windows(
+        self, model_id: str, layout: Layout, since: float, until: float, sources: Sequence[str], seconds: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(window starts, counts (windows, layout.size)) of the windows of ``seconds`` that meet [since, until),
+        summed over ``sources``."""
+        starts = np.arange(int(since // seconds * seconds), until, seconds, dtype=np.int64)
+        position = {name: k for k, name in enumerate(layout.field_names())}
+        pipe = self.redis.pipeline(transaction=False)
+        for start in starts.tolist():
+            for source in sources:
+                pipe.hgetall(self.keys.drift_window(model_id, source, seconds, start))
+        found = pipe.execute()
+        counts = np.zeros((len(starts), layout.size), dtype=np.int64)
+        for k, window in enumerate(found):
+            row = counts[k // len(sources)]
+            for name, value in window.items():
+                index = position.get(name.decode() if isinstance(name, bytes) else name)
+                if index is not None:  # a field of another layout: none while a model never changes
+                    row[index] += int(value)
+        return starts, counts
+
+    def recent_models(self, since: float, limit: int) -> list[str]:
+        """The models whose counts were added since ``since``, the latest first."""
+        found = self.redis.zrevrangebyscore(self.keys.drift_models, "+inf", since, start=0, num=limit)
+        return [member.decode() if isinstance(member, bytes) else str(member) for member in found]
+
+    def delete(self, model_id: str) -> None:
+        self.blobs.delete(self.keys.model_profile(model_id))
+        self.blobs.delete(self.keys.model_monitoring(model_id))
+        self.blobs.delete_matching(self.keys.drift_windows(model_id))
+        self.redis.zrem(self.keys.drift_models, model_id)
