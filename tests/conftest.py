@@ -41,6 +41,7 @@ INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
 # markers (separated by spaces) of every test of a module, by its path under tests/
 MODULE_MARKERS = {
     "service/test_dashboard.py": "browser integration",
+    "service/test_drift_dashboard.py": "browser integration",
     "service/test_survival_dashboard.py": "browser integration",
     "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
     "service/test_openapi.py": "integration",  # the API on the session's Redis, no fixture

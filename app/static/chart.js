@@ -89,11 +89,13 @@ function extent(values, { zero = false } = {}) {
 }
 
 /** Scales, axes and grid of a plot `width` × `height` px over the two domains; x ticks at whole numbers (rules,
- * antecedents) unless `wholeX` is false. */
-function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true } = {}) {
+ * antecedents) unless `wholeX` is false, or those `ticks(low, high, count)` gives, labelled by `xFormat`. */
+function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true, ticks = null, xFormat = null } = {}) {
   const x = linear(xDomain, [MARGIN.left, width - MARGIN.right]);
   const y = linear(yDomain, [height - MARGIN.bottom, MARGIN.top]);
-  const xTicks = niceTicks(...xDomain, Math.max(2, Math.floor(width / 90))).filter(tick => !wholeX || Number.isInteger(tick));
+  const xCount = Math.max(2, Math.floor(width / 90));
+  const xTicks = ticks ? ticks(...xDomain, xCount)
+    : niceTicks(...xDomain, xCount).filter(tick => !wholeX || Number.isInteger(tick));
   const yTicks = niceTicks(...yDomain, Math.max(2, Math.floor(height / 55)));
   const bottom = height - MARGIN.bottom;
   const group = svg("g", null,
@@ -101,7 +103,8 @@ function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = t
     svg("g", { class: "axis" },
       svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: bottom, y2: bottom }),
       svg("line", { x1: MARGIN.left, x2: MARGIN.left, y1: MARGIN.top, y2: bottom }),
-      xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" }, wholeX ? formatCount(tick) : formatNumber(tick, 4))),
+      xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" },
+                             xFormat ? xFormat(tick) : wholeX ? formatCount(tick) : formatNumber(tick, 4))),
       yTicks.map(tick => svg("text", { x: MARGIN.left - 6, y: y(tick) + 4, "text-anchor": "end" }, formatNumber(tick, 3))),
       svg("text", { x: (MARGIN.left + width - MARGIN.right) / 2, y: height - 6, "text-anchor": "middle" }, xTitle),
       svg("text", { transform: `translate(13 ${(MARGIN.top + bottom) / 2}) rotate(-90)`, "text-anchor": "middle" }, yTitle)),
@@ -365,4 +368,67 @@ export function survivalCard(survival, dataset, note) {
                        survivalChart(survival, { timeLabel: dataset ? `time (${dataset.target})` : "time" }));
   section.id = "survival";
   return section;
+}
+
+/** Steps between time ticks, in seconds: minutes to days. */
+const TIME_STEPS = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800];
+
+/** Ticks over [low, high] (Unix seconds) at a whole number of minutes, hours or days of local time, at most `count`. */
+function timeTicks(low, high, count) {
+  const step = TIME_STEPS.find(size => (high - low) / size <= count) ?? TIME_STEPS.at(-1);
+  const offset = -new Date(low * 1000).getTimezoneOffset() * 60; // local midnight is a tick of a step of a day
+  const ticks = [];
+  for (let tick = Math.ceil((low + offset) / step) * step - offset; tick <= high; tick += step) ticks.push(tick);
+  return { ticks, step };
+}
+
+/** A time in Unix seconds as a tick shows it: the hour and minute, or the day for ticks a day or more apart. */
+const timeLabel = (seconds, step) => new Date(seconds * 1000).toLocaleString("en-GB", step >= 86400
+  ? { day: "numeric", month: "short" } : { hour: "2-digit", minute: "2-digit" });
+
+/** The path through points [px, py, value], broken where a value is missing (null: a window without rows). */
+function brokenPath(points) {
+  let moved = false;
+  return points.map(([px, py, value]) => {
+    if (!Number.isFinite(value)) { moved = false; return ""; }
+    const command = `${moved ? "L" : "M"}${px.toFixed(2)},${py.toFixed(2)}`;
+    moved = true;
+    return command;
+  }).join("");
+}
+
+/**
+ * Lines over time: each of `lines` ({label, values, title(point index) → a dot's tooltip}) at the middle of
+ * each point of `starts` (Unix seconds, each covering `resolution` seconds) over [since, until], broken where a
+ * value is null, each value a dot; `thresholds` ([{value, label}]) drawn as dashed lines across. `yTitle` names
+ * the y axis and `title` the chart for a screen reader. Returns the chart and its legend.
+ */
+export function timeSeriesChart({ since, until, starts, resolution, lines, thresholds = [], yTitle, title }) {
+  const id = `chart-${chartCount += 1}`;
+  const plot = h("div", { class: "chart" });
+  const color = index => CELL_COLORS[index % CELL_COLORS.length];
+  const times = starts.map(start => Math.min(until, start + resolution / 2));
+  drawAtWidth(plot, () => {
+    const { width, height } = plotSize(plot);
+    const values = [...lines.flatMap(line => line.values), ...thresholds.map(threshold => threshold.value)];
+    let step = 3600;
+    const ticks = (low, high, count) => { const found = timeTicks(low, high, count); step = found.step; return found.ticks; };
+    const scales = plotFrame(width, height, [since, until], extent(values, { zero: true }), "time", yTitle,
+                             { ticks, xFormat: tick => timeLabel(tick, step) });
+    const { x, y } = scales;
+    plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": `${id}-title` },
+      svg("title", { id: `${id}-title` }, title),
+      scales.group,
+      // the first threshold's label at the right end of its line, a second one's at the left: close lines keep both readable
+      thresholds.map((threshold, index) => svg("g", { class: "threshold" },
+        svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: y(threshold.value), y2: y(threshold.value) }),
+        svg("text", { class: "label", x: index % 2 ? MARGIN.left + 4 : width - MARGIN.right - 4, y: y(threshold.value) - 4,
+                      "text-anchor": index % 2 ? "start" : "end" }, threshold.label))),
+      lines.map((line, index) => svg("g", { class: "series", "data-series": line.label },
+        svg("path", { class: "line", d: brokenPath(times.map((t, k) => [x(t), y(line.values[k]), line.values[k]])), style: `stroke:${color(index)}` }),
+        times.map((t, k) => (Number.isFinite(line.values[k]) ? svg("circle", { cx: x(t), cy: y(line.values[k]), r: 3, fill: color(index) },
+          line.title ? svg("title", null, line.title(k)) : null) : null))))));
+  });
+  return h("div", null, plot, legend([...lines.map((line, index) => [line.label, color(index)]),
+                                      ...thresholds.map(threshold => [threshold.label, "#6b7280", true])]));
 }

@@ -6,6 +6,7 @@ import { metricsText, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
 import { deployCard } from "./deploy.js";
+import { driftCard } from "./drift.js";
 import { field, onSubmit } from "./forms.js";
 import { classLabels, columnImportance, factorTarget, interceptText, linearTable, logQuantity, longestRule, ruleId,
          rulesTable } from "./rules.js";
@@ -174,6 +175,7 @@ export function showModel(main, { modelId }, { signal, navigate }) {
         + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
       deployCard(model, registered, () => navigate(location.pathname, { replace: true })),
+      driftCard(model, signal),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),
       model.ensemble.linear?.length ? card(`Linear terms (${model.ensemble.linear.length})`, linearTable(model.ensemble)) : null,
       model.ensemble.importance ? card("Columns by importance", columnImportance(model.ensemble.importance)) : null,

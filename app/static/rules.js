@@ -54,8 +54,8 @@ function conditionText(bounds, features) {
   return [text, (known?.column.missing ?? true) && bounds.every(bound => bound.missing)];
 }
 
-/** A rule's conditions in words, one column per line: a text column's levels said once (`levelText`). */
-function conditionList(conditions, features) {
+/** A rule's conditions in words, one [text, orMissing] per column: a text column's levels said once (`levelText`). */
+function conditionTexts(conditions, features) {
   const byFeature = new Map();
   for (const condition of conditions) {
     const known = features.get(condition.feature);
@@ -65,10 +65,23 @@ function conditionList(conditions, features) {
     entry.bounds.push(level ? { ...condition, level: known.category } : condition);
     byFeature.set(key, entry);
   }
-  return h("ul", { class: "conditions" }, [...byFeature.values()].map(({ column, bounds }, i) => {
-    const [text, orMissing] = column ? levelText(bounds, column) : conditionText(bounds, features);
-    return h("li", null, i ? "and " : "if ", text, orMissing ? h("span", { class: "or-missing" }, " or missing") : null);
-  }));
+  return [...byFeature.values()].map(({ column, bounds }) => (column ? levelText(bounds, column) : conditionText(bounds, features)));
+}
+
+/** A rule's conditions in words, one column per line. */
+function conditionList(conditions, features) {
+  return h("ul", { class: "conditions" }, conditionTexts(conditions, features).map(([text, orMissing], i) =>
+    h("li", null, i ? "and " : "if ", text, orMissing ? h("span", { class: "or-missing" }, " or missing") : null)));
+}
+
+/** A rule of `ensemble` in words as the rules table words it: its conditions, one column per line (`columns`: the
+ * table's encoding, as for `rulesTable`). */
+export const ruleConditions = (ensemble, rule, { columns = [] } = {}) => conditionList(rule.conditions, featureColumns(ensemble.columns ?? columns));
+
+/** A rule of `ensemble` in words on one line: "Shell_weight > 0.24 and Sex is I" ("always" without conditions). */
+export function ruleSentence(ensemble, rule, { columns = [] } = {}) {
+  const texts = conditionTexts(rule.conditions, featureColumns(ensemble.columns ?? columns));
+  return texts.map(([text, orMissing]) => (orMissing ? `${text} (or missing)` : text)).join(" and ") || "always";
 }
 
 /** Classes shown as columns of their own; a model with more shows the classes each rule moves most. */
