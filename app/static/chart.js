@@ -397,6 +397,21 @@ function brokenPath(points) {
   }).join("");
 }
 
+/** Dashed lines across the plot at each threshold's value, labelled at their right end; a label that would
+ * overlap the one above it joins that one instead ("×2 threshold · ×0.5 threshold"). */
+function thresholdLines(thresholds, y, width) {
+  const placed = thresholds.map(threshold => ({ ...threshold, at: y(threshold.value), labels: [threshold.label] }))
+    .sort((a, b) => a.at - b.at);
+  placed.forEach((threshold, index) => {
+    const above = placed.slice(0, index).findLast(other => other.labels.length);
+    if (above && threshold.at - above.at < 14) { above.labels.push(...threshold.labels); threshold.labels = []; }
+  });
+  return placed.map(threshold => svg("g", { class: "threshold" },
+    svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: threshold.at, y2: threshold.at }),
+    threshold.labels.length ? svg("text", { class: "label", x: width - MARGIN.right - 4, y: threshold.at - 4, "text-anchor": "end" },
+                                  threshold.labels.join(" · ")) : null));
+}
+
 /**
  * Lines over time: each of `lines` ({label, values, title(point index) → a dot's tooltip}) at the middle of
  * each point of `starts` (Unix seconds, each covering `resolution` seconds) over [since, until], broken where a
@@ -419,11 +434,7 @@ export function timeSeriesChart({ since, until, starts, resolution, lines, thres
     plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": `${id}-title` },
       svg("title", { id: `${id}-title` }, title),
       scales.group,
-      // the first threshold's label at the right end of its line, a second one's at the left: close lines keep both readable
-      thresholds.map((threshold, index) => svg("g", { class: "threshold" },
-        svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: y(threshold.value), y2: y(threshold.value) }),
-        svg("text", { class: "label", x: index % 2 ? MARGIN.left + 4 : width - MARGIN.right - 4, y: y(threshold.value) - 4,
-                      "text-anchor": index % 2 ? "start" : "end" }, threshold.label))),
+      thresholdLines(thresholds, y, width),
       lines.map((line, index) => svg("g", { class: "series", "data-series": line.label },
         svg("path", { class: "line", d: brokenPath(times.map((t, k) => [x(t), y(line.values[k]), line.values[k]])), style: `stroke:${color(index)}` }),
         times.map((t, k) => (Number.isFinite(line.values[k]) ? svg("circle", { cx: x(t), cy: y(line.values[k]), r: 3, fill: color(index) },

@@ -68,8 +68,10 @@ function movedBin(column) {
 function columnWords(column, thresholds) {
   const bin = movedBin(column);
   const where = bin.label === "missing" ? "are missing" : `fall in its bin ${bin.label}`;
-  const unseen = column.unseen_share ? `; ${percent(column.unseen_share)} of the rows sent were refused for a level training never had` : "";
-  return [h("strong", null, column.column), `: PSI ${formatNumber(column.psi, 2)} (flagged from ${formatNumber(thresholds.psi, 3)}); `
+  const flaggedAt = (value, threshold, text) => (value !== null && value >= threshold ? ` (flagged from ${text})` : "");
+  const unseen = column.unseen_share ? `; ${percent(column.unseen_share)} of the rows sent were refused for a level training never had`
+    + flaggedAt(column.unseen_share, thresholds.unseen_share, percent(thresholds.unseen_share)) : "";
+  return [h("strong", null, column.column), `: PSI ${formatNumber(column.psi, 2)}${flaggedAt(column.psi, thresholds.psi, formatNumber(thresholds.psi, 3))}; `
     + `${percent(bin.live)} of these rows ${where}, against ${percent(bin.training)} of training rows${unseen}.`];
 }
 
@@ -93,7 +95,8 @@ function headline(report, rules, columns, words) {
       + `${plural(columns.length, "column", "columns")} ${flaggedRules.length + flaggedColumns.length === 1 ? "is" : "are"} flagged.`;
   }
   return [
-    h("p", { class: "drift-headline", id: "drift-headline" }, counted, h("strong", null, verdict)),
+    h("p", { class: "drift-headline", id: "drift-headline" }, counted, h("strong", null, verdict),
+      thresholds.enabled ? null : " Counting is off for this model: the rows it scores now are not counted (see the thresholds below)."),
     flaggedRules.length || flaggedColumns.length ? h("ul", { class: "drift-findings" },
       someOf(flaggedColumns, column => columnWords(column, thresholds)), someOf(flaggedRules, ruleWords)) : null,
   ];

@@ -44,7 +44,8 @@ def promoted_model(api) -> dict:
     forest = api.post("/v1/forests/train", json={"dataset_id": dataset_id, **SMALL_FOREST})
     assert forest.status_code == 202, forest.text
     forest_id = wait_for(api, forest.json()["id"])["summary"]["forest_id"]
-    job = api.post("/v1/jobs", json={"dataset_id": dataset_id, "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10})
+    path = {"dataset_id": dataset_id, "forest_id": forest_id, "n_lambdas": 10, "max_rules": 10}
+    job = api.post("/v1/jobs", json=path)
     assert job.status_code == 202, job.text
     wait_for(api, job.json()["id"])
     model = api.post("/v1/models", json={"job_id": job.json()["id"], "name": f"drift-{uuid.uuid4().hex[:8]}"})
@@ -135,6 +136,12 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
     expect(card.locator("#drift-empty")).to_contain_text("(batch jobs)")
     card.get_by_label("Rows", exact=True).select_option("")
     expect(shell.locator(".tag.flagged")).to_have_count(1)
+    # the last 7 days (hourly windows) and the last hour (minute windows) count the same 400 rows
+    for label, words in (("last 7 days", "the last 7 days"), ("last hour", "the last hour")):
+        card.get_by_label("Range", exact=True).select_option(label=label)
+        expect(headline).to_contain_text(f"400 rows counted in {words}")
+        expect(card.locator("#drift-columns-chart figcaption")).to_contain_text("one point per")
+    shoot_card(page, "drift-card-last-hour")
 
     # a PSI threshold of 100 from the form: saved, and Shell_weight is no longer flagged
     form = card.get_by_role("form", name="Drift thresholds")
