@@ -1,11 +1,20 @@
-"""`fire-rules worker`: compile the numba solver once, then fork a work horse per job (RQ Worker), and outlive
-Redis outages: a lost connection is waited out with backoff, never a reason to exit."""
+"""`fire-rules worker`: prepare the numba solver, then fork a work horse per job (RQ Worker), and outlive Redis
+outages: a lost connection is waited out with backoff, never a reason to exit.
+
+Preparing the solver: with numba's on-disk cache warm (a warm-up stamp says so) the worker loads every kernel
+in-process in a few seconds before it takes jobs, so every forked horse inherits them. With the cache cold
+(a fresh clone: two to three minutes of compilation on 2 cores) it takes jobs at once, each horse compiling
+what its job needs (numba writes those kernels to the cache), while one niced child process per machine fills
+the cache with the full warm-up; once it is done the worker loads the kernels in-process between two jobs."""
 
 import fcntl
+import hashlib
 import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -29,6 +38,7 @@ RECONNECT_CAP_SECONDS = 10.0
 # RQ blocks on its queues for worker_ttl - 15 s between beats: beat every heartbeat_seconds when idle too
 RQ_DEQUEUE_MARGIN_SECONDS = 15
 WARM_UP_PASSES = 50  # of each warm-up path step (warm_solver)
+BACKGROUND_WARM_UP_NICE = 10  # the cache-filling child yields the cores to work horses running jobs
 
 
 def warm_solver() -> None:
@@ -53,6 +63,95 @@ def warm_solver() -> None:
             loss=loss, candidates="nodes", max_rule_length=1, linear_terms=True, n_lambdas=3, max_iter=WARM_UP_PASSES
         )
         fit_rules(X, target, terms, forest=forest)
+    stamp = warm_stamp()
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+    except OSError as error:  # a read-only cache: the next start takes the cold path again, nothing worse
+        log.warning("could not record the warm-up in %s (%s)", stamp, error)
+
+
+def warm_stamp() -> Path:
+    """The file warm_solver writes once it has run to its end: numba's cache then holds every kernel the jobs use.
+
+    Its name keys what numba's cache index checks (each solver source file's modification time and size; numba's
+    and Python's versions) and where that cache lives (NUMBA_CACHE_DIR, else the solver's own ``__pycache__``
+    folders), so an edited source, another numba or another cache folder finds no stamp. It lives beside the
+    cache, and goes with it when the folder is emptied. A stamp whose cache was removed file by file only costs
+    the old start: the worker compiles before it takes jobs."""
+    import numba
+
+    import solver
+
+    root = Path(solver.__file__).resolve().parent
+    cache_dir = os.environ.get("NUMBA_CACHE_DIR", "")  # numba's config.CACHE_DIR, read from it at import
+    key = hashlib.sha256(f"{numba.__version__} {sys.version} {cache_dir} {root}".encode())
+    for path in sorted(root.rglob("*.py")):
+        stat = path.stat()
+        key.update(f"{path.relative_to(root)} {stat.st_mtime_ns} {stat.st_size}\n".encode())
+    folder = Path(cache_dir) if cache_dir else root / "__pycache__"
+    if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
+        folder = Path(tempfile.gettempdir())
+    return folder / f"fire-rules-warm-{key.hexdigest()[:16]}"
+
+
+def warm_up_once() -> bool:
+    """Fill numba's cache once per machine: under the compile lock, warm_solver runs unless a stamp says an earlier
+    process already ran it to its end. Returns whether this call ran it."""
+    with one_compiler_at_a_time():
+        if warm_stamp().exists():
+            return False
+        warm_solver()
+        return True
+
+
+def background_warm_up_main() -> None:
+    """The niced child a worker starts on a cold cache (BackgroundWarmUp)."""
+    from app.cli import LOG_FORMAT
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    started = time.perf_counter()
+    if warm_up_once():
+        log.info("solver compiled into numba's cache in %.1f s", time.perf_counter() - started)
+
+
+class BackgroundWarmUp:
+    """warm_up_once in a child process (``python -c``), niced below the work horses and ended with its worker.
+
+    A child, not a thread: a horse forked while a thread compiles would inherit numba's compiler lock held."""
+
+    COMMAND = "from worker.main import background_warm_up_main; background_warm_up_main()"
+
+    def __init__(self, command: list[str] | None = None):
+        def prepare_child() -> None:
+            die_with_parent(signal.SIGKILL)
+            os.nice(BACKGROUND_WARM_UP_NICE)
+
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(command or [sys.executable, "-c", self.COMMAND], preexec_fn=prepare_child)
+        self.loaded = False
+
+    def ready_to_load(self) -> bool:
+        """Whether the child ended and the kernels were not loaded yet (a failed child is logged, and then the
+        horses go on compiling or loading what their jobs need)."""
+        if self.loaded or self.process.poll() is None:
+            return False
+        if self.process.returncode != 0:
+            log.warning("the background warm-up exited with %s; jobs compile what they need", self.process.returncode)
+            self.loaded = True
+            return False
+        return True
+
+    def load(self) -> None:
+        """Load every kernel from the cache into this process (about 2 s), so the next horses inherit them."""
+        started = time.perf_counter()
+        warm_solver()
+        self.loaded = True
+        log.info(
+            "solver kernels loaded from numba's cache in %.1f s (%.0f s after the background warm-up began)",
+            time.perf_counter() - started,
+            time.perf_counter() - self.started,
+        )
 
 
 @contextmanager
@@ -115,15 +214,30 @@ class FireWorker(Worker):
     and the parent keeps waiting for it.
     """
 
-    def __init__(self, *args, records: JobRecords, presence: Presence, **kwargs):
+    def __init__(
+        self, *args, records: JobRecords, presence: Presence, warm_up: BackgroundWarmUp | None = None, **kwargs
+    ):
         super().__init__(*args, **kwargs)
         self.records = records
         self.presence = presence
+        self.warm_up = warm_up
         self.shutdown_requested = False
+        self.dequeuing = False
 
     def heartbeat(self, timeout=None, pipeline=None):
         super().heartbeat(timeout, pipeline)
         self.presence.beat(READY)
+        if self.dequeuing and self.warm_up is not None and self.warm_up.ready_to_load():
+            # between two jobs (RQ beats before each dequeue and on each idle timeout), never while a horse runs
+            with self.presence.beating(READY, self.job_monitoring_interval):
+                self.warm_up.load()
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        self.dequeuing = True
+        try:
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        finally:
+            self.dequeuing = False
 
     def maintain_heartbeats(self, job, execution):
         try:
@@ -165,17 +279,23 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
         os.nice(settings.worker_nice)
     queues = queue_names or [settings.queue_name]
     presence = Presence(WorkerRegistry(settings, data_redis(settings)), queues)
-    log.info(
-        "worker %s: preparing the solver (compiled once per machine and solver version, about a minute on "
-        "2 cores; loaded from numba's cache after that); jobs wait meanwhile",
-        presence.name,
-    )
     started = time.perf_counter()
+    warm_up = None
     with presence.beating(WARMING, settings.heartbeat_seconds):
-        with one_compiler_at_a_time():
-            warm_solver()
+        if warm_stamp().exists():
+            log.info("worker %s: loading the solver from numba's cache; jobs wait meanwhile", presence.name)
+            with one_compiler_at_a_time():
+                warm_solver()
+        else:
+            log.info(
+                "worker %s: numba's cache is cold (a first start of this solver version on this machine): jobs "
+                "are taken at once and compile what they need, while one process per machine compiles the rest "
+                "in the background (two to three minutes on 2 cores)",
+                presence.name,
+            )
+            warm_up = BackgroundWarmUp()
         tasks.core()  # import the job module and open its stores once, not in every forked horse
-    log.info("worker %s: solver ready after %.1f s", presence.name, time.perf_counter() - started)
+    log.info("worker %s: ready to take jobs after %.1f s", presence.name, time.perf_counter() - started)
     # RQ's own connection: RQ raises its socket timeout above its blocking dequeue, so it is not shared
     rq_redis = connect(
         settings.redis_url, settings.redis_socket_timeout, settings.redis_connect_timeout, patience=BACKOFF_CAP_SECONDS
@@ -193,6 +313,7 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
                 serializer=JSONSerializer,
                 records=records,
                 presence=presence,
+                warm_up=warm_up,
                 job_monitoring_interval=settings.heartbeat_seconds,
                 worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS,
             )
