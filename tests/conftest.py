@@ -63,6 +63,11 @@ TEST_MARKERS = {
         "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
         "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",
     },
+    "service/test_batch_scoring.py": {  # their models are trained first; the tenants test starts a worker
+        "test_a_regression_file_scores_in_chunk_jobs_as_the_library_and_predict": "slow",
+        "test_a_classifier_gives_labels_probabilities_and_explanations_as_predict": "slow",
+        "test_only_the_model_s_tenant_sees_its_batch_jobs_and_results": "slow",
+    },
     "service/test_cross_validation.py": {
         "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",
     },

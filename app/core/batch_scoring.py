@@ -33,6 +33,7 @@ from typing import IO, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from redis import Redis
@@ -350,6 +351,10 @@ def _column_values(scoring: ScoringModel, name: str, values: pa.ChunkedArray, fi
             raise BatchRowsInvalid(f"column '{name}': true/false in a number column (row {first_row}); send numbers")
         if any(test(values.type) for test in _NUMERIC_TYPES):
             return values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        try:  # text read as numbers by Arrow at once; where it refuses a cell, cell by cell to name the row
+            return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
         text = values.cast(pa.string()).to_numpy(zero_copy_only=False)
         numbers = np.full(len(text), np.nan)
         for row, cell in enumerate(text):
@@ -508,9 +513,10 @@ class BatchScoring:
         job_id = new_job_id()
         self.submission._admit(tenant, job_id)  # one submission, however many chunks
         chunks = read_chunks(upload, input_columns(scoring, options.id_column), chunk_rows) if upload else stored
-        n_rows = n_chunks = 0
+        cells: list[JobRecord] = []
+        n_rows = 0
         try:
-            for chunk, table in enumerate(chunks):
+            for chunk, table in enumerate(chunks):  # each chunk queued as soon as it is stored: workers start at once
                 if chunk >= self.settings.max_batch_chunks:
                     raise TooLarge(
                         f"The file has more than {self.settings.max_batch_chunks} chunks of {chunk_rows} rows.",
@@ -521,46 +527,16 @@ class BatchScoring:
                         ],
                     )
                 self.parts.put_input(job_id, chunk, table)
+                cells.append(self._queue_chunk(scoring, options, tenant, job_id, chunk, n_rows, table.num_rows))
                 n_rows += table.num_rows
-                n_chunks += 1
+            if n_rows == 0:
+                raise Invalid("The file has no rows.", [FieldFault("file", "no rows", "send at least one row")])
         except BaseException:
-            self.parts.delete_inputs(job_id, n_chunks + 1)
+            for cell in cells:
+                self.jobs.delete(cell.id, tenant=tenant)
+            self.parts.delete(job_id, len(cells) + 1)
             self.redis.zrem(self.keys.active_jobs(tenant), job_id)  # not admitted after all
             raise
-        if n_rows == 0:
-            self.redis.zrem(self.keys.active_jobs(tenant), job_id)  # not admitted after all
-            raise Invalid("The file has no rows.", [FieldFault("file", "no rows", "send at least one row")])
-        return self._queue(scoring, options, tenant, job_id, source, chunk_rows, n_rows, n_chunks)
-
-    def _queue(
-        self,
-        scoring: ScoringModel,
-        options: BatchOptions,
-        tenant: str,
-        job_id: str,
-        source: str,
-        chunk_rows: int,
-        n_rows: int,
-        n_chunks: int,
-    ) -> JobRecord:
-        cells = [
-            self.jobs.create(
-                "batch_chunk",
-                BatchChunkSpec(
-                    batch_id=job_id,
-                    model_id=scoring.id,
-                    chunk=chunk,
-                    first_row=chunk * chunk_rows,
-                    n_rows=min(chunk_rows, n_rows - chunk * chunk_rows),
-                    explain=options.explain,
-                    times=options.times,
-                    id_column=options.id_column,
-                ),
-                tenant,
-                parent_id=job_id,
-            )
-            for chunk in range(n_chunks)
-        ]
         spec = BatchJobSpec(
             model_id=scoring.id,
             model_name=scoring.name,
@@ -572,7 +548,7 @@ class BatchScoring:
             id_column=options.id_column,
             chunk_rows=chunk_rows,
             n_rows=n_rows,
-            n_chunks=n_chunks,
+            n_chunks=len(cells),
         )
         return self.jobs.create(
             "batch",
@@ -582,6 +558,21 @@ class BatchScoring:
             cells=[cell.id for cell in cells],
             depends_on=[cell.rq_job_id for cell in cells],
         )
+
+    def _queue_chunk(
+        self, scoring: ScoringModel, options: BatchOptions, tenant: str, job_id: str, chunk: int, first: int, rows: int
+    ) -> JobRecord:
+        spec = BatchChunkSpec(
+            batch_id=job_id,
+            model_id=scoring.id,
+            chunk=chunk,
+            first_row=first,
+            n_rows=rows,
+            explain=options.explain,
+            times=options.times,
+            id_column=options.id_column,
+        )
+        return self.jobs.create("batch_chunk", spec, tenant, parent_id=job_id)
 
     # ---- reading -----------------------------------------------------------------------------------------------
 
