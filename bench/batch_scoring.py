@@ -13,6 +13,7 @@ Writes only under a fresh key prefix and queue name (bench/service.py's Service)
 
 import argparse
 import io
+import os
 import sys
 import tempfile
 import threading
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.machine import cpu_model, gib, solver_commit
+from bench.machine import cpu_model, gib, git, solver_commit
 from bench.service import Service
 from solver import RuleEnsemble
 from solver.encoding import TableEncoding
@@ -219,8 +220,9 @@ def main() -> None:
             "# Batch scoring (issue 31, part 3)",
             "",
             f"`python bench/batch_scoring.py --rows {args.rows} --big-rows {args.big_rows}` at "
-            f"{solver_commit() or '?'}, on {cpu_model()} ({psutil.cpu_count()} cores), `fire-rules serve` with two "
-            f"workers on a local Redis; a {N_NUMERIC + len(LEVELS)}-column table ({N_NUMERIC} numeric, "
+            f"{git('rev-parse', '--short', 'HEAD') or '?'} (solver {solver_commit() or '?'}), load average "
+            f"{os.getloadavg()[0]:.1f} at the end, on {cpu_model()} ({psutil.cpu_count()} cores), `fire-rules serve` "
+            f"with two workers on a local Redis; a {N_NUMERIC + len(LEVELS)}-column table ({N_NUMERIC} numeric, "
             f"{len(LEVELS)} text), a model of {len(model['ensemble']['rules'])} rules from {FOREST['n_estimators']} "
             f"trees of depth {FOREST['max_depth']}; chunks of 100,000 rows (FIRE_BATCH_CHUNK_ROWS).",
             "",

@@ -17,10 +17,10 @@ pool, the scored rows downloaded as Parquet or CSV.
   (:meth:`BatchScoring.stream_result`).
 
 The scored columns: ``row`` (the row's number in the file, from 0), the ``id_column`` where one is named,
-``prediction`` (a number, a rate, a log hazard ratio, or a classifier's label), ``probability_{class}`` per class
-(classifiers), ``survival_{t}`` per time (a Cox model, where ``times`` are given) and, with ``explain``, ``rules``
-(the ids of the rules that fired), ``contributions`` (what each adds to the score) and ``linear_contributions``
-(a model with linear terms): lists in Parquet, JSON text in CSV.
+``prediction`` (a number, a rate, a Cox model's hazard ratio, or a classifier's label: ``/predict``'s),
+``probability_{class}`` per class (classifiers), ``survival_{t}`` per time (a Cox model, where ``times`` are given)
+and, with ``explain``, ``rules`` (the ids of the rules that fired), ``contributions`` (what each adds to the score)
+and ``linear_contributions`` (a model with linear terms): lists in Parquet, JSON text in CSV.
 """
 
 import io

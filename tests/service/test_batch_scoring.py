@@ -311,3 +311,36 @@ def test_chunks_hold_whole_tables_of_pyarrow_types():
     chunks = list(_rebatched(iter(batches), 5))
     assert [chunk.num_rows for chunk in chunks] == [5, 5, 5, 5, 1]
     assert pa.concat_tables(chunks).column("a").to_pylist() == list(range(21))
+
+
+def test_a_reference_names_a_model_id_an_alias_a_version_or_the_latest():
+    from app.core.batch_scoring import parse_ref
+    from app.core.registry import ModelRef
+
+    assert parse_ref("mdl_0123") == "mdl_0123"
+    assert parse_ref("rings@champion") == ModelRef("rings", alias="champion")
+    assert parse_ref("rings@3") == parse_ref("rings@v3") == ModelRef("rings", version=3)
+    assert parse_ref("rings@latest") == ModelRef("rings")
+
+
+def test_a_chunk_of_a_cox_model_gets_survival_columns_as_the_library():
+    from app.core.batch_scoring import score_chunk
+    from app.core.model_scoring import ScoringModel
+    from solver import FireSurvival
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.uniform(20, 80, 400), "dose": rng.uniform(0, 1, 400)})
+    time_to_event = rng.exponential(np.exp(-0.03 * (frame["age"] - 50)))
+    y = np.where(rng.uniform(size=400) < 0.8, time_to_event, -time_to_event)  # signed: negative where censored
+    model = FireSurvival(n_estimators=20, max_depth=2, max_rules=5, random_state=0).fit(frame, y)
+    encoding = TableEncoding.numeric(["age", "dose"])
+    scoring = ScoringModel("m", "cox", 1, "t", model.rule_ensemble_, encoding)
+    scored = score_chunk(scoring, pa.Table.from_pandas(frame, preserve_index=False), first_row=10, times=[0.5, 2.0])
+    assert scored.table.column_names == ["row", "prediction", "survival_0.5", "survival_2"]
+    assert scored.table.column("row").to_pylist() == list(range(10, 410))
+    assert np.array_equal(scored.X, frame.to_numpy())
+    curves = model.predict_survival_function(frame, [0.5, 2.0])
+    assert np.allclose(scored.table.column("survival_0.5").to_numpy(), curves[:, 0], rtol=0, atol=1e-12)
+    assert np.allclose(scored.table.column("survival_2").to_numpy(), curves[:, 1], rtol=0, atol=1e-12)
+    hazard_ratios = np.exp(model.predict(frame))  # as /predict answers a Cox model: exp(log hazard ratio)
+    assert np.allclose(scored.table.column("prediction").to_numpy(), hazard_ratios, rtol=1e-12, atol=0)

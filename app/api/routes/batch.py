@@ -174,9 +174,14 @@ async def submit_batch(
     target = parse_ref(ref)
     content_type = request.headers.get("content-type", "")
     if content_type.split(";")[0].strip().lower() == "application/json":
-        body = await request.body()
-        if len(body) > core.settings.max_json_bytes:
-            raise TooLarge("The JSON body is too large.", [FieldFault("body", "too large", "send {'dataset_id': ...}")])
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > core.settings.max_json_bytes:
+                raise TooLarge(
+                    f"The JSON body is larger than the limit of {core.settings.max_json_bytes} bytes.",
+                    [FieldFault("body", "too large", 'send {"dataset_id": "..."}')],
+                )
         try:
             asked = BatchDatasetRequest.model_validate_json(body)
         except ValidationError as error:
