@@ -19,7 +19,10 @@ const SHOWN_ROWS = 10;
 const SAID = 4;
 
 /** A share as a percent with two significant digits: "4.2%", "19%", "0.031%". */
-export const percent = share => (share === null || share === undefined ? "—" : `${formatNumber(100 * share, 2)}%`);
+export function percent(share) {
+  if (share === null || share === undefined) return "—";
+  return share > 0 && share < 1e-6 ? "< 0.0001%" : `${formatNumber(100 * share, 2)}%`;
+}
 
 /** A live/training ratio: "×4.8", "×0.21". */
 const ratioText = ratio => (ratio === null || ratio === undefined ? "—" : `×${formatNumber(ratio, 2)}`);
@@ -267,6 +270,21 @@ function thresholdsForm(model, thresholds, onSaved) {
     onSaved();
   });
   return form;
+}
+
+/** The model document's drift flags (its `drift`: the last day's) in words, a link to the card; null without a
+ * training profile. */
+export function driftFact(model) {
+  const drift = model.drift;
+  if (!drift) return null;
+  const flagged = [...drift.drifted_columns, ...drift.drifted_rules.map(rule => `r${rule}`)];
+  const text = !drift.rows ? "no row counted in the last day"
+    : flagged.length ? `${flagged.slice(0, 3).join(", ")}${flagged.length > 3 ? ` and ${flagged.length - 3} more` : ""} flagged in `
+      + plural(drift.rows, "row", "rows")
+      : `nothing flagged in ${plural(drift.rows, "row", "rows")}`;
+  // a button, not a "#drift" link: the dashboard's router takes every click on a link to this page
+  return h("button", { type: "button", class: flagged.length ? "link-like drift-fact flagged" : "link-like drift-fact",
+                       onclick: () => document.getElementById("drift")?.scrollIntoView({ behavior: "smooth" }) }, text);
 }
 
 /** The "Drift" card of `model`: a report of its scored rows over a chosen range and source, and its thresholds. */

@@ -6,7 +6,7 @@ import { metricsText, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
 import { deployCard } from "./deploy.js";
-import { driftCard } from "./drift.js";
+import { driftCard, driftFact } from "./drift.js";
 import { field, onSubmit } from "./forms.js";
 import { classLabels, columnImportance, factorTarget, interceptText, linearTable, logQuantity, longestRule, ruleId,
          rulesTable } from "./rules.js";
@@ -164,7 +164,8 @@ export function showModel(main, { modelId }, { signal, navigate }) {
           ["aliases", model.aliases.join(", ") || null], ["promoted", formatTime(model.created_at)],
           ["predicts", model.predicts], ["classes", model.classes?.join(", ")],
           ["intercept", h("span", { class: "mono" }, interceptText(model.ensemble))],
-          ["longest rule", `${longestRule(model.ensemble)} conditions`], ["description", model.description],
+          ["longest rule", `${longestRule(model.ensemble)} conditions`], ["drift (last day)", driftFact(model), "drift"],
+          ["description", model.description],
           ["from", link(`/dashboard/jobs/${source.job_id}/steps/${source.step}`, `step ${source.step}${source.step === source.selected_step ? " (selected)" : ""}`)],
           ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],

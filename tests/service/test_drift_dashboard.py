@@ -83,6 +83,7 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
     card = page.locator("#drift")
     empty = card.locator("#drift-empty")
     expect(empty).to_contain_text("No scored row counted in the last 24 hours")
+    expect(page.locator("dd[data-field='drift']")).to_have_text("no row counted in the last day")
     for way in ("/predict", "/invocations", "Open Inference Protocol", "batch jobs"):
         expect(empty).to_contain_text(way)
     shoot_card(page, "drift-empty")
@@ -105,6 +106,9 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
         time.sleep(0.2)
     assert "Shell_weight" in report["drifted_columns"]
 
+    page.reload()  # the model document's flags of the last day, in the Model card
+    expect(page.locator("dd[data-field='drift']")).to_contain_text("Shell_weight")
+    page.locator("#view .columns").first.screenshot(path=SHOTS / "drift-model-facts-1280.png")
     card.get_by_role("button", name="Refresh").click()
     headline = card.locator("#drift-headline")
     expect(headline).to_contain_text("400 rows counted in the last 24 hours")
@@ -159,5 +163,6 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
     expect(psi_input).to_have_attribute("aria-invalid", "true")
     expect(form.locator(".field-error")).to_contain_text("greater than 0")
     expect(form.get_by_role("alert")).to_be_visible()
+    form.screenshot(path=SHOTS / "drift-thresholds-422-1280.png")
     assert api.get(f"/v1/models/{model['id']}/monitoring").json()["psi"] == 100
     assert not errors, errors
