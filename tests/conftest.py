@@ -67,6 +67,7 @@ TEST_MARKERS = {
         "test_a_regression_file_scores_in_chunk_jobs_as_the_library_and_predict": "slow",
         "test_a_classifier_gives_labels_probabilities_and_explanations_as_predict": "slow",
         "test_only_the_model_s_tenant_sees_its_batch_jobs_and_results": "slow",
+        "test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes": "slow",
     },
     "service/test_cross_validation.py": {
         "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",

@@ -344,3 +344,24 @@ def test_a_chunk_of_a_cox_model_gets_survival_columns_as_the_library():
     assert np.allclose(scored.table.column("survival_2").to_numpy(), curves[:, 1], rtol=0, atol=1e-12)
     hazard_ratios = np.exp(model.predict(frame))  # as /predict answers a Cox model: exp(log hazard ratio)
     assert np.allclose(scored.table.column("prediction").to_numpy(), hazard_ratios, rtol=1e-12, atol=0)
+
+
+def test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes(own_queue, regression):
+    client, features = own_queue.client, abalone_features(4177)
+    rows = pd.concat([features] * 72, ignore_index=True).iloc[:300_000]  # two chunks of 150,000 rows, explained
+    response = post_batch(
+        client, regression["id"], parquet_bytes(rows), "big.parquet", chunk_rows=150_000, explain="true"
+    )
+    assert response.status_code == 202, response.text
+    first = response.json()["cells"][0]
+    own_queue.wait_for(first, ("running",), timeout=60)
+    time.sleep(0.3)  # the horse is scoring the chunk
+    own_queue.workers[-1].kill()
+    own_queue.add_worker()
+    view = wait_batch(client, response.json()["id"], timeout=180)
+    assert view["status"] == "succeeded", view
+    retried = client.get(f"/v1/jobs/{first}").json()
+    assert retried["attempt"] == 2 and "stopped sending heartbeats" in retried["history"][0]["reason"]
+    result = download(client, view["id"])
+    assert result["row"].tolist() == list(range(300_000))
+    assert np.allclose(result["prediction"], library_scores(regression, rows), rtol=0, atol=1e-12)
