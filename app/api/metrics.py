@@ -69,23 +69,35 @@ def install_metrics(app: FastAPI, core: Core) -> CollectorRegistry:
 
 
 class HttpMetricsMiddleware:
-    """Counts and times requests by route template. Plain ASGI: no body buffering on the scoring path."""
+    """Counts and times requests by route template. Plain ASGI: no body buffering on the scoring path. Each
+    (method, route, status)'s series is looked up once and kept: prometheus_client's ``labels`` takes a lock and
+    builds its key on every call."""
 
     def __init__(self, app, requests: Counter, latency: Histogram):
         self.app = app
         self.requests = requests
         self.latency = latency
+        self._series: dict[tuple[str, str, int], tuple[Histogram, Counter]] = {}
+
+    def _series_of(self, method: str, template: str, status: int) -> tuple[Histogram, Counter]:
+        key = (method, template, status)
+        series = self._series.get(key)
+        if series is None:  # fixed sets of methods, templates and statuses: this dict stays small
+            series = self.latency.labels(method, template), self.requests.labels(method, template, str(status))
+            self._series[key] = series
+        return series
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = [500]
+        status = 500
 
         async def send_with_status(message):
+            nonlocal status
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                status = message["status"]
             await send(message)
 
         try:
@@ -93,5 +105,6 @@ class HttpMetricsMiddleware:
         finally:
             template = getattr(scope.get("route"), "path", "unmatched")
             method = scope["method"] if scope["method"] in METHODS else "OTHER"
-            self.latency.labels(method, template).observe(time.perf_counter() - started)
-            self.requests.labels(method, template, str(status[0])).inc()
+            latency, requests = self._series_of(method, template, status)
+            latency.observe(time.perf_counter() - started)
+            requests.inc()
