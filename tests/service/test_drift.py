@@ -204,9 +204,7 @@ def test_a_model_with_monitoring_off_counts_nothing_and_bad_thresholds_are_422s(
     assert drift(stack, model["id"])["rows"] == before
     assert stack.client.put(url, json={"enabled": True}).status_code == 200
     monitor._watched.pop(model["id"], None)
-    assert_problem(
-        stack.client.get(f"/v1/models/{model['id']}/drift", params={"since": 10, "until": 5}), 422, "since"
-    )
+    assert_problem(stack.client.get(f"/v1/models/{model['id']}/drift", params={"since": 10, "until": 5}), 422, "since")
 
 
 def test_another_tenants_model_has_no_drift_for_it(stack, model):
