@@ -102,6 +102,9 @@ TEST_MARKERS = {
     "service/test_tenants.py": {
         "test_delete_handles_what_depends_on_the_thing": "slow",
     },
+    "service/test_warm_up.py": {  # a worker on an empty numba cache, until its horse starts a job
+        "test_on_a_cold_cache_a_worker_takes_a_job_before_its_warm_up_ends": "slow",
+    },
     "service/test_worker_threads.py": {
         "test_fire_num_threads_sets_the_threads_of_the_work_horse": "slow",
     },
