@@ -113,8 +113,11 @@ class FiringMonitor:
         """Bin the queued rows into the pending counts, per model, source and fine window."""
         groups: dict[tuple[str, str, int], tuple[ScoringModel, list, list]] = {}
         seconds = self.settings.drift_window_seconds
-        while self._queue:
-            scoring, X, unseen, source, at = self._queue.popleft()
+        while True:
+            try:
+                scoring, X, unseen, source, at = self._queue.popleft()
+            except IndexError:  # empty (another thread, a flush, may drain it too)
+                break
             key = (scoring.id, source, int(at // seconds * seconds))
             group = groups.setdefault(key, (scoring, [], []))
             (group[1] if X is not None else group[2]).append(X if X is not None else unseen)
