@@ -388,10 +388,18 @@ def _located(error: Invalid, scoring: ScoringModel, table: dict, first_row: int)
             known = categories[column]
             row = next((r for r, value in enumerate(values) if value is not None and str(value) not in known), None)
         elif values is not None and isinstance(values, np.ndarray) and values.dtype == np.float64:
-            bad = np.flatnonzero(~np.isfinite(values) & ~np.isnan(values))
+            finite = np.isfinite(values) | np.isnan(values)  # a missing value is no fault
+            if column == scoring.exposure:  # score_rows names the chunk's row: the file's is named here
+                finite &= np.isnan(values) | (values > 0)
+            bad = np.flatnonzero(~finite)
             row = int(bad[0]) if len(bad) else None
-        where = "" if row is None or values is None else f" row {first_row + row} has {values[row]!r}:"
-        parts.append(f"column '{column}':{where} {fault.message}; {fault.fix}")
+        message = fault.message
+        if row is not None and column in scoring.row_columns:
+            message = f"not a valid {'exposure (> 0)' if column == scoring.exposure else 'offset (finite)'}"
+        value = None if row is None or values is None else values[row]
+        value = value.item() if isinstance(value, np.generic) else value
+        where = "" if row is None else f" row {first_row + row} has {value!r}:"
+        parts.append(f"column '{column}':{where} {message}; {fault.fix}")
     return f"{error.detail} " + "; ".join(parts)
 
 

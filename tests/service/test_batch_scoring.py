@@ -365,3 +365,25 @@ def test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes(own_queue,
     result = download(client, view["id"])
     assert result["row"].tolist() == list(range(300_000))
     assert np.allclose(result["prediction"], library_scores(regression, rows), rtol=0, atol=1e-12)
+
+
+def test_a_chunk_names_the_file_s_row_of_a_bad_exposure_or_an_infinite_number_and_scales_rates_by_exposure():
+    from app.core.batch_scoring import BatchRowsInvalid, score_chunk
+    from app.core.model_scoring import ScoringModel
+    from solver import FireRegressor
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(size=500), "b": rng.uniform(size=500)})
+    model = FireRegressor(loss="poisson", n_estimators=10, max_depth=2, max_rules=4, random_state=0)
+    model.fit(frame, rng.poisson(np.exp(frame["a"])))
+    scoring = ScoringModel("m", "counts", 1, "t", model.rule_ensemble_, TableEncoding.numeric(["a", "b"]), exposure="e")
+    scored = score_chunk(scoring, pa.Table.from_pandas(frame.assign(e=2.0), preserve_index=False))
+    assert np.allclose(scored.table.column("prediction").to_numpy(), 2 * model.predict(frame), rtol=1e-12, atol=0)
+    exposures = frame.assign(e=1.0)
+    exposures.loc[7, "e"] = -1.0
+    with pytest.raises(BatchRowsInvalid, match=r"column 'e': row 1007 has -1.0: not a valid exposure"):
+        score_chunk(scoring, pa.Table.from_pandas(exposures, preserve_index=False), first_row=1000)
+    infinite = frame.copy()
+    infinite.loc[3, "a"] = np.inf
+    with pytest.raises(BatchRowsInvalid, match=r"column 'a': row 1003 has inf: infinite"):
+        score_chunk(scoring, pa.Table.from_pandas(infinite, preserve_index=False), first_row=1000)
