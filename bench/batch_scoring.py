@@ -163,13 +163,14 @@ def run_batch(service: Service, model_id: str, content, content_type: str, out: 
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> str:
+    """Run the benchmark; the report (markdown), also written to ``--out`` where given."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--big-rows", type=int, default=10_000_000)
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     service = Service(args.redis, workers=2)
     lines: list[str] = []
@@ -247,6 +248,7 @@ def main() -> None:
     print(text)
     if args.out is not None and lines:
         args.out.write_text(text)
+    return text
 
 
 if __name__ == "__main__":

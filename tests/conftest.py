@@ -49,6 +49,9 @@ MODULE_MARKERS = {
 }
 # markers of single tests, by module and test function (every parameter of it) or test id (one parameter)
 TEST_MARKERS = {
+    "bench/test_batch_scoring_smoke.py": {  # starts `fire-rules serve` with two workers
+        "test_the_report_gives_the_batch_and_in_process_times_and_the_workers_memory": "slow",
+    },
     "service/test_agreement.py": {
         "test_service_and_library_select_the_same_step_and_rules[abalone (text column Sex)]": "slow",
     },
