@@ -132,12 +132,19 @@ class BackgroundWarmUp:
         self.loaded = False
 
     def ready_to_load(self) -> bool:
-        """Whether the child ended and the kernels were not loaded yet (a failed child is logged, and then the
-        horses go on compiling or loading what their jobs need)."""
-        if self.loaded or self.process.poll() is None:
+        """Whether the kernels were not loaded yet and the warm-up is done: its stamp is there (written by this
+        worker's child or, on a busy machine sooner seen, by another worker's: a niced child waiting on the lock
+        can take many seconds to exit) or the child ended well. A failed child is logged, and then the horses go
+        on compiling or loading what their jobs need."""
+        if self.loaded:
             return False
-        if self.process.returncode != 0:
-            log.warning("the background warm-up exited with %s; jobs compile what they need", self.process.returncode)
+        if warm_stamp().exists():
+            return True
+        returncode = self.process.poll()
+        if returncode is None:
+            return False
+        if returncode != 0:
+            log.warning("the background warm-up exited with %s; jobs compile what they need", returncode)
             self.loaded = True
             return False
         return True

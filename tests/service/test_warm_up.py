@@ -54,6 +54,15 @@ def test_the_background_warm_up_is_loaded_once_after_its_child_ends(fake_solver,
     warm_up.load()
     assert fake_solver == [threading.current_thread().name] and not warm_up.ready_to_load()
 
+    # another worker's child wrote the stamp: loaded without waiting for this worker's child (on the lock) to end
+    waiting = main.BackgroundWarmUp([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert main.warm_stamp().exists() and waiting.ready_to_load()
+    finally:
+        waiting.process.kill()
+        waiting.process.wait(10)
+
+    main.warm_stamp().unlink()
     failed = main.BackgroundWarmUp([sys.executable, "-c", "raise SystemExit(3)"])
     failed.process.wait(10)
     with caplog.at_level(logging.WARNING, logger=main.__name__):
