@@ -9,7 +9,9 @@ What it does:
 2. starts the service as bench/scoring_load.py does (bench/service.py's `Service`: `fire-rules serve` and one
    `fire-rules worker` on the Redis given, under a fresh key prefix and queue removed at the end), uploads
    tests/data/abalone.csv.gz, runs bench/load.py's path job, promotes its selected step as name ``scoring-load``
-   and points the alias ``champion`` at it (bench/scoring_load_runners.py's `prepare_fire`);
+   and points the alias ``champion`` at it (bench/scoring_load_runners.py's `prepare_fire`), then stops the worker:
+   scoring needs none, and a worker still compiling the solver in the background (minutes on a cold numba cache)
+   would take CPU from the servers under load;
 3. for each route, in turn: a warm-up wrk run whose figures are dropped, then
    ``wrk -t THREADS -c CLIENTS -d SECONDS --timeout 5s --latency`` cycling through 512 different single-row
    bodies (bench/scoring_load_runners.py's Lua script): bare /healthz, service /healthz, /predict by model id,
@@ -123,6 +125,14 @@ class BareApp:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+
+
+def stop_workers(service: Service) -> None:
+    """The service's worker processes (all but its API, the first), stopped with what they started."""
+    for process in service.processes[1:]:
+        process.terminate()
+    for process in service.processes[1:]:
+        process.wait(timeout=60)
 
 
 def bench_routes(model_id: str) -> list[tuple[str, Route]]:
@@ -269,6 +279,7 @@ def main() -> None:
             bare = BareApp(directory)
             service = Service(args.redis, api_processes=1, workers=1)
             model_id, _ = prepare_fire(service.http)
+            stop_workers(service)
             bases = {"bare": bare.base, "FIRE": service.base}
             table = [(label, Measured(route)) for label, route in bench_routes(model_id)]
             scripts = {}
