@@ -163,9 +163,14 @@ class BackgroundWarmUp:
 
 @contextmanager
 def one_compiler_at_a_time():
-    """Workers of one machine compile in turn: the first fills numba's on-disk cache (the solver's kernels are
-    ``cache=True``), the others then load it in about a second instead of all compiling at once."""
-    path = Path(tempfile.gettempdir()) / f"fire-rules-compile-{os.getuid()}.lock"
+    """Processes filling one numba cache from one solver version compile in turn: the first fills the on-disk cache
+    (the solver's kernels are ``cache=True``), the others then load it in seconds instead of all compiling at once.
+    The lock file sits beside the warm-up stamp and shares its key: a compilation into another cache folder or of
+    other sources (another checkout on the machine) is not waited for (a machine-wide lock once kept a warm worker
+    waiting 70 s for one)."""
+    stamp = warm_stamp()
+    path = stamp.with_name(stamp.name.replace("fire-rules-warm-", "fire-rules-compile-") + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -289,10 +294,9 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
     started = time.perf_counter()
     warm_up = None
     with presence.beating(WARMING, settings.heartbeat_seconds):
-        if warm_stamp().exists():
+        if warm_stamp().exists():  # only loading: no lock, so the workers load side by side
             log.info("worker %s: loading the solver from numba's cache; jobs wait meanwhile", presence.name)
-            with one_compiler_at_a_time():
-                warm_solver()
+            warm_solver()
         else:
             log.info(
                 "worker %s: numba's cache is cold (a first start of this solver version on this machine): jobs "

@@ -3,7 +3,6 @@ before the warm-up ends (issue 31, item 6: two workers each compiled for minutes
 
 import logging
 import sys
-import tempfile
 import threading
 import time
 
@@ -15,9 +14,8 @@ from worker import main
 
 @pytest.fixture
 def fake_solver(tmp_path, monkeypatch):
-    """warm_solver as a 0.5 s compilation that writes its stamp, counted; the lock and the stamp in tmp_path."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # one_compiler_at_a_time's lock file
-    stamp = tmp_path / "stamp"
+    """warm_solver as a 0.5 s compilation that writes its stamp, counted; the stamp (and so the lock) in tmp_path."""
+    stamp = tmp_path / "fire-rules-warm-0123"
     monkeypatch.setattr(main, "warm_stamp", lambda: stamp)
     compiled = []
 
@@ -76,6 +74,31 @@ def test_the_warm_up_stamp_lives_in_the_numba_cache_it_describes(tmp_path, monke
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "b"))
     second = main.warm_stamp()
     assert first.parent == tmp_path / "a" and second.parent == tmp_path / "b" and first.name != second.name
+
+
+def test_a_compilation_into_another_numba_cache_is_not_waited_for(tmp_path, monkeypatch):
+    """The compile lock is keyed as the stamp: a worker of another cache folder (or checkout) goes on."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "a"))
+    entered = threading.Event()
+    release = threading.Event()
+
+    def other_cache():
+        with main.one_compiler_at_a_time():
+            entered.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=other_cache)
+    holder.start()
+    try:
+        assert entered.wait(10)
+        monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "b"))
+        started = time.monotonic()
+        with main.one_compiler_at_a_time():
+            assert time.monotonic() - started < 1
+    finally:
+        release.set()
+        holder.join(10)
+    assert len(list(tmp_path.glob("*/fire-rules-compile-*.lock"))) == 2
 
 
 def test_on_a_cold_cache_a_worker_takes_a_job_before_its_warm_up_ends(tmp_path):
