@@ -11,6 +11,7 @@ import pytest
 
 from app.core.config import Settings
 from app.core.container import build_core
+from app.core.drift import DriftThresholds
 from app.core.forests import ForestRecipe, ValidationSplit
 from app.core.job_submission import PathJobRequest
 from app.core.keys import Keys
@@ -71,6 +72,8 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
         keys.forest(ANY),
         keys.forest_trees(ANY),
         keys.model(ANY),
+        keys.model_profile(ANY),
+        keys.model_monitoring(ANY),
         keys.job_result(ANY),
         keys.job_rules(ANY),
         keys.job_weights(ANY),
@@ -85,6 +88,8 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
         keys.stats,
         keys.worker_beats,
         keys.worker_states,
+        keys.drift_window(ANY, ANY, ANY, ANY),
+        keys.drift_models,
     ]
     for tenant in (DEFAULT_TENANT, ANY):
         others += [
@@ -137,6 +142,9 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
     monkeypatch.setattr(worker.tasks, "core", lambda: core)
     worker.tasks.run_path(job.id, job.attempt)  # its result, its steps' rules and the leaf-matrix cache
     model = core.models.promote(job.id, None, "kin", None, tenant=DEFAULT_TENANT, idempotency_key="promoted")
+    core.monitor.record(core.models.scoring_model(model.id, DEFAULT_TENANT), X[:5])  # drift windows
+    core.monitor.flush()
+    core.monitoring.set_thresholds(model.id, DriftThresholds(psi=0.1), tenant=DEFAULT_TENANT)
     waiting = core.job_submission.submit_training(
         theirs.id, SMALL_FOREST, ValidationSplit.holdout(0, 0), "again", tenant=OTHER
     )
@@ -152,6 +160,9 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         keys.forest(forest.id),
         keys.forest_trees(forest.id),
         keys.model(model.id),
+        keys.model_profile(model.id),
+        keys.model_monitoring(model.id),
+        keys.drift_models,
         keys.job(job.id),
         keys.job_result(job.id),
         keys.job_rules(job.id),
@@ -161,6 +172,7 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         keys.worker_beats,
         keys.worker_states,
     } <= written
+    assert any(key.startswith(keys.drift_windows(model.id)[:-1]) for key in written)
     # the default tenant's indexes where they were before tenants existed, another tenant's under its scope
     assert redis.zscore("keys:datasets", dataset.id) and redis.zscore("keys:forests", forest.id)
     assert redis.zscore("keys:models", model.id) and redis.get("keys:model-version:kin") == b"1"
