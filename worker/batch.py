@@ -46,6 +46,10 @@ def score_batch_chunk(job_id: str, attempt: int) -> None:
         run.check_cancel()
         with run.timed("store"):
             parts.put_output(spec.batch_id, spec.chunk, scored.table)
+            # the chunk's rows in the model's drift windows, as batch rows: counted once stored, so that a chunk
+            # that fails counts nothing (a work horse has no counting thread: it adds them to Redis at once)
+            run.core.monitor.counter("batch").record(scoring, scored.X)
+            run.core.monitor.flush()
         run.succeed(
             BatchSummary(
                 n_rows=scored.table.num_rows,

@@ -188,16 +188,22 @@ def score_rows(
 
 
 def check_numeric_values(encoding: TableEncoding, table: Mapping[str, Sequence], location: str) -> None:
-    """Refuse booleans in numeric columns (JSON ``true`` is no number, though Python would read it as 1)."""
+    """Refuse booleans in numeric columns (JSON ``true`` is no number, though Python would read it as 1). A numpy
+    array of numbers (a batch chunk's column) holds none: it is not read value by value."""
     faults = [
         FieldFault(f"{location}.{column.name}", "true/false in a numeric column", "send numbers (or null)")
         for column in encoding.columns
         if column.kind == "numeric"
         and column.name in table
+        and not _holds_numbers_only(table[column.name])
         and any(isinstance(value, bool) for value in table[column.name])
     ]
     if faults:
         raise Invalid("Some values are not numbers.", faults)
+
+
+def _holds_numbers_only(values: Sequence) -> bool:
+    return isinstance(values, np.ndarray) and values.dtype.kind in "iuf"
 
 
 def _row_numbers(values: Sequence, missing: float, what: str, field: str, fix: str) -> np.ndarray:

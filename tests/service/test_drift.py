@@ -213,6 +213,24 @@ def test_another_tenants_model_has_no_drift_for_it(stack, model):
     assert stack.client.get("/v1/models/mdl_nosuchmodel/drift").status_code == 404
 
 
+def test_a_batch_jobs_rows_count_as_batch_rows_chunk_by_chunk(stack, model):
+    before = {source: drift(stack, model["id"], source=source) for source in ("live", "batch")}
+    rows = FEATURES.iloc[:250]
+    response = stack.client.post(
+        f"/v1/models/{model['id']}/batch?chunk_rows=100",
+        files={"file": ("rows.csv", rows.to_csv(index=False).encode(), "text/csv")},
+    )
+    assert response.status_code == 202, response.text
+    job = stack.wait_for(response.json()["id"], ("succeeded",))
+    assert job["status"] == "succeeded"
+    after = {source: drift(stack, model["id"], source=source) for source in ("live", "batch")}
+    assert after["batch"]["rows"] - before["batch"]["rows"] == 250  # added by the workers as each chunk is stored
+    assert after["live"]["rows"] == before["live"]["rows"]
+    for column, earlier in zip(after["batch"]["columns"], before["batch"]["columns"]):
+        counted = np.array(column["live_rows"]) - np.array(earlier["live_rows"])
+        assert counted.tolist() == expected_bins(column, rows[column["column"]]).tolist(), column["column"]
+
+
 def test_counts_reach_redis_at_shutdown_and_none_is_lost_across_a_restart(stack, model):
     before = drift(stack, model["id"])["rows"]
     settings = stack.settings.model_copy(update={"drift_flush_seconds": 3600.0})  # only the shutdown flushes
