@@ -49,7 +49,11 @@ Block updates. Without fusion a block's problem is separable, so its exact minim
 whose direction entry is zero need no visit at all. With fusion a block update runs up to ``inner_iters``
 proximal-gradient steps with the isotropic step ``1 / L_t`` (``L_t = max_j c_j``), each the fused-lasso prox
 followed by the sparsity threshold (suppl. C.3/C.4), accepting a step only while the block objective of the
-quadratic model decreases (``solver.losses.quadratic_steps``; Poisson: on its exact block objective).
+quadratic model decreases (``solver.losses.quadratic_steps``; Poisson: on its exact block objective). Either
+decrease is summed as changes from the block's weights (``solver.penalties.block_penalty_change``, Poisson's loss by
+``expm1``), its rounding that of the move: a step of measure m lowers the objective by about ``m^2 / (2 L_t)``,
+which the difference of two totals loses in their rounding near the tolerance (the step refused pass after pass,
+the block's measure stuck above ``tol``).
 
 Block selection. The steepest-direction vector d (paper eq. 8) needs the full gradient, O(n T): as much as
 a whole sweep of block updates. So each direction computation ranks the candidates by it (blocks by

@@ -332,6 +332,56 @@ def block_penalty(theta, lam, gamma, penalty, lam_f):
 
 
 @njit(cache=True)
+def _abs_change(new, old):
+    """``|new| - |old|`` to the rounding of ``new - old``: subtracting the two absolute values instead loses
+    ``eps * |old|``, which near a block's optimum is above the whole change of its objective."""
+    if new >= 0.0 and old >= 0.0:
+        return new - old
+    if new <= 0.0 and old <= 0.0:
+        return old - new
+    return abs(new) - abs(old)  # opposite signs: both lie within |new - old| of zero
+
+
+@njit(cache=True)
+def penalty_change(old, new, lam, gamma, code):
+    """``penalty(new) - penalty(old)`` of one coordinate, to the rounding of ``new - old`` (not of the values).
+    MCP is ``gamma lam^2 / 2 - q`` with ``q = (gamma lam - |w|)^2 / (2 gamma)`` inside its knot, 0 beyond."""
+    if code == L1:
+        return lam * _abs_change(new, old)
+    if code == MCP:
+        knot = gamma * lam
+        a_old, a_new = abs(old), abs(new)
+        if a_old < knot and a_new < knot:
+            return _abs_change(new, old) * (2.0 * knot - a_old - a_new) / (2.0 * gamma)
+        q_old = (knot - a_old) ** 2 / (2.0 * gamma) if a_old < knot else 0.0
+        q_new = (knot - a_new) ** 2 / (2.0 * gamma) if a_new < knot else 0.0
+        return q_old - q_new
+    raise ValueError("unknown penalty code")
+
+
+@njit(cache=True)
+def block_penalty_change(old, new, lam, gamma, penalty, lam_f):
+    """``block_penalty(new) - block_penalty(old)``, summed term by term so that its error scales with the move
+    ``new - old``, not with the penalties: a block's proximal step of size ``m / L_t`` lowers its objective by about
+    ``m^2 / (2 L_t)``, below the rounding of the difference of the two totals once ``m`` is near the tolerance
+    (a fused squared block at ``m = 7.6e-8``, ``L_t = 45``, penalties 2.84: a decrease of 3e-16 against a rounding of
+    4.4e-16, its step refused pass after pass, its measure stuck above ``tol``)."""
+    total = 0.0
+    for k in range(new.shape[0]):
+        total += penalty_change(old[k], new[k], lam, gamma, penalty)
+        if k > 0:
+            before = old[k] - old[k - 1]
+            after = new[k] - new[k - 1]
+            if (after >= 0.0 and before >= 0.0) or (after <= 0.0 and before <= 0.0):
+                # same sign: |after| - |before| = +-(after - before), the difference of the two moves
+                change = (new[k] - old[k]) - (new[k - 1] - old[k - 1])
+                total += lam_f * (change if after + before >= 0.0 else -change)
+            else:
+                total += lam_f * (abs(after) - abs(before))  # opposite signs: both within the moves of zero
+    return total
+
+
+@njit(cache=True)
 def pinned_weights(usable):
     """Weights of the fusion prox of a block whose leaves outside ``usable`` (zero columns: no training rows, or
     below min_support) stay at zero: 1, and ``PINNED_WEIGHT`` for those; empty where every leaf is usable."""

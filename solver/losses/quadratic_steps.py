@@ -12,7 +12,7 @@ prox followed by the sparsity threshold (suppl. C.3/C.4), accepted only while th
 import numpy as np
 from numba import njit
 
-from ..penalties import block_penalty, fusion_prox, penalty_prox, penalty_value, pinned_weights, prox_is_convex
+from ..penalties import block_penalty_change, fusion_prox, penalty_prox, penalty_value, pinned_weights, prox_is_convex
 
 
 @njit(cache=True, inline="always")
@@ -36,9 +36,11 @@ def leaf_decrease(problem, j, w, gradient, lam, new):
 
 @njit(cache=True)
 def _block_model(theta, w, gradient, curvature, lam, gamma, penalty, lam_f):
-    """Block objective at ``theta`` minus the loss at the block's weights ``w`` (``gradient`` and ``curvature``
-    the block's): exact, the block loss is a diagonal quadratic."""
-    total = block_penalty(theta, lam, gamma, penalty, lam_f)
+    """Block objective at ``theta`` minus the block objective at its weights ``w`` (``gradient`` and ``curvature``
+    the block's): exact, the block loss is a diagonal quadratic. Summed as changes (``block_penalty_change``), its
+    rounding scales with ``theta - w``, not with the penalties: a step's decrease, about ``L_t/2 |theta - w|^2``,
+    stays visible down to moves the arithmetic allows."""
+    total = block_penalty_change(w, theta, lam, gamma, penalty, lam_f)
     for k in range(theta.shape[0]):
         step = theta[k] - w[k]
         total += gradient[k] * step + 0.5 * curvature[k] * step * step
@@ -73,7 +75,7 @@ def block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     if all_zero and steepest <= lam and prox_is_convex(step_curvature, gamma, penalty):
         return 0.0  # zero is the block's prox point: the fused values stay within [-lam, lam] / L_t
     measure = 0.0
-    current_value = block_penalty(out, lam, gamma, penalty, lam_f)
+    current_value = 0.0  # the model at out = start
     point = np.empty(size)
     theta = np.empty(size)
     pins = pinned_weights(curvature > 0.0)

@@ -391,6 +391,21 @@ def small():
 FUSED = [(2.0, 1.0), (0.5, 2.0), (0.2, 0.2)]
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic", "poisson"])
+def test_fused_certificates_reach_the_rounding(small, loss):
+    """Every fused step certifies 1e-13 of lambda_max, far below EXACT's 1e-9: a block's step is kept on its
+    objective's decrease summed as changes from its weights (``solver.penalties.block_penalty_change``; Poisson's loss
+    by ``expm1``). Kept on the difference of the two totals, a step of measure 7.6e-8 (``L_t`` 45, penalties 2.84: a
+    decrease of 3e-16 against a rounding of 4.4e-16) was refused pass after pass, and the squared step at (0.5, 2)
+    with the linear terms ran 1e6 passes unconverged."""
+    X, y, _, matrix, _ = small
+    target = {"squared": y, "logistic": (y > np.median(y)).astype(float), "poisson": poisson_counts(X)}[loss]
+    for lam, lam_f in FUSED:
+        settings = {**EXACT, "tol": 1e-13, "max_iter": 10_000}
+        step = fit_path(matrix, target, loss=loss, penalty="l1", lambdas=(lam,), lambda_f=lam_f, **settings).steps[0]
+        assert step.converged and step.n_iter < 5_000, (lam, lam_f, step.n_iter)
+
+
 @pytest.mark.parametrize("linear", [False, True])
 def test_fused_squared_nodes_match_cvxpy(small, linear):
     cp = pytest.importorskip("cvxpy")
@@ -438,7 +453,7 @@ def poisson_counts(X):
     return np.random.default_rng(7).poisson(np.exp(0.4 * X[:, 0] - 0.3 * X[:, 1] + 0.5)).astype(float)
 
 
-def check_fused_poisson(X, candidates, matrix, dense, tol, certified=True):
+def check_fused_poisson(X, candidates, matrix, dense, tol):
     counts = poisson_counts(X)
     offsets, s = fusion_offsets(candidates), np.ones(len(counts))
     settings = dict(EXACT, tol=tol)
@@ -448,44 +463,30 @@ def check_fused_poisson(X, candidates, matrix, dense, tol, certified=True):
         assert ours == pytest.approx(path.steps[0].objective, rel=1e-9)
         _, _, optimum = solve_poisson(dense, counts, s, offsets, lam, lam_f)
         assert abs(ours - optimum) <= 1e-6 * abs(optimum), (lam, lam_f, ours, optimum)
-        assert path.steps[0].converged or not certified
+        assert path.steps[0].converged
 
 
-@pytest.mark.parametrize(
-    "tol",
-    [
-        1e-8,
-        pytest.param(
-            1e-9,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="solver bug: the fused Poisson L1 path at tol 1e-9 never converges (100001 passes) and ends "
-                "above the optimum it reaches at tol 1e-8 (relative excess 0.8%, 0.9%, 7.1% at (lam, lam_f) = (2, 1), "
-                "(0.5, 2), (0.2, 0.2))",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("tol", [1e-8, 1e-9])
 def test_fused_poisson_nodes_match_cvxpy(small, tol):
-    """At tol 1e-8, as tests/solver/test_poisson.py runs the Poisson L1 path (its proximal Newton steps), optimal to
-    1e-6; a tighter tolerance must not spoil it. Not certified: with the packages installed on 2026-11-26 (numpy
-    2.4.6, scipy 1.17.1, numba 0.68.1, scikit-learn 1.9.1) the step at (lam, lam_f) = (2, 1) reaches cvxpy's optimum
-    with its stationarity measure above tol until the pass cap (the same code certified it on the day before's
-    packages): the fused Poisson certification's weakness that the tol 1e-9 case pins."""
+    """At tol 1e-8, as tests/solver/test_poisson.py runs the Poisson L1 path (its proximal Newton steps), and 1e-9:
+    optimal to 1e-6 and certified. Its Newton steps' squared-loss inner solves and then its own GBCD took fused block
+    steps kept on the difference of two objective totals: below their rounding the steps were refused, and with the
+    packages of 2026-11-26 (numpy 2.4.6, numba 0.68.1, scikit-learn 1.9.1) the 1e-8 step at (2, 1) stayed uncertified
+    to the pass cap and the 1e-9 path never converged (100001 passes), ending 0.8-7.1% above the optimum (the change
+    is now summed term by term: ``solver.penalties.block_penalty_change``, ``solver.losses.poisson``'s expm1)."""
     pytest.importorskip("cvxpy")
     X, _, candidates, _, _ = small
     candidates = Candidates.of(candidates.forest, "nodes")
     matrix = candidates.matrix(candidates.forest.apply(X))
-    check_fused_poisson(X, candidates, matrix, matrix.to_csc().toarray(), tol=tol, certified=False)
+    check_fused_poisson(X, candidates, matrix, matrix.to_csc().toarray(), tol=tol)
 
 
 def test_fused_poisson_nodes_and_linear_terms_match_cvxpy(small):
-    """Optimal to 1e-6; not certified: at (lam, lam_f) = (0.5, 2) the step reaches cvxpy's optimum but its
-    stationarity measure stays above tol 1e-8 until the pass cap (the fused Poisson certification's weakness that
-    the tol 1e-9 case of test_fused_poisson_nodes_match_cvxpy pins)."""
+    """Optimal to 1e-6 and certified at tol 1e-8 (at (0.5, 2) the step's measure once stayed above tol to the pass
+    cap: the refused block steps of test_fused_poisson_nodes_match_cvxpy)."""
     pytest.importorskip("cvxpy")
     X, _, candidates, matrix, dense = small
-    check_fused_poisson(X, candidates, matrix, dense, tol=1e-8, certified=False)
+    check_fused_poisson(X, candidates, matrix, dense, tol=1e-8)
 
 
 def test_poisson_l1_with_a_linear_term_matches_cvxpy(small):
