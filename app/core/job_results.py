@@ -24,6 +24,12 @@ class JobResults:
 
     def result(self, job_id: str, *, tenant: str, field: str = "job_id") -> JobResult:
         record = self.jobs.get(job_id, tenant=tenant, field=field)
+        if record.kind in ("batch", "batch_chunk"):  # its scored rows are chunks of a table, not a result document
+            batch_id = getattr(record.spec, "batch_id", job_id)
+            raise Invalid(
+                f"Job {job_id} scores a batch: its rows are at the batch's result route.",
+                [FieldFault(field, f"{record.kind} job", f"GET /v1/models/batch/{batch_id}/result")],
+            )
         if record.status != SUCCEEDED:
             raise Conflict(
                 f"Job {job_id} is {record.status}: it has no result" + (" yet." if record.status in ACTIVE else "."),

@@ -223,6 +223,9 @@ def test_a_batch_jobs_rows_count_as_batch_rows_chunk_by_chunk(stack, model):
     assert response.status_code == 202, response.text
     job = stack.wait_for(response.json()["id"], ("succeeded",))
     assert job["status"] == "succeeded"
+    # its rows are at the batch's result route, which the jobs' result route names
+    problem = assert_problem(stack.client.get(f"/v1/jobs/{job['id']}/result"), 422, "job_id")
+    assert problem["errors"][0]["fix"] == f"GET /v1/models/batch/{job['id']}/result"
     after = {source: drift(stack, model["id"], source=source) for source in ("live", "batch")}
     assert after["batch"]["rows"] - before["batch"]["rows"] == 250  # added by the workers as each chunk is stored
     assert after["live"]["rows"] == before["live"]["rows"]
