@@ -5,6 +5,7 @@ document and in /metrics, thresholds per model, counts that survive a restart of
 import math
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -115,6 +116,21 @@ def test_every_scored_row_counts_its_fired_rules_and_column_bins_on_every_route(
         training = expected_bins(column, FEATURES[column["column"]])
         assert column["training_shares"] == pytest.approx((training / training.sum()).tolist())
     assert sum(report["series"]["rows"]) == report["rows"]
+
+
+def test_no_count_is_lost_under_concurrent_requests_while_the_counting_thread_drains(stack, model):
+    before = drift(stack, model["id"])
+    url = f"/v1/registered-models/{model['name']}/aliases/live/predict"
+    bodies = [{"dataframe_records": records(FEATURES.iloc[i : i + 1])} for i in range(400)]
+    with ThreadPoolExecutor(8) as pool:  # the API's counting thread drains every 0.5 s meanwhile
+        statuses = list(pool.map(lambda body: stack.client.post(url, json=body).status_code, bodies))
+    assert statuses == [200] * 400
+    flush(stack)
+    after = drift(stack, model["id"])
+    assert after["rows"] - before["rows"] == 400
+    for column, earlier in zip(after["columns"], before["columns"]):
+        counted = np.array(column["live_rows"]) - np.array(earlier["live_rows"])
+        assert counted.tolist() == expected_bins(column, FEATURES.iloc[:400][column["column"]]).tolist()
 
 
 def test_a_shifted_column_and_the_rules_on_it_are_flagged_in_the_report_the_document_and_metrics(stack, abalone):
