@@ -7,8 +7,6 @@ import os
 import signal
 import sys
 
-LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
-
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -28,7 +26,7 @@ def _exit_on_sigterm(signum, frame) -> None:
 def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from app.core.config import get_settings
+    from app.core.config import LOG_FORMAT, get_settings
     from app.core.embedded import EmbeddedStack
     from app.core.tenants import TenantKeys
 
@@ -81,7 +79,7 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def worker(args: argparse.Namespace) -> None:
-    from app.core.config import get_settings
+    from app.core.config import LOG_FORMAT, get_settings
     from worker.main import run_worker
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)

@@ -25,7 +25,7 @@ import numpy as np
 from rq import Worker
 from rq.serializers import JSONSerializer
 
-from app.core.config import Settings
+from app.core.config import LOG_FORMAT, Settings
 from app.core.connections import BACKOFF_CAP_SECONDS, REDIS_FAILURES, connect, data_redis
 from app.core.processes import die_with_parent
 from app.core.queues import TASKS, make_queue
@@ -107,8 +107,6 @@ def warm_up_once() -> bool:
 
 def background_warm_up_main() -> None:
     """The niced child a worker starts on a cold cache (BackgroundWarmUp)."""
-    from app.cli import LOG_FORMAT
-
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     started = time.perf_counter()
     if warm_up_once():

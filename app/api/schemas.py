@@ -573,9 +573,9 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     status: Literal["ready", "warming"] = Field(
-        description="warming: no worker has finished compiling the solver yet; jobs wait in the queue meanwhile"
+        description="warming: no worker has finished loading the solver yet; jobs wait in the queue meanwhile"
     )
     detail: str
     workers: int = Field(description="workers ready to run jobs (a fresh heartbeat)")
-    warming: int = Field(description="workers still compiling the solver")
+    warming: int = Field(description="workers still loading the solver from numba's cache")
     queued: int

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from solver.encoding import DEFAULT_MAX_CATEGORIES, CategoricalPolicy
 
 MiB = 1024 * 1024
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"  # every process `fire-rules` starts
 
 
 class Settings(BaseSettings):

@@ -21,7 +21,7 @@ def healthz():
     "/readyz",
     response_model=Readiness,
     responses=problem_responses(503),
-    summary="Redis answers and at least one worker beats (ready, or still compiling the solver)",
+    summary="Redis answers and at least one worker beats (ready, or still loading the solver)",
 )
 def readyz(core: CoreDep):
     require_redis_answers(core)
@@ -54,8 +54,8 @@ def readyz(core: CoreDep):
         detail = f"{ready} worker(s) ready" + (f", {warming} preparing the solver" if warming else "")
     else:
         detail = (
-            f"{warming} worker(s) preparing the solver (its first compilation on a machine takes about a "
-            f"minute on 2 cores); the API serves and jobs wait in the queue until then"
+            f"{warming} worker(s) loading the solver from numba's cache (a few seconds; on a cold cache a worker "
+            f"takes jobs at once and compiles what each needs); the API serves and jobs wait in the queue until then"
         )
     return Readiness(
         status="ready" if ready else "warming", detail=detail, workers=ready, warming=warming, queued=queued
