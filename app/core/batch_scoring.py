@@ -640,6 +640,15 @@ class BatchScoring:
             writer.close()
             yield sink.take()
 
+    def cancel(self, job_id: str, *, tenant: str) -> JobRecord:
+        """Cancel a queued or running batch job and its chunk jobs, and delete its stored parts."""
+        self.get(job_id, tenant=tenant)
+        record = self.jobs.cancel(job_id, tenant=tenant)
+        spec = record.spec
+        assert isinstance(spec, BatchJobSpec)
+        self.parts.delete(job_id, spec.n_chunks)
+        return record
+
     def delete(self, job_id: str, *, tenant: str) -> None:
         """Cancel the batch job if it runs, then remove it, its chunk jobs, and every part of its input and result."""
         record = self.get(job_id, tenant=tenant)

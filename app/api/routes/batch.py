@@ -259,12 +259,7 @@ def get_batch_result(
     responses=problem_responses(404, 409),
 )
 def cancel_batch(job_id: str, core: CoreDep, tenant: TenantDep) -> BatchView:
-    core.batches.get(job_id, tenant=tenant)
-    record = core.jobs.cancel(job_id, tenant=tenant)
-    spec = record.spec
-    assert isinstance(spec, BatchJobSpec)
-    core.batches.parts.delete(job_id, spec.n_chunks)
-    return batch_view(core, record)
+    return batch_view(core, core.batches.cancel(job_id, tenant=tenant))
 
 
 @router.delete(
