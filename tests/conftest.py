@@ -55,6 +55,9 @@ TEST_MARKERS = {
     "service/test_agreement.py": {
         "test_service_and_library_select_the_same_step_and_rules[abalone (text column Sex)]": "slow",
     },
+    "service/test_drift.py": {  # starts `fire-rules serve` and stops it
+        "test_a_serve_process_stopped_by_sigterm_adds_its_counts_before_it_exits": "slow",
+    },
     "service/test_amounts_service.py": {  # each runs a job on the workers; the 422s are the quick ones
         "test_a_tweedie_job_with_exposure_agrees_with_the_library_and_scores_amounts": "slow",
         "test_gamma_on_a_target_with_zeros_is_a_422_naming_the_rows": "slow",

@@ -3,10 +3,14 @@ version (app.core.monitoring), drift against the training table (app.core.drift)
 document and in /metrics, thresholds per model, counts that survive a restart of the API."""
 
 import math
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,9 +21,10 @@ from scipy.stats import chi2_contingency
 from app.core.drift import PSI_FLOOR, DriftThresholds, psi, two_proportion_p_value
 from app.core.errors import NotFound
 from app.main import create_app
-from tests.support.data import abalone_frame
+from tests.support.data import REPO_ROOT, abalone_frame
 from tests.support.jobs import submit
 from tests.support.problems import assert_problem
+from tests.support.service import free_port, settings_env
 
 FEATURES = abalone_frame().drop(columns=["rings"])
 
@@ -263,6 +268,40 @@ def test_counts_reach_redis_at_shutdown_and_none_is_lost_across_a_restart(stack,
         time.sleep(0.6)  # drained into the pending counts, not yet flushed
         assert drift(stack, model["id"])["rows"] == before
     assert drift(stack, model["id"])["rows"] == before + 50
+
+
+def test_a_serve_process_stopped_by_sigterm_adds_its_counts_before_it_exits(stack, model):
+    before = drift(stack, model["id"])["rows"]
+    settings = stack.settings.model_copy(update={"drift_flush_seconds": 3600.0})  # only the shutdown flushes
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        env=settings_env(settings),
+        cwd=REPO_ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "serve did not answer"
+                time.sleep(0.1)
+            for start in range(0, 30, 10):
+                rows = records(FEATURES.iloc[start : start + 10])
+                response = client.post(f"/v1/models/{model['id']}/predict", json={"dataframe_records": rows})
+                assert response.status_code == 200, response.text
+        time.sleep(0.6)  # drained into the pending counts, not yet added
+        assert drift(stack, model["id"])["rows"] == before
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) in (0, 128 + signal.SIGTERM)
+    finally:
+        serve.kill()
+    assert drift(stack, model["id"])["rows"] == before + 30
 
 
 @pytest.mark.parametrize(("x0", "n0", "x1", "n1"), [(120, 1000, 30, 100), (5, 4000, 0, 20), (500, 1000, 510, 1000)])
