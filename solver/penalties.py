@@ -382,6 +382,34 @@ def block_penalty_change(old, new, lam, gamma, penalty, lam_f):
 
 
 @njit(cache=True)
+def fusion_change(old_before, old_after, new_before, new_after):
+    """``|new_after - new_before| - |old_after - old_before|``, one fusion term's change, to the rounding of the
+    moves (``block_penalty_change``'s): where the two differences share a sign it is +-(the moves' difference)."""
+    before = old_after - old_before
+    after = new_after - new_before
+    if (after >= 0.0 and before >= 0.0) or (after <= 0.0 and before <= 0.0):
+        change = (new_after - old_after) - (new_before - old_before)
+        return change if after + before >= 0.0 else -change
+    return abs(after) - abs(before)  # opposite signs: both within the moves of zero
+
+
+@njit(cache=True)
+def norm_penalty_change(old, new, change, lam, gamma, code):
+    """``penalty(new) - penalty(old)`` of two nonnegative values (a group's norms) whose difference ``change`` the
+    caller has computed to the rounding of the move (``penalty_change``, which takes it as ``new - old``)."""
+    if code == L1:
+        return lam * change
+    if code == MCP:
+        knot = gamma * lam
+        if old < knot and new < knot:
+            return change * (2.0 * knot - old - new) / (2.0 * gamma)
+        q_old = (knot - old) ** 2 / (2.0 * gamma) if old < knot else 0.0
+        q_new = (knot - new) ** 2 / (2.0 * gamma) if new < knot else 0.0
+        return q_old - q_new
+    raise ValueError("unknown penalty code")
+
+
+@njit(cache=True)
 def pinned_weights(usable):
     """Weights of the fusion prox of a block whose leaves outside ``usable`` (zero columns: no training rows, or
     below min_support) stay at zero: 1, and ``PINNED_WEIGHT`` for those; empty where every leaf is usable."""

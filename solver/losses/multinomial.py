@@ -27,7 +27,11 @@ and a tree's block stays separable by leaf without fusion. With fusion a block u
 steps with step ``1 / L_t``, each the prox of (per-class fusion + group penalty), computed by Dykstra's
 alternating proximal algorithm between the two exact proxes (per-class fused lasso, row-wise group threshold),
 which converges to the prox of the sum for the convex penalty; a step is kept only while the block's quadratic
-model decreases, so every accepted step lowers the multinomial objective.
+model decreases, so every accepted step lowers the multinomial objective. That decrease is summed as changes from
+the block's current weights (``_block_change``: norms' changes as ``(new - old).(new + old) / (|new| + |old|)``,
+fusion's as ``solver.penalties.fusion_change``), its rounding that of the move: a step of measure m lowers the
+model by about ``m^2 / (2 L_t)``, which the difference of two penalty totals loses in their rounding near the
+tolerance, and a refused first step counts the block as stationary.
 
 Bound. Each rule's amounts are kept within ``||v_j W_j||_2 <= MAX_AMOUNT`` (20 log-odds): a nearly pure leaf has
 no finite minimiser where MCP stops penalising (its loss keeps falling as its weight grows), and steps under the
@@ -53,7 +57,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.metrics import roc_auc_score
 
 from .._tree_kernels import column_sums
-from ..penalties import MCP, fused_lasso_prox, penalty_prox, penalty_value
+from ..penalties import MCP, fused_lasso_prox, fusion_change, norm_penalty_change, penalty_prox, penalty_value
 from .base import CLASSIFIER_METRICS, MAX_AMOUNT, Loss, column_entry
 
 CODE = 3  # no single-output kernel takes it: the multinomial loss has its own (solver.losses.kernels)
@@ -261,12 +265,48 @@ def _fused_group_prox(point, curvature, lam, gamma, penalty, lam_f, caps, out):
 
 @njit(cache=True)
 def _block_model(theta, start, gradient, curvature, lam, gamma, penalty, lam_f):
-    """The block objective's quadratic model at ``theta`` minus the loss at ``start``."""
+    """The block objective's quadratic model at ``theta`` minus the loss at ``start``: a total, whose differences
+    lose a small step's change in its rounding (``_block_change`` sums the change instead)."""
     total = _penalty(theta, lam, gamma, penalty, lam_f)
     for j in range(theta.shape[0]):
         for k in range(theta.shape[1]):
             step = theta[j, k] - start[j, k]
             total += gradient[j, k] * step + 0.5 * curvature[j] * step * step
+    return total
+
+
+@njit(cache=True)
+def _norm_change(new, old):
+    """``||new|| - ||old||`` of two rows, as ``(new - old).(new + old) / (||new|| + ||old||)``: its rounding is that
+    of the move (``|new + old| <= ||new|| + ||old||``), where the difference of the two norms loses ``eps ||old||``."""
+    new_norm = np.sqrt((new * new).sum())
+    old_norm = np.sqrt((old * old).sum())
+    if new_norm + old_norm == 0.0:
+        return 0.0
+    dot = 0.0
+    for k in range(new.shape[0]):
+        dot += (new[k] - old[k]) * (new[k] + old[k])
+    return dot / (new_norm + old_norm)
+
+
+@njit(cache=True)
+def _block_change(theta, base, start, gradient, curvature, lam, gamma, penalty, lam_f):
+    """``_block_model(theta) - _block_model(base)`` summed as changes from ``base``: the group penalties' by
+    ``_norm_change``, the fusion's by ``fusion_change``, the model's loss as ``(g + c (base - start)) d + c/2 d^2``
+    with ``d = theta - base``. Its error scales with the move, not with the penalties: a step of measure
+    ``m = L_t |d|`` lowers the model by about ``m^2 / (2 L_t)``, which near the tolerance is below the rounding of two
+    totals of a few hundred (a refused step of a decreasing model: the block counted stationary, falsely)."""
+    total = 0.0
+    for j in range(theta.shape[0]):
+        old_norm = np.sqrt((base[j] * base[j]).sum())
+        new_norm = np.sqrt((theta[j] * theta[j]).sum())
+        total += norm_penalty_change(old_norm, new_norm, _norm_change(theta[j], base[j]), lam, gamma, penalty)
+        for k in range(theta.shape[1]):
+            if j > 0 and lam_f > 0.0:
+                total += lam_f * fusion_change(base[j - 1, k], base[j, k], theta[j - 1, k], theta[j, k])
+            move = theta[j, k] - base[j, k]
+            total += (gradient[j, k] + curvature[j] * (base[j, k] - start[j, k])) * move
+            total += 0.5 * curvature[j] * move * move
     return total
 
 
@@ -279,7 +319,9 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     Under L1 the first trial always passes (a proximal step on a model above the loss). Under MCP the prox of
     fusion plus group MCP computed by Dykstra's alternation is not always the model's minimiser and can raise it:
     the step is then shortened (curvature doubled) up to ``MAX_BACKTRACKS`` times; a block no step of this form
-    improves counts as stationary (measure 0), where an unmet measure stalled paths for 10,000 passes."""
+    improves counts as stationary (measure 0), where an unmet measure stalled paths for 10,000 passes. "Improves"
+    is decided on the model's change summed from ``out`` (``_block_change``), not on the difference of two totals,
+    whose rounding near the tolerance refused decreasing steps and so certified blocks that were not stationary."""
     first = problem.offsets[t]
     size = out.shape[0]
     start = w[first : first + size]
@@ -290,7 +332,6 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     if step_curvature <= 0.0:
         out[:] = 0.0
         return 0.0
-    current = _penalty(out, lam, gamma, problem.penalty, lam_f)
     point = np.empty_like(out)
     theta = np.empty_like(out)
     caps = np.empty(size)
@@ -300,7 +341,7 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
     for it in range(n_steps):
         trial_curvature = step_curvature
         accepted = False
-        largest, value = 0.0, current
+        largest = 0.0
         for _ in range(MAX_BACKTRACKS):
             for j in range(size):
                 for k in range(out.shape[1]):
@@ -312,8 +353,10 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
                 if curvature[j] <= 0.0:
                     theta[j] = 0.0  # no training rows (or below min_support): never a rule
                 largest = max(largest, np.sqrt(((theta[j] - out[j]) ** 2).sum()))
-            value = _block_model(theta, start, gradient, curvature, lam, gamma, problem.penalty, lam_f)
-            if largest == 0.0 or value <= current:
+            if largest == 0.0:
+                accepted = True
+                break
+            if _block_change(theta, out, start, gradient, curvature, lam, gamma, problem.penalty, lam_f) <= 0.0:
                 accepted = True
                 break
             trial_curvature *= 2.0  # MCP: the composed prox is not the model's minimiser; a shorter step is
@@ -322,7 +365,6 @@ def _block_steps(problem, t, w, gradient, lam, lam_f, n_steps, out):
         if not accepted or largest == 0.0:
             break
         out[:] = theta
-        current = value
     return measure
 
 

@@ -3,7 +3,9 @@ class for each rule, its own state (:class:`ClassState`).
 
 As ``solver.gbcd`` for one output: full-gradient checks alternating with passes over a working set (every nonzero
 unit plus the steepest violators), units being leaves without fusion and trees with it, with shrinking and Anderson
-extrapolation; a solve ends where no unit's measure and no intercept gradient exceeds the tolerance.
+extrapolation; a solve ends where no unit's measure and no intercept gradient exceeds the tolerance (a fused
+block's measure counts only steps whose model change, summed from its weights, is a decrease:
+``multinomial._block_change``).
 """
 
 from typing import NamedTuple

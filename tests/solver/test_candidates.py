@@ -15,7 +15,9 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import Lasso
 
 from solver import FireClassifier, FireRegressor, TreeEnsemble, count_antecedents, fit_path, leaf_matrix
+from solver import path as path_module
 from solver.candidates import LINEAR_SPREAD, Candidates, LinearTerms
+from solver.losses import multinomial
 from solver.problem import Problem
 from solver.spec import PathSpec
 from tests.support.references import (
@@ -404,6 +406,60 @@ def test_fused_certificates_reach_the_rounding(small, loss):
         settings = {**EXACT, "tol": 1e-13, "max_iter": 10_000}
         step = fit_path(matrix, target, loss=loss, penalty="l1", lambdas=(lam,), lambda_f=lam_f, **settings).steps[0]
         assert step.converged and step.n_iter < 5_000, (lam, lam_f, step.n_iter)
+
+
+def multinomial_codes(X):
+    """Three classes drawn from logits in the first two columns (test_fused_multinomial_nodes_...'s)."""
+    rng = np.random.default_rng(8)
+    logits = np.column_stack([X[:, 0], X[:, 1] - 0.5 * X[:, 0], np.zeros(len(X))])
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return np.array([rng.choice(3, p=p) for p in probabilities]).astype(float)
+
+
+def prox_step_measures(problem, state, lam, lam_f):
+    """Each tree's stationarity measure recomputed without a decision to keep the step: ``L_t`` times the largest
+    row move of one proximal-gradient step (``multinomial._fused_group_prox``) from the state's weights."""
+    gradient = np.empty(state.w.shape)
+    multinomial.full_gradient(problem, state, gradient)
+    out = []
+    for t in range(len(problem.offsets) - 1):
+        first, end = problem.offsets[t], problem.offsets[t + 1]
+        w, L_t = state.w[first:end], problem.lipschitz[t]
+        if L_t <= 0.0:
+            continue
+        caps = np.array([multinomial.leaf_cap(problem, j) for j in range(first, end)])
+        theta = np.empty_like(w)
+        multinomial._fused_group_prox(
+            w - gradient[first:end] / L_t, L_t, lam, problem.block_gamma[t], problem.penalty, lam_f, caps, theta
+        )
+        theta[problem.curvature[first:end] <= 0.0] = 0.0
+        out.append(L_t * np.sqrt(((theta - w) ** 2).sum(axis=1)).max())
+    return np.array(out)
+
+
+def test_fused_multinomial_certificates_are_its_blocks_proximal_steps(small, monkeypatch):
+    """A certified fused multinomial step has every tree's proximal-gradient step within tol (recomputed here,
+    without the solver's decision to keep it), at 1e-13 of lambda_max and at EXACT's 1e-9 at (1, 0.3). Its block
+    steps were kept on the difference of two penalty totals: a decreasing step refused by their rounding at every
+    shortening measured 0, and (1, 0.3) was certified at tol 1e-9 with a tree's step measuring 4.75e-8 (3.1 tol)
+    and at 1e-13 (3332 passes) with 2.31e-10 (152 tol); summed from the weights (``multinomial._block_change``) the
+    change is the step's own."""
+    X, _, _, matrix, _ = small
+    codes = multinomial_codes(X)
+    solve = path_module.CLASS_SOLVERS["greedy"]
+    found = []
+
+    def checked(problem, state, lam, lam_f, tol, max_iter, inner_iters):
+        n_iter, converged = solve(problem, state, lam, lam_f, tol, max_iter, inner_iters)
+        found.append((converged, n_iter, prox_step_measures(problem, state, lam, lam_f).max() / tol))
+        return n_iter, converged
+
+    monkeypatch.setitem(path_module.CLASS_SOLVERS, "greedy", checked)
+    for (lam, lam_f), tol in [(FUSED[0], 1e-13), (FUSED[1], 1e-13), ((1.0, 0.3), 1e-9)]:
+        settings = {**EXACT, "tol": tol, "max_iter": 10_000}
+        fit_path(matrix, codes, loss="multinomial", penalty="l1", lambdas=(lam,), lambda_f=lam_f, **settings)
+        converged, n_iter, worst = found[-1]
+        assert converged and n_iter < 5_000 and worst <= 1.0, (lam, lam_f, tol, n_iter, worst)
 
 
 @pytest.mark.parametrize("linear", [False, True])
