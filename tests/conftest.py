@@ -120,6 +120,7 @@ TEST_MARKERS = {
         "test_fused_poisson_nodes_and_linear_terms_match_cvxpy": "reference",
         "test_fused_poisson_nodes_match_cvxpy": "reference",
         "test_fused_squared_nodes_match_cvxpy": "reference",
+        "test_fused_multinomial_certificates_are_its_blocks_proximal_steps": "slow",  # ~5 s: thousands of passes
         "test_l1_path_is_sklearns_lasso_on_the_dense_columns": "reference",
         "test_mcp_steps_on_nodes_and_linear_terms_are_no_worse_than_proximal_gradient": "reference",
         "test_poisson_l1_with_a_linear_term_matches_cvxpy": "reference",
