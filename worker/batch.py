@@ -48,7 +48,7 @@ def score_batch_chunk(job_id: str, attempt: int) -> None:
             parts.put_output(spec.batch_id, spec.chunk, scored.table)
             # the chunk's rows in the model's drift windows, as batch rows: counted once stored, so that a chunk
             # that fails counts nothing (a work horse has no counting thread: it adds them to Redis at once)
-            run.core.monitor.counter("batch").record(scoring, scored.X)
+            run.core.monitor.record(scoring, scored.X, "batch")
             run.core.monitor.flush()
         run.succeed(
             BatchSummary(

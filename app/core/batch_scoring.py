@@ -53,7 +53,7 @@ from app.core.job_documents import (
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.job_submission import JobSubmission
 from app.core.keys import Keys
-from app.core.model_scoring import RowCounter, ScoringModel, check_times, score_rows
+from app.core.model_scoring import ScoringModel, check_times, score_rows
 from app.core.models import ModelStore
 from app.core.records import JobRecords
 from app.core.registry import ModelRef
@@ -299,14 +299,12 @@ def score_chunk(
     explain: bool = False,
     times: Sequence[float] | None = None,
     id_column: str | None = None,
-    counter: RowCounter | None = None,
 ) -> ScoredChunk:
     """Score one chunk of a batch (its rows in the model's original columns, as a pyarrow table) with the service's
     scoring (``score_rows``: the model's TableEncoding and RuleEnsemble): the encoded rows and the result's columns.
     ``first_row``: the number of the chunk's first row in the file. A value that cannot be scored raises
     :class:`BatchRowsInvalid` naming the column and the file's first bad row. The one place a batch's rows are
-    scored: ``counter`` (``score_rows``'s) counts them for drift where given, and the result's ``X`` is the chunk's
-    encoded rows for anything else counted of it."""
+    scored; the result's ``X`` is the chunk's encoded rows (the chunk job counts them for drift once stored)."""
     n_rows = chunk.num_rows
     table = {name: _column_values(scoring, name, chunk.column(name), first_row) for name in chunk.column_names}
     if id_column is not None and id_column not in input_columns(scoring, None):
@@ -314,7 +312,7 @@ def score_chunk(
     keep = _KeepEncoded(scoring.encoding)
     try:
         scores = score_rows(
-            replace(scoring, encoding=keep), lambda names: (table, n_rows, "columns"), explain, n_rows, times, counter
+            replace(scoring, encoding=keep), lambda names: (table, n_rows, "columns"), explain, n_rows, times
         )
     except Invalid as error:
         raise BatchRowsInvalid(_located(error, scoring, table, first_row)) from error

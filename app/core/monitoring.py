@@ -81,10 +81,6 @@ class FiringMonitor:
         if self.settings.monitoring:
             self._queue.append((scoring, None, (column, n_rows), source, time.time()))
 
-    def counter(self, source: Source) -> "SourceCounter":
-        """A counter of rows from ``source`` (a worker's batch chunks: "batch")."""
-        return SourceCounter(self, source)
-
     def start(self) -> None:
         if self.settings.monitoring and self._thread is None:
             self._thread = threading.Thread(target=self._run, daemon=True, name="fire-drift")
@@ -128,11 +124,7 @@ class FiringMonitor:
             counts = binning.count(np.concatenate(rows)) if rows else np.zeros(binning.layout.size, np.int64)
             for column, n_rows in refused:
                 counts += binning.unseen(column, n_rows)
-            with self._lock:
-                if key in self._pending:
-                    self._pending[key][1][:] += counts
-                else:
-                    self._pending[key] = (binning.layout, counts)
+            self._add_pending(key, binning.layout, counts)
 
     def flush(self) -> None:
         """Drain, then add the pending counts to Redis; what Redis refuses waits for the next flush."""
@@ -146,13 +138,15 @@ class FiringMonitor:
             except REDIS_FAILURES as error:
                 log.warning("drift counts of model %s kept for later: %s", model_id, error)
                 failed[(model_id, source, start)] = (layout, counts)
-        if failed:
-            with self._lock:
-                for key, (layout, counts) in failed.items():
-                    if key in self._pending:
-                        self._pending[key][1][:] += counts
-                    else:
-                        self._pending[key] = (layout, counts)
+        for key, (layout, counts) in failed.items():
+            self._add_pending(key, layout, counts)
+
+    def _add_pending(self, key: tuple[str, str, int], layout: Layout, counts: np.ndarray) -> None:
+        with self._lock:
+            if key in self._pending:
+                self._pending[key][1][:] += counts
+            else:
+                self._pending[key] = (layout, counts)
 
     def _binning(self, scoring: ScoringModel) -> Binning | None:
         """The model's binning, its settings reread every SETTINGS_RECHECK_SECONDS (None: not counted)."""
@@ -172,20 +166,6 @@ class FiringMonitor:
             return watched.binning if watched is not None else None
         self._watched[scoring.id] = _Watched(binning, now)
         return binning
-
-
-@dataclass
-class SourceCounter:
-    """Counts rows for a monitor as coming from ``source`` (model_scoring.RowCounter)."""
-
-    monitor: FiringMonitor
-    source: Source
-
-    def record(self, scoring: ScoringModel, X: np.ndarray) -> None:
-        self.monitor.record(scoring, X, self.source)
-
-    def record_unseen(self, scoring: ScoringModel, column: str, n_rows: int) -> None:
-        self.monitor.record_unseen(scoring, column, n_rows, self.source)
 
 
 # ---- reading ------------------------------------------------------------------------------------------------
@@ -243,7 +223,12 @@ class ModelMonitoring:
     ) -> DriftReport:
         """Drift over [since, until) (default: the last FIRE_DRIFT_SUMMARY_SECONDS), of live requests, batch jobs
         or both (``source`` None). Windows of FIRE_DRIFT_WINDOW_SECONDS up to six hours, hourly ones beyond."""
-        model = self.models.get(model_id, tenant=tenant)
+        return self._report(self.models.get(model_id, tenant=tenant), since, until, source)
+
+    def _report(
+        self, model: ModelInfo, since: float | None = None, until: float | None = None, source: Source | None = None
+    ) -> DriftReport:
+        model_id = model.id
         until = time.time() if until is None else until
         since = until - self.settings.drift_summary_seconds if since is None else since
         if not since < until:
@@ -260,7 +245,7 @@ class ModelMonitoring:
             raise NotFound("training profile of model", model_id)
         fine, _ = self.store.granularities()
         seconds = fine if until - since <= 6 * HOUR else HOUR
-        if (until - since) / seconds > self.settings.drift_retention_days * 24 * HOUR / HOUR + 1:
+        if until - since > (self.settings.drift_retention_days * 24 + 1) * HOUR:
             raise Invalid(
                 "The drift range is longer than the counts are kept.",
                 [FieldFault("since", f"{until - since:.0f} s", "ask for at most FIRE_DRIFT_RETENTION_DAYS days")],
@@ -297,8 +282,8 @@ class ModelMonitoring:
             if model is None:
                 continue
             try:
-                reports.append(self.report(model_id, tenant=model.tenant, since=since, until=until))
-            except NotFound:  # deleted since, or no profile
+                reports.append(self._report(model, since, until))
+            except NotFound:  # no profile
                 continue
         return reports
 
@@ -307,7 +292,7 @@ class ModelMonitoring:
         has no training profile)."""
         model = self.models.get(model_id, tenant=tenant)
         try:
-            report = self.report(model_id, tenant=tenant)
+            report = self._report(model)
         except NotFound:
             return model
         model.drift = DriftSummary(
