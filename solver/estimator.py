@@ -158,7 +158,7 @@ class _FireEstimator(BaseEstimator):
                 | {"random_state": seed}
             )
         except SpecError as error:  # named as the estimator's parameter
-            raise SpecError(names.get(error.field, error.field), error.detail) from None
+            raise SpecError.of([(names.get(field, field), detail) for field, detail in error.faults]) from None
 
     def _sample_weight(self, y, sample_weight):
         """The row weights the forest and the path see (the classifier's class weights multiply them)."""

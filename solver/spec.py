@@ -5,11 +5,14 @@ a forest trained for the fit. ``fit_path``, the estimators, the orchestration in
 service's request schemas all take their defaults and their validation from here, so the library and the
 service cannot disagree on what an omitted setting means.
 
-A failed check raises :class:`SpecError`, a ``ValueError`` that names the setting at fault.
+Every check of a spec is made, and a spec with faults raises one :class:`SpecError`, a ``ValueError`` that names
+every setting at fault (``faults``), so that a caller hears of them all at once; a check that reads another
+setting is made only where that setting passed its own check.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from numbers import Integral, Real
 from typing import Literal, get_args
@@ -71,12 +74,19 @@ MAX_CV_FOLDS = 20
 
 
 class SpecError(ValueError):
-    """An invalid setting; ``field`` names it, ``detail`` says what is wrong."""
+    """Invalid settings: ``faults`` holds a (setting, what is wrong) pair per setting at fault, in the order of the
+    checks; ``field`` and ``detail`` are the first of them."""
 
-    def __init__(self, field: str, detail: str):
-        super().__init__(f"{field}: {detail}")
+    def __init__(self, field: str, detail: str, faults: Sequence[tuple[str, str]] = ()):
+        self.faults = tuple(faults) or ((field, detail),)
+        super().__init__("; ".join(f"{name}: {text}" for name, text in self.faults))
         self.field = field
         self.detail = detail
+
+    @classmethod
+    def of(cls, faults: Sequence[tuple[str, str]]) -> "SpecError":
+        """The error of these (setting, what is wrong) faults (at least one)."""
+        return cls(*faults[0], faults)
 
 
 def _doc(text: str) -> dict:
@@ -91,9 +101,34 @@ def _is_count(value) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def _require(condition: bool, name: str, detail: str) -> None:
-    if not condition:
+# the faults of the checks being made (``_checked``); None: a failed check raises at once
+_collected: ContextVar[list[tuple[str, str]] | None] = ContextVar("spec_faults", default=None)
+
+
+def _require(condition: bool, name: str, detail: str) -> bool:
+    """Whether ``condition`` holds; where it does not, the fault of setting ``name`` (its first: a setting's later
+    faults follow from it) is kept for :func:`_checked`, or raised outside of it."""
+    if condition:
+        return True
+    faults = _collected.get()
+    if faults is None:
         raise SpecError(name, detail)
+    if all(field != name for field, _ in faults):
+        faults.append((name, detail))
+    return False
+
+
+def _checked(checks: Callable[[], None]) -> None:
+    """Make every check of ``checks`` (calls of :func:`_require`), then raise one :class:`SpecError` of all their
+    faults, if any."""
+    faults: list[tuple[str, str]] = []
+    token = _collected.set(faults)
+    try:
+        checks()
+    finally:
+        _collected.reset(token)
+    if faults:
+        raise SpecError.of(faults)
 
 
 class _Spec:
@@ -109,12 +144,18 @@ class _Spec:
 
     @classmethod
     def from_dict(cls, values: dict):
-        """The spec of a mapping of settings; an unknown name is a :class:`SpecError`."""
+        """The spec of a mapping of settings; unknown names are a :class:`SpecError` naming each."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise SpecError(unknown[0], f"is not a setting; the settings are {sorted(known)}")
+            raise SpecError.of([(name, f"is not a setting; the settings are {sorted(known)}") for name in unknown])
         return cls(**values)
+
+    def __post_init__(self):
+        _checked(self._check)
+
+    def _check(self) -> None:
+        """Every check of the settings (calls of ``_require``)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -276,8 +317,8 @@ class PathSpec(_Spec):
     )
     random_state: int = field(default=0, metadata=_doc("seed of the validation split"))
 
-    def __post_init__(self):
-        _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
+    def _check(self) -> None:
+        loss_known = _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
         _require(_is_number(self.power) and 1 < self.power < 2, "power", f"must be in (1, 2), got {self.power!r}")
         _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
         _require(
@@ -328,26 +369,26 @@ class PathSpec(_Spec):
         _require(
             self.max_rules is None or (_is_count(self.max_rules) and self.max_rules >= 0),
             "max_rules",
-            f"must be a non-negative integer or None, got {self.max_rules!r}",
+            f"must be a non-negative integer or none, got {self.max_rules!r}",
         )
         _require(
             self.patience is None or (_is_count(self.patience) and self.patience >= 1),
             "patience",
-            f"must be an integer >= 1 or None, got {self.patience!r}",
+            f"must be an integer >= 1 or none, got {self.patience!r}",
         )
         _require(
             self.selection in SELECTIONS, "selection", f"must be one of {list(SELECTIONS)}, got {self.selection!r}"
         )
         allowing = [name for name, loss in LOSSES.items() if self.selection in loss.selections]
         _require(
-            self.loss in allowing,
+            not loss_known or self.loss in allowing,
             "selection",
             f"{self.selection!r} needs loss=" + " or ".join(repr(name) for name in allowing),
         )
         _require(
             self.cv_folds is None or (_is_count(self.cv_folds) and 2 <= self.cv_folds <= MAX_CV_FOLDS),
             "cv_folds",
-            f"must be an integer in [2, {MAX_CV_FOLDS}] or None, got {self.cv_folds!r}",
+            f"must be an integer in [2, {MAX_CV_FOLDS}] or none, got {self.cv_folds!r}",
         )
         _require(
             self.selection != "1se" or self.cv_folds is not None,
@@ -386,7 +427,7 @@ class PathSpec(_Spec):
         _require(
             self.max_rule_length is None or (_is_count(self.max_rule_length) and self.max_rule_length >= 1),
             "max_rule_length",
-            f"must be an integer >= 1 or null, got {self.max_rule_length!r}",
+            f"must be an integer >= 1 or none, got {self.max_rule_length!r}",
         )
         _require(
             isinstance(self.linear_terms, bool), "linear_terms", f"must be true or false, got {self.linear_terms!r}"
@@ -401,7 +442,10 @@ class PathSpec(_Spec):
             "polish",
             f"must be true, false or null, got {self.polish!r}",
         )
-        _require(not self.polish or LOSSES[self.loss].polish_allowed, "polish", str(LOSSES[self.loss].polish_refusal))
+        if loss_known:
+            _require(
+                not self.polish or LOSSES[self.loss].polish_allowed, "polish", str(LOSSES[self.loss].polish_refusal)
+            )
         _require(
             _is_number(self.validation_fraction) and 0 <= self.validation_fraction < 1,
             "validation_fraction",
@@ -410,7 +454,7 @@ class PathSpec(_Spec):
         _require(
             _is_count(self.random_state) and 0 <= self.random_state < 2**32,
             "random_state",
-            f"must be an integer in [0, 2**32), got {self.random_state!r}",
+            f"must be an integer in [0, {2**32 - 1}], got {self.random_state!r}",
         )
 
     @property
@@ -476,7 +520,7 @@ class ForestSpec(_Spec):
     )
     random_state: int = field(default=0, metadata=_doc("seed of the forest"))
 
-    def __post_init__(self):
+    def _check(self) -> None:
         _require(self.kind in FOREST_KINDS, "kind", f"must be one of {list(FOREST_KINDS)}, got {self.kind!r}")
         _require(
             _is_count(self.n_estimators) and self.n_estimators >= 1,
@@ -496,7 +540,7 @@ class ForestSpec(_Spec):
             or (_is_number(value) and not _is_count(value) and 0 < value <= 1)
         )
         _require(
-            valid, "max_features", f"must be a fraction in (0, 1], a count >= 1, 'sqrt', 'log2' or None, got {value!r}"
+            valid, "max_features", f"must be a fraction in (0, 1], a count >= 1, 'sqrt', 'log2' or none, got {value!r}"
         )
         _require(
             _is_number(self.learning_rate) and 0 < self.learning_rate <= 1,
@@ -506,16 +550,19 @@ class ForestSpec(_Spec):
         _require(
             self.threshold_bins is None or (_is_count(self.threshold_bins) and 2 <= self.threshold_bins <= 256),
             "threshold_bins",
-            f"must be an integer in [2, 256] or None, got {self.threshold_bins!r}",
+            f"must be an integer in [2, 256] or none, got {self.threshold_bins!r}",
         )
         _require(
             _is_count(self.random_state) and 0 <= self.random_state < 2**32,
             "random_state",
-            f"must be an integer in [0, 2**32), got {self.random_state!r}",
+            f"must be an integer in [0, {2**32 - 1}], got {self.random_state!r}",
         )
 
     def check_data(self, n_features: int, has_missing: bool) -> None:
-        """The checks that need the training table: a :class:`SpecError` naming the setting at fault."""
+        """The checks that need the training table: a :class:`SpecError` naming each setting at fault."""
+        _checked(lambda: self._check_data(n_features, has_missing))
+
+    def _check_data(self, n_features: int, has_missing: bool) -> None:
         _require(
             not (self.kind == "gradient_boosting" and has_missing),
             "kind",

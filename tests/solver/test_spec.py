@@ -125,3 +125,36 @@ def test_lambdas_are_kept_in_decreasing_order_and_round_trip():
     assert spec.lambdas == (1.0, 0.5, 0.1)
     assert PathSpec.from_dict(spec.to_dict()) == spec
     assert spec.replace(gamma=3.0).gamma == 3.0 and spec.replace(gamma=3.0).lambdas == spec.lambdas
+
+
+def test_every_bad_setting_is_named_at_once():
+    with pytest.raises(SpecError) as raised:
+        PathSpec.from_dict({"n_lambdas": 0, "gamma": 0.5, "tol": 2.0, "max_rules": -1})
+    assert [field for field, _ in raised.value.faults] == ["gamma", "n_lambdas", "max_rules", "tol"]
+    assert (raised.value.field, raised.value.detail) == raised.value.faults[0]
+    assert all(f"{field}: {detail}" in str(raised.value) for field, detail in raised.value.faults)
+    with pytest.raises(SpecError) as raised:
+        ForestSpec(n_estimators=0, max_depth=0, max_features="abc")
+    assert [field for field, _ in raised.value.faults] == ["n_estimators", "max_depth", "max_features"]
+    with pytest.raises(SpecError) as raised:
+        ForestSpec(kind="gradient_boosting", max_features=6).check_data(5, has_missing=True)
+    assert [field for field, _ in raised.value.faults] == ["kind", "max_features"]
+
+
+def test_a_check_that_reads_a_bad_setting_is_not_made():
+    # an unknown loss: neither the selection it allows nor its polish refusal is asked of it
+    with pytest.raises(SpecError) as raised:
+        PathSpec(loss="hinge", selection="auc", polish=True)
+    assert raised.value.faults == (("loss", raised.value.detail),)
+
+
+def test_unknown_settings_are_each_named():
+    with pytest.raises(SpecError) as raised:
+        ForestSpec.from_dict({"depth": 3, "trees": 100})
+    assert [field for field, _ in raised.value.faults] == ["depth", "trees"]
+
+
+def test_estimator_names_each_bad_setting_as_its_parameter():
+    with pytest.raises(SpecError) as raised:
+        FireRegressor(forest_kind="svm", max_depth=0).forest_spec(0)
+    assert [field for field, _ in raised.value.faults] == ["forest_kind", "max_depth"]
