@@ -470,17 +470,22 @@ class FireSurvival(_FireEstimator, parameters=_parameters(stability_resamples=No
         return self.rule_ensemble_.predict(self._table(X, reset=False))
 
     def predict_survival_function(self, X, times):
-        """(n, len(times)): each row's probability of no event by each of ``times``."""
+        """(n, len(times)): each row's probability of no event by each of ``times``, each in [0, the last follow-up
+        time of the training rows] (``baseline_hazard_[0][-1]``); a ValueError for a time outside, as
+        scikit-survival's step functions raise outside their domain: past the last follow-up no row was at risk, and
+        nothing estimates S(t | x) there."""
         check_is_fitted(self, "rule_ensemble_")
         return self.rule_ensemble_.predict_survival(self._table(X, reset=False), times)
 
     def predict_cumulative_hazard_function(self, X, times):
-        """(n, len(times)): each row's cumulative hazard ``H0(t) exp(score)`` at each of ``times``."""
+        """(n, len(times)): each row's cumulative hazard ``H0(t) exp(score)`` at each of ``times`` (those of
+        ``predict_survival_function``)."""
         return -np.log(self.predict_survival_function(X, times))
 
     @property
     def baseline_hazard_(self):
-        """(event times, Breslow's baseline cumulative hazard just after each) of the training rows."""
+        """(the distinct event times and the last follow-up time, Breslow's baseline cumulative hazard just after each)
+        of the training rows: the curves are defined from 0 to the last of these times."""
         check_is_fitted(self, "rule_ensemble_")
         return self.rule_ensemble_.baseline_hazard
 

@@ -36,7 +36,8 @@ the source of a module defining ``predict(row)``, ``row`` a mapping from column 
 module (one with a ``baseline_hazard``) also defines ``survival(row, times)``: the list of ``S(t | row) =
 exp(-H0(t) * predict(row))`` for ``t`` in ``times``, as :meth:`RuleEnsemble.predict_survival`, from Breslow's
 baseline cumulative hazard of the training rows written into the module (``H0`` a step function: 0 before the
-first event time, at ``t`` its value at the last event time ``<= t``, found with ``bisect``). The log and
+first event time, at ``t`` its value at the last event time ``<= t``, found with ``bisect``), for ``t`` from 0 to
+the last follow-up time of the training rows, a ValueError outside (as the library). The log and
 softmax SQL calls ``exp``: SQLite has it from version 3.35 where built with its math functions (the tests run it
 on Python's sqlite3); an ``exp`` that raises on overflow (PostgreSQL) fails on rows whose rate, or gap between
 two class scores, exceeds ``exp(709)``.
@@ -317,23 +318,33 @@ def _survival_source(ensemble, name: str) -> list[str]:
     times, cumulative = ensemble.baseline_hazard
     return [
         "",
-        "# Breslow's baseline cumulative hazard of the training rows: (event time, H0 from that time on)",
+        "# Breslow's baseline cumulative hazard of the training rows: (event time, H0 from that time on); the last",
+        "# time is their last follow-up, where the curves end",
         "_BASELINE_HAZARD = (",
         *(f"    ({float(t)!r}, {float(h)!r})," for t, h in zip(times, cumulative)),
         ")",
-        "_EVENT_TIMES = [time for time, _ in _BASELINE_HAZARD]",
+        "_TIMES = [time for time, _ in _BASELINE_HAZARD]",
         "",
         "",
         "def _baseline_hazard(time):",
-        "    position = bisect.bisect_right(_EVENT_TIMES, time)",
+        "    position = bisect.bisect_right(_TIMES, time)",
         "    return _BASELINE_HAZARD[position - 1][1] if position else 0.0",
         "",
         "",
         "def survival(row, times):",
         f'    """[S(t | row) for t in times]: the probability of no event by t, exp(-H0(t) * {name}(row)), H0 the',
-        '    baseline cumulative hazard (0 before the first event time)."""',
+        "    baseline cumulative hazard (0 before the first event time), for t from 0 to the last follow-up time of",
+        '    the training rows: a ValueError past it (nothing estimates S there)."""',
+        "    times = [float(time) for time in times]",
+        "    outside = [time for time in times if not 0.0 <= time <= _TIMES[-1]]",
+        "    if outside:",
+        "        last = _TIMES[-1]",
+        "        raise ValueError(",
+        '            f"survival time {outside[0]:g} is outside [0, {last:g}]: the curves are estimated up to "',
+        '            f"the last follow-up time of the training rows, {last:g}"',
+        "        )",
         f"    ratio = {name}(row)",
-        "    return [math.exp(-(ratio * _baseline_hazard(float(time)))) for time in times]",
+        "    return [math.exp(-(ratio * _baseline_hazard(time))) for time in times]",
         "",
     ]
 

@@ -59,7 +59,7 @@ from .candidates import Candidates
 from .encoding import TableEncoding
 from .forest import as_float32_rows, as_tree_ensemble
 from .leaf_matrix import count_antecedents
-from .losses.cox import survival_function
+from .losses.cox import check_survival_times, survival_function
 from .rule_text import display_thresholds, rules_text
 from .rule_types import Amount, LinearTerm, Member, Rule, as_json, is_zero, magnitude, reduce_conditions
 from .rules_schema import Link, RulesDocument, as_amount
@@ -323,10 +323,19 @@ class RuleEnsemble(RulesDocument):
 
     def predict_survival(self, X, times) -> np.ndarray:
         """A Cox model's survival curves ``S(t | x) = exp(-H0(t) exp(score))`` (n, len(times)) at ``times``, from its
-        baseline cumulative hazard (``solver.losses.cox``); a ValueError for a model without one."""
+        baseline cumulative hazard (``solver.losses.cox``); a ValueError for a model without one, and for a time
+        outside [0, the last follow-up time of its training rows] (:meth:`survival_times`)."""
         if self.baseline_hazard is None:
             raise ValueError("survival curves need a Cox model (loss='cox'): this model has no baseline hazard")
         return survival_function(*self.baseline_hazard, self.predict(X), times)
+
+    def survival_times(self, times) -> np.ndarray:
+        """``times`` as float64 where a Cox model's curves are estimated at each: in [0, the last follow-up time of
+        its training rows], the last of its baseline hazard's times; a ValueError naming the first time outside (or
+        the model without a baseline hazard)."""
+        if self.baseline_hazard is None:
+            raise ValueError("survival curves need a Cox model (loss='cox'): this model has no baseline hazard")
+        return check_survival_times(self.baseline_hazard[0], times)
 
     def explain(self, X) -> list[list[dict]]:
         """Per row, the rules that fire as ``{"id", "contribution"}`` (a list per class for softmax), in id order,

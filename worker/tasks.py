@@ -447,7 +447,7 @@ def _store_fit(
             cache_hit,
             cv=_cross_validation(fit),
             stability=stability,
-            survival=_survival_curves(data, fit, ensembles[fit.selected]),
+            survival=_survival_curves(data, fit, ensembles),
         )
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=cache_hit)
@@ -456,12 +456,13 @@ def _store_fit(
 SURVIVAL_GRID_POINTS = 50
 
 
-def _survival_curves(data: _PathData, fit: RuleFit, rules: RuleEnsemble) -> SurvivalCurves | None:
-    """The selected rules of a path whose rules give survival curves (a Cox model's: a baseline hazard) on its
+def _survival_curves(data: _PathData, fit: RuleFit, ensembles: list[RuleEnsemble]) -> SurvivalCurves | None:
+    """The rules of every step of a path whose rules give survival curves (a Cox model's: a baseline hazard) on its
     validation rows (held out, another dataset's, or every row of a cross-validation): their Kaplan–Meier curve
-    beside the mean of the model's S(t | x), on a grid of SURVIVAL_GRID_POINTS times from 0 to their last time (the
-    library's kaplan_meier and predict_survival)."""
-    if rules.baseline_hazard is None:
+    beside the mean of each step's S(t | x), on a grid of SURVIVAL_GRID_POINTS times from 0 to their last time or
+    the training rows' last follow-up, where the curves end (the library's kaplan_meier and predict_survival)."""
+    selected = ensembles[fit.selected]
+    if selected.baseline_hazard is None:
         return None
     if fit.val_rows is not None and len(fit.val_rows):
         X, y = data.X[fit.val_rows], data.y[fit.val_rows]
@@ -469,11 +470,15 @@ def _survival_curves(data: _PathData, fit: RuleFit, rules: RuleEnsemble) -> Surv
         X, y = data.X_val, data.y_val
     else:
         X, y = data.X, data.y
-    times = np.linspace(0.0, float(np.abs(y).max()), SURVIVAL_GRID_POINTS)
+    # every step's baseline hazard is of the same training rows: it ends at their last follow-up time
+    end = min(float(np.abs(y).max()), float(selected.baseline_hazard[0][-1]))
+    times = np.linspace(0.0, end, SURVIVAL_GRID_POINTS)
+    steps = [ensemble.predict_survival(X, times).mean(axis=0).tolist() for ensemble in ensembles]
     return SurvivalCurves(
         times=times.tolist(),
         kaplan_meier=kaplan_meier(y, times).tolist(),
-        model=rules.predict_survival(X, times).mean(axis=0).tolist(),
+        model=steps[fit.selected],
+        steps=steps,
     )
 
 

@@ -126,7 +126,7 @@ def score_request(
     parsed = parse_body(body, content_type)
     scoring = cached or core.models.scoring_model(target, tenant)
     explain = shape == "fire" and (explain or parsed.params.explain)
-    check_times(scoring, parsed.params.times, "body.params.times")
+    check_times(scoring, parsed.params.times, "params.times")
     scores = score_rows(
         scoring, parsed.read_table, explain, core.settings.max_scoring_rows, parsed.params.times, core.monitor
     )

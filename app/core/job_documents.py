@@ -332,11 +332,20 @@ class RuleStability(Document):
 
 class SurvivalCurves(Document):
     """A Cox model's survival on the validation rows (computed by the worker with the library): the Kaplan–Meier
-    estimate of their signed times beside the mean of the model's curves S(t | x) over them."""
+    estimate of their signed times beside the mean of the model's curves S(t | x) over them, of the selected step
+    and of every step."""
 
-    times: list[float] = Field(description="a grid of times over the validation rows' times")
+    times: list[float] = Field(
+        description="a grid of times from 0 to the validation rows' last time or the training rows' last follow-up "
+        "(past it the curves are not estimated), whichever comes first"
+    )
     kaplan_meier: list[float] = Field(description="the validation rows' Kaplan–Meier estimate at times")
     model: list[float] = Field(description="the mean over the validation rows of the model's S(t | x) at times")
+    steps: list[list[float]] | None = Field(
+        None,
+        description="per path step (steps[k] the model of step k; steps[selected] is model): the mean over the "
+        "validation rows of its S(t | x) at times (null in results stored before every step had them)",
+    )
 
 
 class PathResultBase(Document):

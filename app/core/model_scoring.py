@@ -75,20 +75,38 @@ class Scores:
 
 
 def check_times(scoring: ScoringModel, times: Sequence[float] | None, field: str) -> None:
-    """Survival times to score at: only for a Cox model (its rules keep a baseline hazard), finite and >= 0."""
+    """Survival times to score at: only for a Cox model (its rules keep a baseline hazard), at least one, each in
+    [0, the last follow-up time of the model's training rows] (the library's check, ``RuleEnsemble.survival_times``).
+    A time past the last follow-up is refused, not answered with the last value: no training row was at risk there,
+    so S(t | x) was never estimated (scikit-survival's step functions raise there too; lifelines repeats the last
+    value)."""
     if times is None:
         return
-    if scoring.ensemble.baseline_hazard is None:
+    baseline = scoring.ensemble.baseline_hazard
+    if baseline is None:
         raise Invalid(
             "Only survival models (Cox loss) have survival curves.",
             [FieldFault(field, "times for a model without a baseline hazard", "leave times out for this model")],
         )
-    bad = [t for t in times if not (np.isfinite(t) and t >= 0)]
-    if bad or not times:
+    last = float(baseline[0][-1])
+    if not times:
         raise Invalid(
-            "Survival times are finite numbers >= 0.",
-            [FieldFault(field, f"{bad[0]!r} is no time" if bad else "empty", "send times >= 0, such as [30, 365]")],
+            "Survival times are a non-empty list.", [FieldFault(field, "empty", f"send times from 0 to {last:g}")]
         )
+    try:
+        scoring.ensemble.survival_times(times)
+    except ValueError as error:
+        raise Invalid(
+            f"Survival times are from 0 to {last:g}, the last follow-up time of the model's training rows.",
+            [
+                FieldFault(
+                    field,
+                    str(error),
+                    f"ask for times from 0 to {last:g}: past it no training row was at risk, so S(t | x) is not "
+                    "estimated there",
+                )
+            ],
+        ) from error
 
 
 def score_rows(

@@ -403,14 +403,15 @@ def pop_event(frame: pd.DataFrame, event: str) -> np.ndarray:
     values = column.to_numpy(dtype=object)
     flags = [_event_flag(value) for value in values]
     good = np.array([flag is not None for flag in flags])
-    if not good.all():
+    if not good.all():  # most often another column picked as the event (a count, a 0/1 feature named last)
         raise Invalid(
             f"The event column '{event}' must hold 0/1 or true/false.",
             [
                 FieldFault(
-                    f"columns.{event}",
-                    f"not 0/1 or true/false: {_first_bad(~good, values)}",
-                    "write 1 (or true) where the event happened and 0 (or false) where the row was censored",
+                    "event",
+                    f"column '{event}' is not 0/1 or true/false: {_first_bad(~good, values)}",
+                    "pick the event column: the one holding 1 (or true) where the event happened and 0 (or false) "
+                    "where the row was censored",
                 )
             ],
         )

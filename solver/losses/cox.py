@@ -85,20 +85,42 @@ def _hazard_steps(risk, events, power=1):
 
 def baseline_hazard(y, score, sample_weight=None):
     """Breslow's baseline cumulative hazard of scores ``score`` on rows with signed times ``y``: (the distinct event
-    times, H0 just after each), ``H0(t) = sum_{t_k <= t} d_k / sum_{j: t_j >= t_k} s_j exp(eta_j)``."""
+    times and the last follow-up time, H0 just after each), ``H0(t) = sum_{t_k <= t} d_k / sum_{j: t_j >= t_k} s_j
+    exp(eta_j)``. The last time of the rows closes the list (where it is censored, H0 there is the last event's):
+    the curves are estimated up to it and no further (:func:`survival_function`)."""
     y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)
     weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     sets = _RiskSets(y)
     risk, events, shift = sets.sums(score, weights)
     steps = _hazard_steps(risk, events) * np.exp(-shift)
-    has_event = events > 0
-    return sets.times[has_event], np.cumsum(steps)[has_event]
+    kept = events > 0
+    kept[-1] = True  # the last follow-up time: the end of the times the curves are known at
+    return sets.times[kept], np.cumsum(steps)[kept]
+
+
+def check_survival_times(times, at) -> np.ndarray:
+    """``at`` as float64 where every time is in [0, last follow-up] (``times[-1]``, :func:`baseline_hazard`'s last
+    time); a ValueError naming the first outside. Past the last follow-up no row was at risk, so nothing estimates
+    S(t | x) there: scikit-survival's step functions raise outside their domain in the same way (lifelines repeats
+    the last value, a figure no data gave)."""
+    at = np.asarray(at, dtype=np.float64)
+    last = float(times[-1])
+    outside = ~((at >= 0.0) & (at <= last))  # NaN too
+    if outside.any():
+        bad = float(at.reshape(-1)[np.flatnonzero(outside.reshape(-1))[0]])
+        raise ValueError(
+            f"survival time {bad:g} is outside [0, {last:g}]: the curves are estimated up to the last follow-up time "
+            f"of the training rows, {last:g}"
+        )
+    return at
 
 
 def survival_function(times, cumulative_hazard, score, at):
     """``S(t | x) = exp(-H0(t) exp(eta(x)))`` (rows, len(at)) from the baseline ``(times, cumulative_hazard)`` of
-    :func:`baseline_hazard`, scores ``score`` and times ``at`` (H0 is a step function: 0 before the first event)."""
-    positions = np.searchsorted(times, np.asarray(at, dtype=np.float64), side="right")
+    :func:`baseline_hazard`, scores ``score`` and times ``at`` in [0, times[-1]] (H0 is a step function: 0 before the
+    first event); a ValueError (:func:`check_survival_times`) for a time outside."""
+    at = check_survival_times(times, at)
+    positions = np.searchsorted(times, at, side="right")
     at_times = np.concatenate([[0.0], cumulative_hazard])[positions]
     return np.exp(-np.outer(np.exp(np.asarray(score, dtype=np.float64)), at_times))
 

@@ -23,7 +23,7 @@ from app.core.model_export import export_model
 from solver import FireRegressor, FireSurvival, RuleEnsemble
 from tests.support.data import DATA
 
-TIMES = [0.5, 30, 365.0, 730.0, 1e6]  # before the first event, within follow-up, after the last event
+TIMES = [0.5, 30, 365.0, 730.0, 2358.0]  # before the first event, within follow-up, the last follow-up (lenfol max)
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +85,9 @@ def test_a_cox_model_predicts_hazard_ratios_and_with_times_its_survival_curves(w
     assert invocations(loaded, rows) == ratios == loaded.predict(rows, params={"times": []})
 
     curves = loaded.predict(rows, params={"times": TIMES})
-    assert list(curves.columns) == ["S(t=0.5)", "S(t=30.0)", "S(t=365.0)", "S(t=730.0)", "S(t=1000000.0)"]
+    assert list(curves.columns) == ["S(t=0.5)", "S(t=30.0)", "S(t=365.0)", "S(t=730.0)", "S(t=2358.0)"]
     np.testing.assert_allclose(curves.to_numpy(), rules.predict_survival(X, TIMES), rtol=1e-14, atol=0)
-    assert (curves["S(t=0.5)"] == 1.0).all() and (curves["S(t=365.0)"] > curves["S(t=1000000.0)"]).all()
+    assert (curves["S(t=0.5)"] == 1.0).all() and (curves["S(t=365.0)"] > curves["S(t=2358.0)"]).all()
     assert invocations(loaded, rows, {"times": TIMES}) == curves.to_dict("records")  # one record per input row
 
     with warnings.catch_warnings():  # deprecated in MLflow 3.13 for mlflow.models.predict, which builds an env
@@ -98,6 +98,8 @@ def test_a_cox_model_predicts_hazard_ratios_and_with_times_its_survival_curves(w
         loaded.predict(rows, params={"times": [30.0, 30]})
     with pytest.raises(ValueError, match="finite numbers >= 0"):
         loaded.predict(rows, params={"times": [30.0, -1.0]})
+    with pytest.raises(ValueError, match="last follow-up time"):  # past it, as the library and /predict refuse
+        loaded.predict(rows, params={"times": [30.0, 2358.5]})
 
 
 def test_an_amount_model_predicts_its_mean_and_takes_no_times(tmp_path):

@@ -1,13 +1,15 @@
 """Survival (Cox loss) through the service: a table declared task=survival with its time and event columns, a
 path job that agrees with the library (``FireSurvival`` on the same table, settings and seed), the survival block
 of its result, scoring with ``times`` (curves equal to ``RuleEnsemble.predict_survival``), MLflow's and the Open
-Inference Protocol's answers, and the 422s of a bad time or event column."""
+Inference Protocol's answers, and the 422s of a bad time or event column, or of times past the last follow-up."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from solver import FireSurvival, RuleEnsemble
+from solver.encoding import TableEncoding
+from solver.fitting import holdout_split
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +60,7 @@ def cox_job(stack):
 
 
 def test_a_cox_job_agrees_with_the_library_and_carries_survival_curves(stack, cox_job):
-    frame, _, job_id = cox_job
+    frame, dataset, job_id = cox_job
     client = stack.client
     X = frame.drop(columns=["time", "event"])
     y = np.where(frame["event"] == 1, frame["time"], -frame["time"])
@@ -80,6 +82,18 @@ def test_a_cox_job_agrees_with_the_library_and_carries_survival_curves(stack, co
     assert len(survival["times"]) == len(survival["kaplan_meier"]) == len(survival["model"]) == 50
     assert survival["kaplan_meier"][0] == 1.0 and survival["model"][0] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(survival["model"], survival["model"][1:]))
+    # every step's mean curve over the validation rows (any step promoted has its own), the selected one's the model's;
+    # the grid ends at the validation rows' last time or the training rows' last follow-up, where the curves end
+    train_rows, val_rows = holdout_split(len(y), 0.25, 0)
+    last = np.abs(y[train_rows]).max()
+    assert rules["rules"]["baseline_hazard"]["times"][-1] == last
+    assert survival["times"][-1] == min(np.abs(y[val_rows]).max(), last)
+    assert len(survival["steps"]) == len(result["steps"]) and survival["steps"][result["selected"]] == survival["model"]
+    X_val = TableEncoding.from_dict(dataset["columns"]).encode_frame(X.iloc[val_rows])
+    for step in {1, len(result["steps"]) // 2, len(result["steps"]) - 1}:
+        step_rules = client.get(f"/v1/jobs/{job_id}/steps/{step}/rules").json()["rules"]
+        expected = RuleEnsemble.from_dict(step_rules).predict_survival(X_val, survival["times"]).mean(axis=0)
+        np.testing.assert_allclose(survival["steps"][step], expected, rtol=1e-12)
     job = client.get(f"/v1/jobs/{job_id}").json()
     assert job["summary"]["val_cindex"] == result["steps"][result["selected"]]["val_cindex"]
 
@@ -129,6 +143,25 @@ def test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves(stack, cox_
     wrong = client.post(f"/v1/models/{model_id}/predict", json={**body, "params": {"times": [-1.0]}})
     assert wrong.status_code == 422 and "times" in wrong.text
 
+    # past the training rows' last follow-up time, no curve (the library raises there too): a 422 naming the field;
+    # at it, the curves the library gives
+    last = float(rules.baseline_hazard[0][-1])
+    assert last in set(frame["time"]) and last < frame["time"].max() * 1.0001  # a training row's (the split's) last
+    at_end = client.post(f"/v1/models/{model_id}/predict", json={**body, "params": {"times": [last]}})
+    assert at_end.status_code == 200 and np.allclose(at_end.json()["survival"], rules.predict_survival(encoded, [last]))
+    with pytest.raises(ValueError, match="last follow-up time"):
+        rules.predict_survival(encoded, [last + 1])
+    past = client.post(f"/v1/models/{model_id}/predict", json={**body, "params": {"times": [30.0, last + 1]}})
+    assert past.status_code == 422, past.text
+    (fault,) = past.json()["errors"]
+    assert fault["field"] == "body.params.times" and f"{last + 1:g} is outside [0, {last:g}]" in fault["message"]
+    assert f"ask for times from 0 to {last:g}" in fault["fix"]
+    batch = client.post(
+        f"/v1/models/{model_id}/batch?times=30&times={last + 1}",
+        files={"file": ("rows.csv", rows.to_csv(index=False).encode(), "text/csv")},
+    )
+    assert batch.status_code == 422 and batch.json()["errors"][0]["field"] == "query.times", batch.text
+
 
 def _encode(client, model_id, rows: pd.DataFrame) -> np.ndarray:
     from solver.encoding import TableEncoding
@@ -145,8 +178,8 @@ def _encode(client, model_id, rows: pd.DataFrame) -> np.ndarray:
         (
             lambda f: f.assign(event=f["event"].astype(str).where(f.index != 5, "dead")),
             "event=event",
-            "columns.event",
-            "row 5",
+            "query.event",  # the request's field, as a form shows it at its event picker
+            "pick the event column",
         ),
         (lambda f: f, "", "event", "event=COLUMN"),
         (lambda f: f, "event=status", "event", "not a column"),

@@ -161,8 +161,8 @@ def test_a_cox_model_exports_its_hazard_ratio_and_python_its_survival_curves(wha
     assert_exp_of_the_same_score(sql_predictions(sql, features), ratio)
     assert_exp_of_the_same_score(python_predictions(source, features), ratio)
 
-    event_times, _ = rules.baseline_hazard
-    times = [0.5, event_times[0], 100.0, float(event_times[len(event_times) // 2]), event_times[-1], 1e6]
+    event_times, _ = rules.baseline_hazard  # the last: the last follow-up time, where the curves end
+    times = [0.5, event_times[0], 100.0, float(event_times[len(event_times) // 2]), event_times[-1]]
     module = python_module(source)
     rows = features.to_dict("records")
     curves = np.array([module["survival"](row, times) for row in rows])
@@ -174,6 +174,12 @@ def test_a_cox_model_exports_its_hazard_ratio_and_python_its_survival_curves(wha
     assert np.all(curves[:, 0] == 1.0)  # before the first event time
     assert module["survival"](rows[0], []) == []
     assert module["survival"](rows[0], np.array([100])) == module["survival"](rows[0], [100.0])
+    for outside in (event_times[-1] + 1, -1.0):  # past the last follow-up, or before 0: refused as by the library
+        with pytest.raises(ValueError, match="last follow-up time") as library:
+            rules.predict_survival(X, [outside])
+        with pytest.raises(ValueError, match="last follow-up time") as exported:
+            module["survival"](rows[0], [outside])
+        assert str(exported.value) == str(library.value)
 
 
 def test_only_a_cox_model_has_a_survival_function_whose_name_is_kept(whas500):

@@ -399,15 +399,17 @@ def test_survival_curves_are_breslows_estimate_at_the_rules_scores(survival_fit)
     """``predict_survival_function`` is ``exp(-H0(t) exp(eta(x)))`` with Breslow's baseline cumulative hazard of the
     training rows at the model's scores: ``H0(t) = sum_{event times t_k <= t} d_k / sum_{t_j >= t_k} exp(eta_j)``,
     computed here from that definition and by scikit-survival's ``BreslowEstimator`` on the same linear predictor;
-    both to 1e-10 on new rows at event times and between them; by hand also before the first time and after the last
-    (where scikit-survival's step functions are not defined)."""
+    both to 1e-10 on new rows at event times and between them; by hand also before the first time and up to the last
+    follow-up (where scikit-survival's step functions are not defined before the first time). Past the last
+    follow-up time, or before 0, a ValueError naming it, as scikit-survival's step functions raise outside their
+    domain."""
     from sksurv.linear_model.coxph import BreslowEstimator
 
     model, (X, time, event), (X_new, _, _) = survival_fit
     eta = model.predict(X)
     event_times = np.unique(time[event])
     H0 = np.cumsum([(event & (time == t)).sum() / np.exp(eta[time >= t]).sum() for t in event_times])
-    at = np.sort(np.concatenate([[0.5], event_times, event_times + 0.5, [time.max() + 10]]))
+    at = np.sort(np.concatenate([[0.0, 0.5], event_times, event_times[:-1] + 0.5, [time.max()]]))
     hazard_at = np.concatenate([[0.0], H0])[np.searchsorted(event_times, at, side="right")]
     expected = np.exp(-np.outer(np.exp(model.predict(X_new)), hazard_at))
     curves = model.predict_survival_function(X_new, at)
@@ -417,8 +419,18 @@ def test_survival_curves_are_breslows_estimate_at_the_rules_scores(survival_fit)
     inside = (at >= time.min()) & (at <= time.max())
     sksurv_curves = np.vstack([f(at[inside]) for f in breslow.get_survival_function(model.predict(X_new))])
     np.testing.assert_allclose(curves[:, inside], sksurv_curves, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(model.baseline_hazard_[1], H0, rtol=1e-10)
+    # the event times, then the last follow-up time (H0 stays at its last event's value up to it)
+    last = time.max()
+    np.testing.assert_array_equal(model.baseline_hazard_[0], np.union1d(event_times, [last]))
+    np.testing.assert_allclose(
+        model.baseline_hazard_[1], H0 if last in event_times else np.append(H0, H0[-1]), rtol=1e-10
+    )
     assert np.all(curves[:, 0] == 1.0) and np.all(np.diff(curves, axis=1) <= 0.0)
+    for outside in (last + 10, last * (1 + 1e-12), -1.0, np.nan):
+        with pytest.raises(ValueError, match=f"outside \\[0, {last:g}\\].*last follow-up time"):
+            model.predict_survival_function(X_new, [1.0, outside])
+    with pytest.raises(ValueError, match="last follow-up time"):
+        model.rule_ensemble_.predict_survival(model._table(X_new, reset=False), [last + 1])
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -132,7 +132,7 @@ def score_inference(
     table, n_rows = read_inputs(request, binary, scoring.encoding, scoring.row_columns)
     outputs = requested_outputs(request, scoring)
     times = survival_times(request)
-    check_times(scoring, times, "body.parameters.times")
+    check_times(scoring, times, "parameters.times")
     scores = score_rows(
         scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times, core.monitor
     )
