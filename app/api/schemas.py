@@ -1,17 +1,20 @@
 """Request and response bodies at the edge of the API (pydantic), with OpenAPI examples.
 
 The path and forest settings take their defaults, descriptions and checks from the library's ``PathSpec``
-and ``ForestSpec``: a body is valid exactly when the spec it becomes is (a ``SpecError`` is reported at the
-field it names). The service's own limits (sizes a worker should not be asked for) are settings, checked by the
-core. Bodies are strict: ``true`` is no number and ``"3"`` is no integer.
+and ``ForestSpec``: a body is valid exactly when the spec it becomes is (each fault of a ``SpecError`` is reported at
+the field it names). A body of settings (``SettingsBody``) is checked whole: one 422 names the faults of its fields'
+types and the faults of the settings of every field whose type is right. The service's own limits (sizes a worker
+should not be asked for) are settings, checked by the core. Bodies are strict: ``true`` is no number and ``"3"`` is
+no integer.
 """
 
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
+from pydantic_core.core_schema import ErrorType
 
 from app.core import job_submission
 from app.core.errors import FieldFault, Invalid
@@ -51,32 +54,86 @@ def forest_setting(name: str, **limits):
     return Field(FOREST_DEFAULTS[name], description=FOREST_DOCS[name], **limits)
 
 
-def body_error(model: BaseModel, loc: tuple[str, ...], message: str) -> ValidationError:
-    """A validation error of ``model`` at ``loc`` (reported like any field error)."""
-    value: Any = model
-    for part in loc:
-        value = getattr(value, part, None)
-    return ValidationError.from_exception_data(
-        type(model).__name__,
-        [
-            InitErrorDetails(
-                type=PydanticCustomError("invalid_setting", "{message}", {"message": message}), loc=loc, input=value
-            )
-        ],
-    )
+# a fault of a body's settings: (where in the body, what is wrong)
+Fault = tuple[tuple[str, ...], str]
+PYDANTIC_ERRORS = frozenset(get_args(ErrorType))
+
+
+def _init_details(error: ErrorDetails) -> InitErrorDetails:
+    """pydantic's report of one error, as it is raised again (a custom error keeps its type and message)."""
+    if error["type"] in PYDANTIC_ERRORS:
+        details = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])  # type: ignore[typeddict-item]
+        if "ctx" in error:
+            details["ctx"] = error["ctx"]
+        return details
+    kind = PydanticCustomError(error["type"], "{message}", {"message": error["msg"]})
+    return InitErrorDetails(type=kind, loc=error["loc"], input=error["input"])
+
+
+def body_error(
+    model: type[BaseModel], body: BaseModel | None, faults: Sequence[Fault], errors: Sequence[ErrorDetails] = ()
+) -> ValidationError:
+    """One validation error of ``model``: pydantic's ``errors`` and each (loc, message) fault of ``body``'s settings
+    (reported like any field error, as an ``invalid_setting``)."""
+    details = [_init_details(error) for error in errors]
+    for loc, message in faults:
+        value: Any = body
+        for part in loc:
+            value = getattr(value, part, None)
+        kind = PydanticCustomError("invalid_setting", "{message}", {"message": message})
+        details.append(InitErrorDetails(type=kind, loc=loc, input=value))
+    return ValidationError.from_exception_data(model.__name__, details)
+
+
+def spec_faults(error: SpecError, wire: Mapping[str, tuple[str, ...]] | None = None) -> list[Fault]:
+    """The faults of a SpecError at the body's fields (``wire``: a setting's place where it is not its name)."""
+    return [((wire or {}).get(field, (field,)), detail) for field, detail in error.faults]
 
 
 class StrictBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class TrainingParams(StrictBody):
+class SettingsBody(StrictBody):
+    """A body of settings, checked whole: its 422 names every fault at once, those of its fields' types and those
+    of its settings (``setting_faults``) among the fields whose types are right."""
+
+    def setting_faults(self, failed: frozenset[str]) -> list[Fault]:
+        """The faults of this body's settings; ``failed``: the fields whose type was wrong (here at their defaults),
+        whose checks are left to their own faults."""
+        return []
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def check_every_setting(cls, data: Any, handler):
+        try:
+            body = handler(data)
+        except ValidationError as error:
+            errors = error.errors()
+            failed = frozenset(str(e["loc"][0]) for e in errors if e["loc"])
+            if not isinstance(data, dict) or any(
+                name in cls.model_fields and cls.model_fields[name].is_required() for name in failed
+            ):
+                raise  # no body to check the other settings of: a required field or the whole body is wrong
+            body = handler({name: value for name, value in data.items() if name not in failed})
+            faults = [fault for fault in body.setting_faults(failed) if fault[0][0] not in failed]
+            raise body_error(cls, body, faults, errors) from None
+        faults = body.setting_faults(frozenset())
+        if faults:
+            raise body_error(cls, body, faults)
+        return body
+
+
+class TrainingParams(SettingsBody):
     """A forest's recipe: ForestSpec's settings."""
 
     kind: ForestKind = forest_setting("kind")
     n_estimators: int = forest_setting("n_estimators")
     max_depth: int = forest_setting("max_depth")
-    max_features: float | int | MaxFeaturesName | None = forest_setting("max_features")
+    # its forms with their ranges (ForestSpec's check): a 422 at max_features says which forms it accepts
+    max_features: Annotated[float, Field(gt=0, le=1)] | Annotated[int, Field(ge=1)] | MaxFeaturesName | None = (
+        forest_setting("max_features")
+    )
     learning_rate: float = forest_setting("learning_rate")
     threshold_bins: int | None = forest_setting("threshold_bins")
     random_state: int = forest_setting("random_state")
@@ -84,17 +141,16 @@ class TrainingParams(StrictBody):
     def forest_spec(self) -> ForestSpec:
         return ForestSpec.from_dict({name: getattr(self, name) for name in FOREST_DEFAULTS})
 
-    @model_validator(mode="after")
-    def check_with_forest_spec(self):
+    def setting_faults(self, failed: frozenset[str]) -> list[Fault]:
         try:
             self.forest_spec()
         except SpecError as error:
-            raise body_error(self, (error.field,), error.detail) from error
-        return self
+            return spec_faults(error)
+        return []
 
 
 # the validation split (the core's ValidationSplit) on the wire; its field names are mapped in VALIDATION_FIELDS
-class ValidationSpec(StrictBody):
+class ValidationSpec(SettingsBody):
     """Where the rows that choose the step come from: another dataset, or a holdout of the training dataset."""
 
     dataset_id: str | None = Field(
@@ -112,13 +168,12 @@ class ValidationSpec(StrictBody):
     def validation_split(self) -> ValidationSplit:
         return ValidationSplit.for_path(self.path_spec(), self.dataset_id)
 
-    @model_validator(mode="after")
-    def check_with_path_spec(self):
+    def setting_faults(self, failed: frozenset[str]) -> list[Fault]:
         try:
             self.path_spec()
         except SpecError as error:
-            raise body_error(self, VALIDATION_FIELDS[error.field][1:], error.detail) from error
-        return self
+            return spec_faults(error, {name: wire[1:] for name, wire in VALIDATION_FIELDS.items()})
+        return []
 
 
 class TrainForestRequest(TrainingParams):
@@ -149,7 +204,7 @@ class TrainForestRequest(TrainingParams):
 
 # the HTTP form of the core's PathJobRequest (app/core/job_submission.py), which the core resolves into the
 # PathJobSpec a worker runs
-class PathJobRequest(StrictBody):
+class PathJobRequest(SettingsBody):
     dataset_id: str
     forest_id: str | None = Field(None, description="an uploaded or trained forest; or give `forest`")
     forest: TrainingParams | None = Field(
@@ -260,45 +315,46 @@ class PathJobRequest(StrictBody):
             stability_resamples=self.stability_resamples,
         )
 
-    @model_validator(mode="after")
-    def check_choices(self):
-        if (self.forest_id is None) == (self.forest is None):
-            raise body_error(
-                self,
-                ("forest_id",),
-                "give exactly one of forest_id (an existing forest) and forest (training parameters)",
+    def setting_faults(self, failed: frozenset[str]) -> list[Fault]:
+        faults: list[Fault] = []
+        if (self.forest_id is None) == (self.forest is None) and not {"forest_id", "forest"} & failed:
+            faults.append(
+                (("forest_id",), "give exactly one of forest_id (an existing forest) and forest (training parameters)")
             )
         try:
             spec = self.path_spec()
         except SpecError as error:
-            raise body_error(self, VALIDATION_FIELDS.get(error.field, (error.field,)), error.detail) from error
+            faults += spec_faults(error, VALIDATION_FIELDS)
+            spec = self.validation.path_spec()  # the grid's cells are checked on the split's defaults
         if self.grid is not None:
-            self._check_grid(spec)
-        if spec.cv_folds is not None:
+            faults += self._grid_faults(spec)
+        if self.cv_folds is not None:
             if self.validation.dataset_id is not None:
-                raise body_error(
-                    self, ("validation", "dataset_id"), "cv_folds validates on folds of the dataset: drop one of them"
+                faults.append(
+                    (("validation", "dataset_id"), "cv_folds validates on folds of the dataset: drop one of them")
                 )
             if self.grid is not None:
-                raise body_error(
-                    self, ("grid",), "a grid of cross-validated paths is not offered: drop grid or cv_folds"
-                )
+                faults.append((("grid",), "a grid of cross-validated paths is not offered: drop grid or cv_folds"))
         if self.stability_resamples is not None:
             try:
                 check_resamples(self.stability_resamples)
             except SpecError as error:
-                raise body_error(self, (error.field,), error.detail) from error
-        return self
+                faults += spec_faults(error)
+        return faults
 
-    def _check_grid(self, spec: PathSpec) -> None:
+    def _grid_faults(self, spec: PathSpec) -> list[Fault]:
+        faults: list[Fault] = []
         if self.lambda_f is not None:
-            raise body_error(self, ("lambda_f",), "a grid sets fusion_ratio per cell: drop lambda_f")
+            faults.append((("lambda_f",), "a grid sets fusion_ratio per cell: drop lambda_f"))
+        assert self.grid is not None
         for name in ("gamma", "fusion_ratio"):
             for value in getattr(self.grid, name):
                 try:
-                    spec.replace(**{name: value})
+                    spec.replace(**{name: value, "lambda_f": None})
                 except SpecError as error:
-                    raise body_error(self, ("grid", name), error.detail) from error
+                    faults.append((("grid", name), error.detail))
+                    break
+        return faults
 
 
 class PromoteRequest(StrictBody):

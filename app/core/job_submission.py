@@ -1,13 +1,20 @@
 """Submitting jobs: the service's limits, the checks that a dataset, a forest and validation rows fit together, the
 request resolved into the spec a worker runs, once per idempotency key, admitted against the tenant's limit of
-active jobs. Recording and queueing: app/core/job_lifecycle.py."""
+active jobs. Recording and queueing: app/core/job_lifecycle.py.
+
+Every check of a submission is made, though another failed (``Checks``): one Invalid names every fault at once, but
+for the checks that read what a failed one would have given (a missing dataset's columns, an unknown loss's
+targets)."""
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from pydantic import Field
 
 from app.core.blobs import Document
 from app.core.config import Settings
 from app.core.datasets import OFFSET_LOSSES, DatasetInfo, DatasetStore
-from app.core.errors import FieldFault, Invalid, TooMany
+from app.core.errors import FieldFault, Invalid, NotFound, TooMany
 from app.core.forests import (
     ForestRecipe,
     ForestStore,
@@ -24,6 +31,32 @@ from solver.losses import LOSSES, get_loss
 from solver.spec import ForestSpec, Loss, PathSpec, SpecError
 
 BUSY_RETRY_AFTER_SECONDS = 5
+T = TypeVar("T")
+
+
+class Checks:
+    """The checks of one submission, each made though another failed; ``done`` raises what they found: a check's own
+    error where it is the only one (a 404 of a missing dataset), else one Invalid of every fault."""
+
+    def __init__(self) -> None:
+        self.errors: list[Invalid | NotFound] = []
+
+    def run(self, check: Callable[..., T], *args, **kwargs) -> T | None:
+        """``check(*args, **kwargs)``, or None where it failed (its error kept)."""
+        try:
+            return check(*args, **kwargs)
+        except (Invalid, NotFound) as error:
+            self.errors.append(error)
+            return None
+
+    def done(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise Invalid(
+                " ".join(error.detail for error in self.errors),
+                [fault for error in self.errors for fault in error.faults],
+            )
 
 
 class PathJobRequest(Document):
@@ -70,11 +103,15 @@ class JobSubmission:
         self, dataset_id: str, params: ForestSpec, split: ValidationSplit, idempotency_key: str | None, *, tenant: str
     ) -> JobRecord:
         """Train ``params`` on the training side of the dataset's ``split`` (the split later paths use)."""
-        self._check_forest_limits(params, "")
-        dataset = self.datasets.get(dataset_id, tenant=tenant)
-        self._check_training(dataset, params, "")
-        self._check_offset(dataset, dataset.loss)
-        self._check_holdout(dataset, split)
+        checks = Checks()
+        checks.run(self._check_forest_limits, params, "")
+        dataset = checks.run(self.datasets.get, dataset_id, tenant=tenant)
+        if dataset is not None:
+            checks.run(self._check_training, dataset, params, "")
+            checks.run(self._check_offset, dataset, dataset.loss)
+            checks.run(self._check_holdout, dataset, split)
+        checks.done()
+        assert dataset is not None
         recipe = ForestRecipe(
             dataset_id=dataset.id,
             params=params,
@@ -91,7 +128,6 @@ class JobSubmission:
         )
 
     def submit_path(self, request: PathJobRequest, idempotency_key: str | None, *, tenant: str) -> JobRecord:
-        self._check_path_limits(request)
         spec = self._resolve_path(request, tenant)
         return self._submit_once(
             tenant,
@@ -180,90 +216,103 @@ class JobSubmission:
 
     # ---- the service's limits -----------------------------------------------------------------------------------
 
-    def _check_path_limits(self, request: PathJobRequest) -> None:
+    def _check_path_limits(self, request: PathJobRequest, checks: Checks) -> None:
         settings, path = self.settings, request.path
         steps = path.n_steps
         if steps > settings.max_lambdas:
             field = "lambdas" if path.lambdas else "n_lambdas"
-            raise Invalid(
-                f"A path may have at most {settings.max_lambdas} steps.",
-                [FieldFault(field, f"{steps} steps", f"ask for at most {settings.max_lambdas} (FIRE_MAX_LAMBDAS)")],
+            checks.errors.append(
+                Invalid(
+                    f"A path may have at most {settings.max_lambdas} steps.",
+                    [FieldFault(field, f"{steps} steps", f"ask for at most {settings.max_lambdas} (FIRE_MAX_LAMBDAS)")],
+                )
             )
         if request.grid is not None:
             cells = len(request.grid.gamma) * len(request.grid.fusion_ratio)
             if cells > settings.max_grid_cells:
-                raise Invalid(
-                    f"A grid may have at most {settings.max_grid_cells} cells.",
-                    [
-                        FieldFault(
-                            "grid",
-                            f"{cells} cells",
-                            f"ask for at most {settings.max_grid_cells} "
-                            "gamma x fusion_ratio cells (FIRE_MAX_GRID_CELLS)",
-                        )
-                    ],
+                checks.errors.append(
+                    Invalid(
+                        f"A grid may have at most {settings.max_grid_cells} cells.",
+                        [
+                            FieldFault(
+                                "grid",
+                                f"{cells} cells",
+                                f"ask for at most {settings.max_grid_cells} "
+                                "gamma x fusion_ratio cells (FIRE_MAX_GRID_CELLS)",
+                            )
+                        ],
+                    )
                 )
         if request.forest is not None:
-            self._check_forest_limits(request.forest, "forest.")
+            checks.run(self._check_forest_limits, request.forest, "forest.")
 
     def _check_forest_limits(self, params: ForestSpec, prefix: str) -> None:
-        for name, limit, setting in (
-            ("n_estimators", self.settings.max_trees, "FIRE_MAX_TREES"),
-            ("max_depth", self.settings.max_tree_depth, "FIRE_MAX_TREE_DEPTH"),
-        ):
-            value = getattr(params, name)
-            if value is not None and value > limit:
-                raise Invalid(
-                    f"{name} may be at most {limit}.",
-                    [
-                        FieldFault(
-                            prefix + name, f"{value} is more than {limit}", f"ask for at most {limit} ({setting})"
-                        )
-                    ],
-                )
+        over = [
+            (name, value, limit, setting)
+            for name, limit, setting in (
+                ("n_estimators", self.settings.max_trees, "FIRE_MAX_TREES"),
+                ("max_depth", self.settings.max_tree_depth, "FIRE_MAX_TREE_DEPTH"),
+            )
+            if (value := getattr(params, name)) is not None and value > limit
+        ]
+        if over:
+            raise Invalid(
+                " ".join(f"{name} may be at most {limit}." for name, _, limit, _ in over),
+                [
+                    FieldFault(prefix + name, f"{value} is more than {limit}", f"ask for at most {limit} ({setting})")
+                    for name, value, limit, setting in over
+                ],
+            )
 
     # ---- resolving a path job and checking that its parts fit ---------------------------------------------------
 
     def _resolve_path(self, request: PathJobRequest, tenant: str) -> PathJobSpec:
-        dataset = self.datasets.get(request.dataset_id, tenant=tenant)
-        loss = self._path_loss(dataset, request.loss)
-        self._check_offset(dataset, loss)
-        self._check_targets(dataset, loss)
-        try:
-            path = request.path.replace(loss=loss)
-        except SpecError as error:  # a setting that the dataset's loss does not allow (polish, selection)
-            raise Invalid(
-                f"These path settings do not fit the {loss} loss of this {dataset.task} dataset.",
-                [FieldFault(error.field, error.detail, f"change {error.field}, or ask for another loss")],
-            ) from error
+        checks = Checks()
+        self._check_path_limits(request, checks)
+        dataset = checks.run(self.datasets.get, request.dataset_id, tenant=tenant)
+        if dataset is None:
+            checks.done()  # nothing more can be checked without the dataset
+        assert dataset is not None
+        path = request.path
+        loss = checks.run(self._path_loss, dataset, request.loss)
+        if loss is not None:
+            checks.run(self._check_offset, dataset, loss)
+            checks.run(self._check_targets, dataset, loss)
+            path = checks.run(self._path_for_loss, dataset, path, loss) or path
         validation_id = request.validation_dataset_id
         rows = ValidationSplit.for_path(path, validation_id)  # the one derivation of the job's training rows
         if validation_id is not None:
-            self._check_validation_dataset(
-                dataset, self.datasets.get(validation_id, tenant=tenant, field="validation.dataset_id")
-            )
+            validation = checks.run(self.datasets.get, validation_id, tenant=tenant, field="validation.dataset_id")
+            if validation is not None:
+                checks.run(self._check_validation_dataset, dataset, validation)
         else:
-            self._check_holdout(dataset, rows)
-        recipe = None
+            checks.run(self._check_holdout, dataset, rows)
+        forest_id = None
         if request.forest_id is not None:
-            forest = self.forests.get(request.forest_id, tenant=tenant)
-            if path.cv_folds is not None and isinstance(forest.source, TrainedForest):
-                raise Invalid(
-                    "A cross-validated path trains a forest for each fold; this forest was trained on rows of every "
-                    "fold.",
+            forest = checks.run(self.forests.get, request.forest_id, tenant=tenant)
+            if forest is not None:
+                checks.run(self._check_cross_validated_forest, forest, path)
+                checks.run(check_forest_features, forest, dataset)
+                checks.run(check_forest_rows, forest, dataset.id, validation_id, rows)
+                forest_id = forest.id
+        elif request.forest is not None:
+            checks.run(self._check_training, dataset, request.forest, "forest.")
+        else:
+            checks.errors.append(
+                Invalid(
+                    "A path job needs a forest.",
                     [
                         FieldFault(
                             "forest_id",
-                            f"forest {forest.id} was trained by the service",
-                            "give forest (training parameters) instead, or an uploaded forest",
+                            "missing",
+                            "give forest_id (an existing forest) or forest (training parameters)",
                         )
                     ],
                 )
-            check_forest_features(forest, dataset)
-            check_forest_rows(forest, dataset.id, validation_id, rows)
-            forest_id = forest.id
-        elif request.forest is not None:
-            self._check_training(dataset, request.forest, "forest.")
+            )
+        checks.done()
+        recipe = None
+        if request.forest is not None:
             recipe = ForestRecipe(
                 dataset_id=dataset.id,
                 params=request.forest,
@@ -272,15 +321,7 @@ class JobSubmission:
                 power=None if dataset.offset is None else path.power,
             )
             forest_id = recipe.forest_id
-        else:
-            raise Invalid(
-                "A path job needs a forest.",
-                [
-                    FieldFault(
-                        "forest_id", "missing", "give forest_id (an existing forest) or forest (training parameters)"
-                    )
-                ],
-            )
+        assert forest_id is not None
         return PathJobSpec(
             dataset_id=dataset.id,
             forest_id=forest_id,
@@ -290,6 +331,35 @@ class JobSubmission:
             rows=rows,
             stability_resamples=request.stability_resamples,
         )
+
+    @staticmethod
+    def _path_for_loss(dataset: DatasetInfo, path: PathSpec, loss: Loss) -> PathSpec:
+        """``path`` with the loss it fits (a setting the dataset's loss does not allow, polish or selection, is an
+        Invalid naming each)."""
+        try:
+            return path.replace(loss=loss)
+        except SpecError as error:
+            raise Invalid(
+                f"These path settings do not fit the {loss} loss of this {dataset.task} dataset.",
+                [
+                    FieldFault(field, detail, f"change {field}, or ask for another loss")
+                    for field, detail in error.faults
+                ],
+            ) from error
+
+    @staticmethod
+    def _check_cross_validated_forest(forest, path: PathSpec) -> None:
+        if path.cv_folds is not None and isinstance(forest.source, TrainedForest):
+            raise Invalid(
+                "A cross-validated path trains a forest for each fold; this forest was trained on rows of every fold.",
+                [
+                    FieldFault(
+                        "forest_id",
+                        f"forest {forest.id} was trained by the service",
+                        "give forest (training parameters) instead, or an uploaded forest",
+                    )
+                ],
+            )
 
     @staticmethod
     def _path_loss(dataset: DatasetInfo, asked: Loss | None) -> Loss:
@@ -400,14 +470,23 @@ class JobSubmission:
                     )
                 ],
             )
-        if validation.columns != dataset.columns:
+
+        def names(info: DatasetInfo) -> list[str]:
+            return [column["name"] for column in info.columns]
+
+        def shapes(info: DatasetInfo) -> list[tuple]:  # not their missing values: any two samples differ there
+            return [(column["name"], column["kind"], column.get("categories", [])) for column in info.columns]
+
+        if shapes(validation) != shapes(dataset):
             raise Invalid(
                 "The validation dataset's columns differ from the training dataset's.",
                 [
                     FieldFault(
                         "validation.dataset_id",
-                        "different columns or categories",
-                        "upload the validation rows with the same columns and target",
+                        f"columns {names(validation)}, not {names(dataset)}"
+                        if names(validation) != names(dataset)
+                        else "the same columns, some of another kind or with other text values",
+                        "upload the validation rows with the training table's columns, in its order",
                     )
                 ],
             )
@@ -440,5 +519,8 @@ class JobSubmission:
         except SpecError as error:
             raise Invalid(
                 "These forest settings cannot train on this dataset.",
-                [FieldFault(prefix + error.field, error.detail, f"change {prefix + error.field} to suit the dataset")],
+                [
+                    FieldFault(prefix + field, detail, f"change {prefix + field} to suit the dataset")
+                    for field, detail in error.faults
+                ],
             ) from error

@@ -40,6 +40,15 @@ _CONTENT_TYPE_FORMATS = {
 }
 _EXTENSION_FORMATS = {".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 _PICKLE_PROTOCOL_MARKERS = {b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"}
+# the starts of files often chosen by mistake for a text table, named as people know them (app/static/file-columns.js)
+BINARY_SIGNATURES = {
+    b"\x89PNG": "a PNG image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"GIF8": "a GIF image",
+    b"%PDF": "a PDF document",
+    b"PK\x03\x04": "a ZIP archive (an Excel workbook, say)",
+}
+CHECKED_BYTES = 8192  # a text table's start holds no zero byte
 MAX_ROWS_NAMED = 10
 # The tree learners compare features in float32: a value beyond its range would become infinite there.
 MAX_ABS_VALUE = float(np.finfo(np.float32).max)
@@ -149,6 +158,20 @@ def formula_fault(field: str, text: str) -> FieldFault:
     )
 
 
+def check_text(data: bytes) -> None:
+    """Invalid where the start of a CSV or JSON upload is no text: a known binary kind (an image renamed .csv) or a zero
+    byte."""
+    head = data[:CHECKED_BYTES]
+    kind = next((name for start, name in BINARY_SIGNATURES.items() if head.startswith(start)), None)
+    if kind is None and b"\x00" in head:
+        kind = "binary data"
+    if kind is not None:
+        raise Invalid(
+            f"This file is not a table: it holds {kind}, not the text of a CSV or JSON table.",
+            [FieldFault("file", f"{kind}, not text", "send a CSV (gzipped too), Parquet or JSON file")],
+        )
+
+
 def _csv_header(data: bytes) -> list[str]:
     first_line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
     return next(csv.reader(io.StringIO(first_line.decode("utf-8", errors="replace"))), [])
@@ -167,6 +190,8 @@ def parse_table(
     if not data.strip():
         raise Invalid("The upload is empty.", [FieldFault("file", "empty", "send a table")])
     table_format = detect_format(data, content_type, filename, declared_format)
+    if table_format != "parquet":
+        check_text(data)
     try:
         if table_format == "csv":
             # pandas would rename a repeated header (a, a -> a, a.1): the header is checked as sent

@@ -13,7 +13,7 @@ export const apiKey = {
 /** An answer of the API that is not a success, carrying its problem+json body (title, detail, errors). */
 export class ApiError extends Error {
   constructor(status, problem) {
-    super(problem.detail || problem.title || `HTTP ${status}`);
+    super(problem.detail || problem.title || "The service refused the request.");
     this.status = status;
     this.problem = problem;
   }
@@ -39,7 +39,8 @@ async function readProblem(response) {
     const body = JSON.parse(text);
     if (body && typeof body === "object") return body;
   } catch { /* not JSON: a proxy's page, say */ }
-  return { title: response.statusText, detail: text.slice(0, 300) || `HTTP ${response.status}` };
+  return { title: response.statusText,
+           detail: "The answer was not the service's own (a proxy's page, say): try again, or ask who runs the service." };
 }
 
 /**

@@ -3,7 +3,7 @@
 import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatBytes, formatCount, formatNumber, formatTime, h, idText, link,
          loadedView, pageHeading, problemAlert } from "./dom.js";
-import { columnsOfFile } from "./file-columns.js";
+import { NotATable, columnsOfFile } from "./file-columns.js";
 import { field, onSubmit } from "./forms.js";
 
 const datasetName = dataset => dataset.source.filename || dataset.id;
@@ -69,6 +69,10 @@ function uploadForm(navigate) {
       offset.setColumns(columns, "");
       showTaskColumns();
     } catch (error) {
+      if (error instanceof NotATable) { // refused here, as the API would refuse it: no column to offer
+        columnsProblem.replaceChildren(problemAlert(error));
+        return;
+      }
       columnsProblem.replaceChildren(problemAlert(new Error(`The columns of this file could not be read here (${error.message}): `
                                                             + "type the target's name.")));
       for (const picker of [target, event, exposure, offset]) picker.typeInstead();

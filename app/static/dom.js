@@ -127,17 +127,31 @@ export function dataTable({ caption, columns, rows, rowProps, empty = "Nothing y
            h("thead", null, head), h("tbody", null, rows.map(row => tableRow(columns, row, rowProps?.(row)))));
 }
 
-/** The problem the API reported (its detail and each error's field, message and fix), for people. */
-export function problemAlert(error) {
+// what an answer that is not a success means, in words: a status number is for programs
+const OUTCOMES = {
+  0: "The service did not answer", 400: "Not accepted", 401: "An API key is needed", 403: "Not allowed",
+  404: "Not found", 405: "Not possible here", 409: "Not possible now", 410: "No longer kept", 413: "Too large",
+  415: "Not a supported kind of file", 422: "Please check", 429: "Too busy: try again shortly",
+  503: "The service is not available now",
+};
+const outcome = status => OUTCOMES[status] ?? (status >= 500 ? "The service failed" : "Not accepted");
+
+/** Where a fault is, in words: `body.forest.max_depth` → "forest › max depth", `query.target` → "target". */
+export const faultPlace = field => field.replace(/^(body|query|path|header)(\.|$)/, "").split(".").filter(Boolean)
+  .map(part => part.replaceAll("_", " ")).join(" › ");
+
+/** The problem the API reported, for people: what it means, its detail and the faults in `faults` (by default every
+ * one; a form passes those it could not show at their fields), each with where it is, what is wrong and the fix. */
+export function problemAlert(error, { faults = error.problem?.errors ?? [], placed = 0 } = {}) {
   if (!(error instanceof ApiError)) {
-    return h("div", { class: "problem", role: "alert" }, h("p", null, h("strong", null, "Error: "), error.message));
+    return h("div", { class: "problem", role: "alert" }, h("p", null, error.message));
   }
-  const { title, detail, errors = [] } = error.problem;
   return h("div", { class: "problem", role: "alert" },
-    h("p", null, h("strong", null, title || "Error", error.status ? ` (${error.status})` : "", ": "), detail),
-    errors.length ? h("ul", null, errors.map(fault => h("li", null,
-      fault.field ? [h("code", null, fault.field), ": "] : null, fault.message,
-      fault.fix ? [" — ", h("span", { class: "fix" }, "fix: ", fault.fix)] : null))) : null,
+    h("p", null, h("strong", null, outcome(error.status), ": "), error.problem.detail || "",
+      placed ? ` ${placed === 1 ? "It is" : "Each is"} shown at ${placed === 1 ? "its field" : "its field below"}.` : ""),
+    faults.length ? h("ul", null, faults.map(fault => h("li", null,
+      faultPlace(fault.field ?? "") ? [h("strong", null, faultPlace(fault.field)), ": "] : null, fault.message,
+      fault.fix ? [" — ", h("span", { class: "fix" }, fault.fix)] : null))) : null,
     error.status === 401 ? h("button", { type: "button", class: "secondary", onclick: () => document.getElementById("api-key").focus() },
                              "Enter the API key") : null);
 }

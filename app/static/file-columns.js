@@ -1,18 +1,60 @@
 // The column names of a table file chosen for upload, read in the browser so that the target can be
 // picked from them before anything is sent: the header of a CSV (gzipped too), the keys of the first
-// JSON record, or the schema in a Parquet file's footer.
+// JSON record, or the schema in a Parquet file's footer. A file that is not a table (an image renamed
+// .csv) is refused before any column is offered (`NotATable`), as the API refuses it (app/core/tables.py).
 
 const HEAD_BYTES = 256 * 1024;
+const CHECKED_BYTES = 8 * 1024; // the bytes whose kind is checked: a text table's start is text
+// the starts of files often chosen by mistake, named as people know them (app/core/tables.py BINARY_SIGNATURES)
+const SIGNATURES = [
+  [[0x89, 0x50, 0x4e, 0x47], "a PNG image"], [[0xff, 0xd8, 0xff], "a JPEG image"], [[0x47, 0x49, 0x46, 0x38], "a GIF image"],
+  [[0x25, 0x50, 0x44, 0x46], "a PDF document"], [[0x50, 0x4b, 0x03, 0x04], "a ZIP archive (an Excel workbook, say)"],
+];
 
-/** Column names of `file` (a File), in file order. */
+/** A file that is not a table: its message says what it holds and what to choose instead. */
+export class NotATable extends Error {}
+
+/** Column names of `file` (a File), in file order; a NotATable where it holds no text table nor Parquet. */
 export async function columnsOfFile(file) {
   const magic = new Uint8Array(await file.slice(0, 4).arrayBuffer());
   if (String.fromCharCode(...magic) === "PAR1") return parquetColumns(file);
-  const text = await leadingText(file, magic[0] === 0x1f && magic[1] === 0x8b);
+  const gzipped = magic[0] === 0x1f && magic[1] === 0x8b;
+  checkText(await leadingBytes(file, gzipped, CHECKED_BYTES));
+  const text = await leadingText(file, gzipped);
   const start = text.replace(/^\uFEFF/, "").trimStart();
   const columns = start.startsWith("[") || start.startsWith("{") ? firstRecordKeys(start) : csvHeader(start);
   if (!columns.length) throw new Error("no column names found at the start of the file");
   return columns;
+}
+
+/** Refuses bytes that are not the start of a text table: a known binary kind, a zero byte or text not in UTF-8. */
+function checkText(bytes) {
+  let kind = SIGNATURES.find(([signature]) => signature.every((byte, i) => bytes[i] === byte))?.[1]
+    ?? (bytes.includes(0) ? "binary data" : null);
+  if (!kind) {
+    try { new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: true }); } catch { kind = "text that is not UTF-8"; }
+  }
+  if (kind) {
+    throw new NotATable(`This file is not a table: it holds ${kind}, not the text of a CSV or JSON table. `
+      + "Choose a CSV (gzipped too), Parquet or JSON file" + (kind.startsWith("text") ? ", or save this one as UTF-8." : "."));
+  }
+}
+
+/** The first `count` bytes of `file` (inflated where it is gzipped). */
+async function leadingBytes(file, gzipped, count) {
+  if (!gzipped) return new Uint8Array(await file.slice(0, count).arrayBuffer());
+  const reader = file.stream().pipeThrough(new DecompressionStream("gzip")).getReader();
+  const bytes = new Uint8Array(count);
+  let length = 0;
+  while (length < count) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    const taken = value.subarray(0, count - length);
+    bytes.set(taken, length);
+    length += taken.length;
+  }
+  reader.cancel().catch(() => {});
+  return bytes.subarray(0, length);
 }
 
 async function leadingText(file, gzipped) {

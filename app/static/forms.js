@@ -29,25 +29,28 @@ function clearProblem(form, slot) {
   }
 }
 
-/** The control of `form` that an error's field (`body.validation.fraction`, `query.target`) names, if any. */
+/** The control of `form` that an error's field (`body.validation.fraction`, `query.target`) names, if any: the
+ * field itself, else the nearest field it is part of (`body.lambdas.2` → lambdas); none where it is hidden. */
 function controlFor(form, errorField) {
-  const parts = errorField.split(".");
-  for (let start = 1; start < parts.length; start += 1) {
-    const name = parts.slice(start).join(".");
-    const control = form.querySelector(`[data-field="${CSS.escape(name)}"]`);
-    if (control) return control;
+  const parts = errorField.split(".").slice(1);
+  for (let end = parts.length; end > 0; end -= 1) {
+    const control = form.querySelector(`[data-field="${CSS.escape(parts.slice(0, end).join("."))}"]`);
+    if (control) return control.closest("[hidden]") ? null : control;
   }
   return null;
 }
 
-/** Show `error` in `slot` and mark the inputs its errors name; focus the first of them. */
+/** Show each of the problem's faults at the input it names and the others, with its detail, in `slot`; focus the
+ * first input at fault. */
 function reportProblem(form, slot, error) {
   clearProblem(form, slot);
-  slot.replaceChildren(problemAlert(error));
-  const marked = [];
+  const marked = [], unplaced = [];
   for (const fault of error.problem?.errors ?? []) {
     const control = controlFor(form, fault.field ?? "");
-    if (!control) continue;
+    if (!control || control.getAttribute("aria-invalid")) {
+      unplaced.push(fault);
+      continue;
+    }
     const message = h("span", { class: "field-error", id: `${control.id}-error` }, fault.message, fault.fix ? ` (${fault.fix})` : "");
     control.after(message);
     control.closest("details")?.setAttribute("open", ""); // a folded input (optional columns) must show its error
@@ -55,6 +58,7 @@ function reportProblem(form, slot, error) {
     control.setAttribute("aria-describedby", [control.getAttribute("aria-describedby"), message.id].filter(Boolean).join(" "));
     marked.push(control);
   }
+  slot.replaceChildren(problemAlert(error, { faults: unplaced, placed: marked.length }));
   (marked[0] ?? slot.firstChild)?.focus?.();
 }
 

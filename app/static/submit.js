@@ -113,6 +113,28 @@ function radios(name, label, options, checked) {
 
 const datasetLabel = dataset => `${dataset.source.filename ?? dataset.id} (target ${dataset.target}, ${formatCount(dataset.n_rows)} rows)`;
 const sameFeatures = (forest, dataset) => JSON.stringify(forest.feature_names) === JSON.stringify(dataset?.feature_names);
+const listed = names => (names.length > 3 ? `${names.slice(0, 3).join(", ")} and ${names.length - 3} more` : names.join(", "));
+
+/** Why `candidate` cannot hold the validation rows of a path on `training`, in words (null: it can): the API's check
+ * (app/core/job_submission.py) that it is another table with the training table's columns, in their order, of the
+ * same kinds and levels, and its target of the same task and classes. */
+function whyNotValidation(candidate, training) {
+  if (candidate.id === training.id) return "it is the training dataset";
+  const names = dataset => dataset.columns.map(column => column.name);
+  const missing = names(training).filter(name => !names(candidate).includes(name));
+  const extra = names(candidate).filter(name => !names(training).includes(name));
+  if (missing.length || extra.length) {
+    return [missing.length ? `it lacks ${listed(missing)}` : null, extra.length ? `it has ${listed(extra)} too` : null]
+      .filter(Boolean).join(" and ");
+  }
+  if (names(candidate).join("\n") !== names(training).join("\n")) return "its columns are in another order";
+  const levels = column => `${column.kind}:${JSON.stringify(column.categories ?? [])}`;
+  const other = training.columns.find((column, i) => levels(column) !== levels(candidate.columns[i]));
+  if (other) return other.kind === "categorical" ? `${other.name} has other text values` : `${other.name} is not numbers there`;
+  if (candidate.task !== training.task) return `its target is ${candidate.task}, not ${training.task}`;
+  if (JSON.stringify(candidate.classes) !== JSON.stringify(training.classes)) return "its target has other classes";
+  return null;
+}
 
 async function buildForm(query, navigate) {
   const [request, training, validation, datasets, forests, losses] = await Promise.all([
@@ -124,7 +146,21 @@ async function buildForm(query, navigate) {
   const datasetChoices = () => datasets.map(dataset => h("option", { value: dataset.id }, datasetLabel(dataset)));
   const dataset = h("select", { required: true }, datasetChoices());
   dataset.value = datasets.some(d => d.id === query.get("dataset")) ? query.get("dataset") : datasets[0].id;
-  const validationDataset = h("select", null, datasetChoices());
+  const validationDataset = h("select");
+  const validationNote = h("p", { class: "muted", role: "status" });
+  const drawValidationChoices = () => {
+    const training = datasets.find(d => d.id === dataset.value);
+    const reasons = datasets.map(candidate => whyNotValidation(candidate, training));
+    validationDataset.replaceChildren(...datasets.map((candidate, i) => h("option", { value: candidate.id, disabled: reasons[i] !== null },
+      datasetLabel(candidate), reasons[i] ? ` — not offered: ${reasons[i]}` : "")));
+    const fitting = datasets.filter((_, i) => reasons[i] === null);
+    if (fitting.length) validationDataset.value = fitting[0].id;
+    validationNote.textContent = fitting.length ? ""
+      : "No other dataset has the training table's columns and target: upload the validation rows as a table with the "
+        + "same columns, or validate on a holdout.";
+  };
+  drawValidationChoices();
+  dataset.addEventListener("change", drawValidationChoices);
   const holdout = settingsGroup(validation.properties, ["fraction", "seed"], "validation.");
   const forestTraining = settingsGroup(training.properties, Object.keys(training.properties), "forest.");
   const storedForest = h("select");
@@ -163,7 +199,8 @@ async function buildForm(query, navigate) {
       h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
       h("div", { "data-when": "validation-mode=dataset", class: "fields" },
         field("Validation dataset", validationDataset, { name: "validation.dataset_id", wide: true,
-                                                         help: validation.properties.dataset_id.description }))),
+                                                         help: validation.properties.dataset_id.description }),
+        validationNote)),
     h("fieldset", null, h("legend", null, "Forest"), forestMode,
       h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
       h("div", { "data-when": "forest-mode=stored", class: "fields" },
