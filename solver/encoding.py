@@ -4,7 +4,9 @@ One :class:`TableEncoding` is inferred from the training table and kept with the
 table (validation rows, scoring requests, a library user's DataFrame) is encoded exactly as the forest saw
 its training rows. Missing values stay NaN in numeric columns; a missing category sets no indicator. Each
 column records whether the table it was inferred from had missing values (``missing``): rules mention
-missing values only where they can occur (``solver.rule_text``).
+missing values only where they can occur (``solver.rule_text``); a numeric column that held exactly two values
+there (a 0/1 flag, 1/2 codes) records them (``binary``): its rules say which value (``smoker is 1``), not a
+threshold between them. A document without them (written before) reads as unknown: thresholds, as before.
 """
 
 from collections.abc import Mapping, Sequence
@@ -41,6 +43,9 @@ class ColumnSpec:
     kind: str  # "numeric" or "categorical"
     categories: tuple[str, ...] = ()
     missing: bool | None = None  # whether the table it was inferred from had missing values here (None: unknown)
+    # a numeric column's two values, the smaller first, where the table it was inferred from held exactly two (None:
+    # more, fewer or unknown)
+    binary: tuple[float, float] | None = None
 
     def encoded_names(self) -> list[str]:
         if self.kind == "numeric":
@@ -74,6 +79,17 @@ class TableEncoding:
         return cls([ColumnSpec(str(name), "numeric", missing=flag) for name, flag in zip(names, flags)])
 
     @classmethod
+    def of_matrix(cls, names: Sequence[str], X: np.ndarray) -> "TableEncoding":
+        """Numeric columns ``names`` of the float matrix ``X``: whether each has missing values (NaN) and its two
+        values where it holds exactly two."""
+        return cls(
+            [
+                ColumnSpec(str(name), "numeric", missing=bool(np.isnan(X[:, j]).any()), binary=two_values(X[:, j]))
+                for j, name in enumerate(names)
+            ]
+        )
+
+    @classmethod
     def infer(
         cls, frame: pd.DataFrame, categorical: str = "onehot", max_categories: int = DEFAULT_MAX_CATEGORIES
     ) -> "TableEncoding":
@@ -85,7 +101,8 @@ class TableEncoding:
             values = frame[name]
             missing = bool(values.isna().any())
             if _is_numeric(values):
-                columns.append(ColumnSpec(str(name), "numeric", missing=missing))
+                numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                columns.append(ColumnSpec(str(name), "numeric", missing=missing, binary=two_values(numbers)))
                 continue
             categories = sorted({str(v) for v in values.dropna().unique()})
             if categorical == "reject":
@@ -120,14 +137,26 @@ class TableEncoding:
                 "kind": c.kind,
                 **({"categories": list(c.categories)} if c.categories else {}),
                 **({} if c.missing is None else {"missing": c.missing}),
+                **({} if c.binary is None else {"values": list(c.binary)}),
             }
             for c in self.columns
         ]
 
     @classmethod
     def from_dict(cls, columns: list[dict]) -> "TableEncoding":
+        """The encoding of ``to_dict``'s columns; a column without ``values`` (a document written before they were
+        kept) is not known to hold two values."""
         return cls(
-            [ColumnSpec(c["name"], c["kind"], tuple(c.get("categories", ())), c.get("missing")) for c in columns]
+            [
+                ColumnSpec(
+                    c["name"],
+                    c["kind"],
+                    tuple(c.get("categories", ())),
+                    c.get("missing"),
+                    None if c.get("values") is None else (float(c["values"][0]), float(c["values"][1])),
+                )
+                for c in columns
+            ]
         )
 
     def encode_frame(self, frame: pd.DataFrame, location: str = "columns") -> np.ndarray:
@@ -195,6 +224,15 @@ def _encode_categorical(codes: dict, column: ColumnSpec, values, out: np.ndarray
             field, f"unknown categories {sorted(unknown)[:MAX_EXAMPLES]}", f"use one of {list(column.categories)}"
         )
     return None
+
+
+def two_values(values: np.ndarray) -> tuple[float, float] | None:
+    """(the smaller, the larger) of a float column's values where it holds exactly two besides NaN, else None."""
+    present = pd.unique(values[~np.isnan(values)])
+    if len(present) != 2:
+        return None
+    low, high = sorted(float(value) for value in present)
+    return low, high
 
 
 def _is_number(value) -> bool:

@@ -6,6 +6,10 @@ What a condition says depends on the column it is about (the ensemble's :class:`
   merged into one: ``Sex is M``, ``Sex in {F, I}``, ``clarity is not I1``, ``clarity not in {I1, SI2}`` (the
   positive form unless the excluded levels are fewer and more than two levels would be listed); a condition
   implied by another one (``is M`` and ``is not F``) is not a condition of the rule (``solver.rule_types``);
+* a numeric column that held exactly two values (``ColumnSpec.binary``: a 0/1 flag, 1/2 codes) reads as the value a
+  condition keeps, ``smoker is 1``, ``sex is 2``, where its threshold lies between the two (as the model compares
+  them, in float32): on the column's values the text and the model agree; other conditions on it, and columns of
+  a document without ``binary``, print their threshold;
 * numbers print their threshold at the precision that separates the training values around it
   (``display_threshold``, set by :func:`display_thresholds`): the shortest decimal in the gap between the
   largest training value that satisfies ``x <= threshold`` and the smallest that does not, closest to the
@@ -121,6 +125,28 @@ def is_unbounded(condition: Condition) -> bool:
     return abs(condition.threshold) >= FLOAT32_MAX
 
 
+def separates(condition: Condition, values: tuple[float, float]) -> bool:
+    """Whether ``condition`` sends a two-valued column's values (the smaller first) apart, as the model compares them
+    (as float32)."""
+    low, high = (float(np.float32(value)) for value in values)
+    return low <= condition.threshold < high
+
+
+def kept_values(conditions: Sequence[Condition], values: tuple[float, float]) -> list[float]:
+    """Which of a two-valued column's values satisfy every one of ``conditions``."""
+    return [
+        value
+        for value in values
+        if all((float(np.float32(value)) <= c.threshold) == (c.operator == "<=") for c in conditions)
+    ]
+
+
+def value_text(value: float) -> str:
+    """A column's value as the table wrote it: ``1``, ``0.5``, ``-0.0446``."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
 def _number(condition: Condition) -> str:
     shown = condition.display_threshold
     if shown is None:  # the float32 cut the model applies: the largest float32 <= threshold
@@ -210,6 +236,10 @@ class RuleWording:
         """At most one ``>`` and one ``<=`` bound of one feature (``solver.rule_types.reduce_conditions``), as a
         phrase."""
         name = printable(column.name)
+        if column.binary is not None and all(separates(c, column.binary) for c in conditions):
+            kept = kept_values(conditions, column.binary)
+            text = f"{name} is {value_text(kept[0])}" if len(kept) == 1 else f"{name} matches no value"
+            return self._or_missing(text, bool(kept) and all(c.missing for c in conditions), column)
         lower, upper = bounds(conditions)
         if lower is not None and upper is not None and not is_unbounded(lower) and not is_unbounded(upper):
             text = f"{_number(lower)} < {name} <= {_number(upper)}"

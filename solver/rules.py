@@ -235,7 +235,7 @@ class RuleEnsemble(RulesDocument):
             X32 = as_float32_rows(X, forest.n_features)
             X64 = np.asarray(X, dtype=np.float64)
             if encoding is None:
-                encoding = TableEncoding.numeric(forest.feature_names, np.isnan(X32).any(axis=0))
+                encoding = TableEncoding.of_matrix(forest.feature_names, X64)
             rules = display_thresholds(rules, X64)
         feature_names = forest.feature_names if encoding is None else encoding.feature_names
         rules = [

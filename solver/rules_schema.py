@@ -376,12 +376,13 @@ def _check_columns(columns, feature_names: list[str]) -> TableEncoding | None:
             and c.kind in ("numeric", "categorical")
             and all(isinstance(level, str) for level in c.categories)
             and c.missing in (None, True, False)
+            and (c.binary is None or (c.kind == "numeric" and math.isfinite(c.binary[0]) and c.binary[0] < c.binary[1]))
             for c in encoding.columns
         )
-    except (TypeError, KeyError, AttributeError):
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError):
         valid = False
     if not valid:
-        raise RuleSchemaError("columns", "must be a list of {name, kind, categories, missing} column objects")
+        raise RuleSchemaError("columns", "must be a list of {name, kind, categories, missing, values} column objects")
     if encoding.feature_names != feature_names:
         raise RuleSchemaError("columns", "encode other features than feature_names")
     return encoding

@@ -42,10 +42,23 @@ function levelText(conditions, column) {
   return [text, (column.missing ?? true) && missingOk && allowed.length > 0 && excluded.length > 0];
 }
 
-/** One condition, or a feature's two bounds, in words: "0.11 < Height ≤ 0.16", and whether a missing value
- * satisfies it too (said only where the column can be missing). */
+/** Whether a value satisfies a numeric condition, compared as the model compares it (in float32). */
+const satisfies = (value, bound) => (Math.fround(value) <= bound.threshold) === (bound.operator === "<=");
+
+/** A value of a column as the table wrote it: 1, 0.5 (solver/rule_text.py `value_text`). */
+const valueText = value => String(value);
+
+/** One condition, or a feature's two bounds, in words: "0.11 < Height ≤ 0.16", or "smoker is 1" on a column that
+ * held two values (its `values`) where each bound lies between them (solver/rule_text.py); and whether a missing
+ * value satisfies it too (said only where the column can be missing). */
 function conditionText(bounds, features) {
   const known = features.get(bounds[0].feature);
+  const two = known?.column.values;
+  if (two && bounds.every(bound => satisfies(two[0], { ...bound, operator: "<=" }) && !satisfies(two[1], { ...bound, operator: "<=" }))) {
+    const kept = two.filter(value => bounds.every(bound => satisfies(value, bound)));
+    const text = kept.length === 1 ? `${bounds[0].feature} is ${valueText(kept[0])}` : `${bounds[0].feature} matches no value`;
+    return [text, (known.column.missing ?? true) && kept.length > 0 && bounds.every(bound => bound.missing)];
+  }
   const lower = bounds.find(bound => bound.operator === ">");
   const upper = bounds.find(bound => bound.operator === "<=");
   const name = bounds[0].feature;
