@@ -7,8 +7,12 @@ columns for speed in the same way).
 
 The forest is grown on each value's bin code, the number of cuts below it (``np.searchsorted(cuts, x, "left")``):
 a split ``code <= b + 0.5`` means ``x <= cuts[b]``. Each threshold is then put back in the column's units, halfway
-between ``cuts[b]`` and the next training value above it, where scikit-learn itself puts a threshold. The forest
-returned splits the raw columns and sends every training row to the leaf the binned forest sent its codes to.
+between ``cuts[b]`` and the next training value above it, where scikit-learn itself puts a threshold
+(:func:`split_points`). The forest returned splits the raw columns and sends every training row to the leaf the
+binned forest sent its codes to.
+
+The service's drift bins (``app.core.drift``) are the same deciles and split points (:func:`quantile_edges`): a
+value read back from its text one unit in the last place off lands in the bin its training value did.
 """
 
 import numpy as np
@@ -40,7 +44,7 @@ def raw_thresholds(estimator, X: np.ndarray, cuts: list[np.ndarray]) -> None:
     # position b + 1 holds the threshold of "code <= b": below every code (-inf), between cuts, above them all (inf:
     # scikit-learn's "every present value goes left", which separates the missing values only)
     at_code = [
-        np.concatenate(([-np.inf], _next_values(column[~np.isnan(column)], column_cuts), [np.inf]))
+        np.concatenate(([-np.inf], split_points(column[~np.isnan(column)], column_cuts), [np.inf]))
         for column, column_cuts in zip(X.T, cuts)
     ]
     for tree in np.ravel(estimator.estimators_):
@@ -53,9 +57,24 @@ def raw_thresholds(estimator, X: np.ndarray, cuts: list[np.ndarray]) -> None:
         nodes.threshold[split] = [at_code[f][min(max(b + 1, 0), len(at_code[f]) - 1)] for f, b in zip(features, codes)]
 
 
-def _next_values(values: np.ndarray, column_cuts: np.ndarray) -> np.ndarray:
-    """Per cut, the threshold to split at: halfway between the cut and the next larger value in ``values``."""
+def split_points(values: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Per cut (a value of ``values``), where to split after it: halfway between the cut and the next larger value in
+    ``values``, so that no value lies on the split (two adjacent floats have no float between them: the cut itself
+    then, as scikit-learn does); the cut itself where no value is larger."""
     distinct = np.unique(values)
-    after = np.searchsorted(distinct, column_cuts, side="right")
+    after = np.searchsorted(distinct, cuts, side="right")
     following = distinct[np.minimum(after, len(distinct) - 1)]
-    return np.where(after < len(distinct), (column_cuts + following) / 2, column_cuts)
+    halfway = (cuts + following) / 2
+    return np.where((after < len(distinct)) & (halfway < following), halfway, cuts)
+
+
+def quantile_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """The edges of a column's ``n_bins``-quantile bins, none of them on a value of the column: the split point
+    after each distinct quantile cut (:func:`quantile_cuts`, :func:`split_points`) but the largest value (no value
+    lies above it). Bin k is ``(edges[k-1], edges[k]]``, as a tree's ``x <= t`` splits; a binary column has one
+    edge halfway between its two values, a constant or empty column none. Missing values are ignored."""
+    present = values[~np.isnan(values)]
+    if not len(present):
+        return np.zeros(0)
+    cuts = quantile_cuts(present[:, None], n_bins)[0]
+    return split_points(present, cuts[cuts < present.max()])

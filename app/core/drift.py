@@ -3,8 +3,17 @@ binning of scored rows into counts, and the statistics of live counts against th
 
 A model's **training profile** (:func:`training_profile`) is taken once, at promotion, from the rows of the table
 its job ran on (at most PROFILE_ROWS of them, an even sample): how many rows each rule fires on, and each
-column's rows per bin. A numeric column's bins are the training deciles (``(e_k, e_k+1]``; ties merge bins), a
-categorical column's its levels; both have a last bin for missing values.
+column's rows per bin. A numeric column's bins are its training deciles, bin k ``(e_k-1, e_k]`` with each edge
+halfway between a decile and the next larger training value (``solver.binning.quantile_edges``, the points where the
+forests split): no training value lies on an edge, so a value read back from its text one unit in the last place off
+lands in its training bin, and ties merge bins (a binary column has two, ``<= 0.5`` and ``> 0.5`` for 0/1). A
+categorical column's bins are its levels; both kinds have a last bin for missing values.
+
+A profile records how its edges were cut (``TrainingProfile.version``, PROFILE_VERSION); one stored with the
+training deciles themselves as edges (version 1, before issue 37) is taken again from the model's dataset where it
+is still stored (``ModelStore.profile``), and read as it is where it is not. Counts are kept under field names of
+their profile's version (:meth:`Layout.field_names`): counts binned on one profile's edges are never read in
+another's bins.
 
 Scored rows are counted in the same layout (:class:`Counts`): rows, each rule's firing rows, each column's rows
 per bin, and each column's rows refused for a level the training table never had (an unseen level is a 422, so
@@ -22,7 +31,6 @@ those rows have no bins). :func:`drift_report` compares counts with the profile:
 """
 
 import math
-from collections.abc import Sequence
 from itertools import pairwise
 from typing import Literal
 
@@ -31,10 +39,12 @@ from pydantic import Field
 
 from app.core.blobs import Document
 from solver import RuleEnsemble
+from solver.binning import quantile_edges
 from solver.encoding import TableEncoding
 
 PROFILE_ROWS = 200_000
-DECILES = np.linspace(0.1, 0.9, 9)
+PROFILE_VERSION = 2  # edges halfway between training values (1: the training deciles themselves)
+N_BINS = 10  # deciles
 PSI_FLOOR = 1e-4
 Source = Literal["live", "batch"]
 SOURCES: tuple[Source, ...] = ("live", "batch")
@@ -43,12 +53,24 @@ SOURCES: tuple[Source, ...] = ("live", "batch")
 class ColumnProfile(Document):
     name: str
     kind: Literal["numeric", "categorical"]
-    edges: list[float] = Field(description="numeric: the training deciles, distinct; bin k is (edges[k-1], edges[k]]")
-    bins: list[str] = Field(description="each bin's label, the last one 'missing'")
+    edges: list[float] = Field(
+        description="numeric: increasing; bin k is (edges[k-1], edges[k]]; each edge halfway between a training "
+        "decile and the next larger training value (no training value lies on one, but where the two are adjacent "
+        "floats: the decile then; version 1: the deciles)"
+    )
+    bins: list[str] = Field(
+        description="each bin's label ('<= 0.5', '(0.5, 2.5]', '> 2.5', ...; each edge shown to 4 significant "
+        "digits or more, as many as keep it between the training values either side), the last 'missing'"
+    )
     rows: list[int] = Field(description="training rows per bin")
 
 
 class TrainingProfile(Document):
+    version: int = Field(
+        1,
+        description=f"how the numeric edges were cut: {PROFILE_VERSION}, between training values; 1 (a profile "
+        "stored without a version), on the training deciles themselves",
+    )
     n_rows: int = Field(description="training rows profiled (an even sample of at most PROFILE_ROWS)")
     rule_rows: list[int] = Field(description="training rows each rule fires on, in the model's rule order")
     columns: list[ColumnProfile]
@@ -74,6 +96,7 @@ class Layout:
     rows, each column's bins."""
 
     def __init__(self, profile: TrainingProfile):
+        self.version = profile.version
         self.n_rules = len(profile.rule_rows)
         self.n_columns = len(profile.columns)
         self.rules_at = 1 + self.n_columns
@@ -82,11 +105,13 @@ class Layout:
         self.size = int(self.bins_at[-1])
 
     def field_names(self) -> list[str]:
-        """The Redis hash field of each count: ``n``, ``u:{column}``, ``r:{rule}``, ``c:{column}:{bin}``."""
+        """The Redis hash field of each count: ``n``, ``u:{column}``, ``r:{rule}``, ``c:{column}:{bin}``, each after
+        ``v{version}/`` for a profile of version 2 or later (a profile taken again with other edges counts apart)."""
         names = ["n", *(f"u:{j}" for j in range(self.n_columns)), *(f"r:{i}" for i in range(self.n_rules))]
         for j in range(self.n_columns):
             names += [f"c:{j}:{b}" for b in range(int(self.bins_at[j + 1] - self.bins_at[j]))]
-        return names
+        prefix = "" if self.version == 1 else f"v{self.version}/"
+        return [prefix + name for name in names]
 
 
 class Binning:
@@ -130,8 +155,8 @@ def _feature_blocks(encoding: TableEncoding) -> list[slice]:
 
 
 def _bin_of(column: ColumnProfile, block: np.ndarray) -> np.ndarray:
-    """Each row's bin: a numeric value's decile bin (the last bin where missing); a categorical row's level (its
-    one-hot indicator; the last bin where none is set)."""
+    """Each row's bin: a numeric value's bin k where ``edges[k-1] < value <= edges[k]`` (the last bin where
+    missing); a categorical row's level (its one-hot indicator; the last bin where none is set)."""
     if column.kind == "numeric":
         values = block[:, 0]
         bins = np.searchsorted(np.asarray(column.edges), values, side="left")
@@ -148,25 +173,37 @@ def training_profile(ensemble: RuleEnsemble, encoding: TableEncoding, X: np.ndar
     for column, block in zip(encoding.columns, blocks):
         if column.kind == "numeric":
             values = X[:, block][:, 0]
-            present = values[~np.isnan(values)]
-            edges = np.unique(np.quantile(present, DECILES)).tolist() if len(present) else []
-            labels = _interval_labels(edges)
-            profile = ColumnProfile(name=column.name, kind="numeric", edges=edges, bins=[*labels, "missing"], rows=[])
+            edges = quantile_edges(values, N_BINS)
+            labels = _interval_labels(edges, values[~np.isnan(values)])
+            profile = ColumnProfile(
+                name=column.name, kind="numeric", edges=edges.tolist(), bins=[*labels, "missing"], rows=[]
+            )
         else:
             levels = list(column.categories)
             profile = ColumnProfile(name=column.name, kind="categorical", edges=[], bins=[*levels, "missing"], rows=[])
         profile.rows = np.bincount(_bin_of(profile, X[:, block]), minlength=len(profile.bins)).tolist()
         columns.append(profile)
     rule_rows = ensemble.fires(X).sum(axis=0).tolist() if len(X) else [0] * len(ensemble.rules)
-    return TrainingProfile(n_rows=len(X), rule_rows=rule_rows, columns=columns)
+    return TrainingProfile(version=PROFILE_VERSION, n_rows=len(X), rule_rows=rule_rows, columns=columns)
 
 
-def _interval_labels(edges: Sequence[float]) -> list[str]:
-    if not edges:
+def _interval_labels(edges: np.ndarray, values: np.ndarray) -> list[str]:
+    """``<= e0``, ``(e0, e1]``, ..., ``> e_last`` (``all`` without edges), each edge of the training ``values`` with 4
+    significant digits, or as many more as keep it between the training values on either side of it: a label never
+    reads as though a training value were in another bin than its own."""
+    if not len(edges):
         return ["all"]
-    shown = [f"{edge:.4g}" for edge in edges]
+    distinct = np.unique(values)
+    after = np.searchsorted(distinct, edges, side="right")  # an edge lies below the largest value, at or above a cut
+    shown = [_shown(edge, distinct[k - 1], distinct[k]) for edge, k in zip(edges, after)]
     middle = [f"({low}, {high}]" for low, high in pairwise(shown)]
     return [f"<= {shown[0]}", *middle, f"> {shown[-1]}"]
+
+
+def _shown(edge: float, below: float, above: float) -> str:
+    """``edge`` with the fewest significant digits (at least 4) that read as a number in ``[below, above)`` (17
+    digits read as ``edge`` itself)."""
+    return next(text for digits in range(4, 18) if below <= float(text := f"{edge:.{digits}g}") < above)
 
 
 # ---- statistics -------------------------------------------------------------------------------------------------
@@ -185,7 +222,7 @@ class RuleDrift(Document):
 class ColumnDrift(Document):
     column: str
     kind: Literal["numeric", "categorical"]
-    edges: list[float] = Field(description="numeric: the training deciles that bound its bins")
+    edges: list[float] = Field(description="numeric: the edges of its bins (ColumnProfile.edges)")
     psi: float | None = Field(description="population stability index over the column's bins (null: no rows)")
     missing_share: float | None
     training_missing_share: float

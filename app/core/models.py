@@ -8,7 +8,7 @@ import uuid
 from app.core.blobs import BlobStore, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo, DatasetStore
-from app.core.drift import TrainingProfile, training_profile
+from app.core.drift import PROFILE_VERSION, TrainingProfile, training_profile
 from app.core.drift_store import DriftStore
 from app.core.errors import Expired, FieldFault, NotFound
 from app.core.idempotency import IdempotencyKeys
@@ -130,15 +130,15 @@ class ModelStore:
         return training_profile(ensemble, dataset.encoding, X)
 
     def profile(self, model_id: str) -> TrainingProfile | None:
-        """The model's training profile; one promoted before profiles were kept gets it now, where its dataset is
-        still stored (None where it is not)."""
+        """The model's training profile; one promoted before profiles were kept, or kept with edges of an earlier
+        PROFILE_VERSION, gets it now where its dataset is still stored (else: the stored one, or None)."""
         profile = self.drift.profile(model_id)
-        if profile is not None:
+        if profile is not None and profile.version == PROFILE_VERSION:
             return profile
         model = self.find(model_id)
         dataset = None if model is None else self.datasets.find(model.provenance.dataset_id)
         if model is None or dataset is None:
-            return None
+            return profile
         profile = self._training_profile(RuleEnsemble.from_dict(model.ensemble), dataset)
         self.drift.put_profile(model_id, profile)
         return profile
