@@ -58,6 +58,12 @@ TEST_MARKERS = {
     "service/test_drift.py": {  # starts `fire-rules serve` and stops it
         "test_a_serve_process_stopped_by_sigterm_adds_its_counts_before_it_exits": "slow",
     },
+    "service/test_drift_exact.py": {  # the models they score are trained first (module fixture); or one of its own
+        "test_the_training_rows_scored_back_by_every_route_flag_nothing": "slow",
+        "test_the_diabetes_bmi_shifted_by_one_sd_is_the_only_column_flagged": "slow",
+        "test_a_profile_stored_before_is_taken_again_and_its_counts_are_not_read_in_the_new_bins": "slow",
+        "test_a_profile_stored_before_whose_dataset_is_gone_is_read_and_counted_as_it_is": "slow",
+    },
     "service/test_amounts_service.py": {  # each runs a job on the workers; the 422s are the quick ones
         "test_a_tweedie_job_with_exposure_agrees_with_the_library_and_scores_amounts": "slow",
         "test_gamma_on_a_target_with_zeros_is_a_422_naming_the_rows": "slow",
@@ -152,6 +158,10 @@ TEST_MARKERS = {
     "solver/test_path_stop.py": {
         "test_a_path_past_its_best_stops_with_the_whole_grids_steps_and_selection": "slow",
         "test_the_rule_needs_both_the_steps_and_the_rules": "slow",
+    },
+    "solver/test_polish.py": {
+        "test_every_loss_and_setting_polishes_without_losing_its_terms_or_fit": "slow",  # 69 pairs of fits, ~45 s
+        "test_polished_weights_are_the_references_unpenalised_fit_on_the_same_columns": "reference",
     },
     "solver/test_poisson.py": {
         "test_l1_poisson_matches_cvxpy": "reference",

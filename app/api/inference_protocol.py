@@ -4,7 +4,8 @@ the scores written as outputs.
 
 - Inputs: one tensor per column of the training table, named as the column, shape ``[-1]`` (one element per row;
   ``[n, 1]`` is read as ``[n]``): FP64 for a numeric column (FP32, INT64 and INT32 too; NaN is a missing value;
-  never BOOL), BYTES for a categorical one (UTF-8; an empty element is a missing value).
+  never BOOL; a JSON number read correctly rounded, as every entrance reads numbers: ``app.core.tables``), BYTES
+  for a categorical one (UTF-8; an empty element is a missing value).
 - Outputs: ``predictions``, shape ``[-1]``: FP64 predictions (rates for counts), or a classifier's labels in their
   own type (BYTES for text, INT64, FP64 or BOOL where the table gave the labels as such); a classifier's
   ``probabilities``, FP64, shape ``[-1, K]``: a column per class in the order of the model's classes (two for a

@@ -64,8 +64,9 @@ def _parameter(part: str) -> tuple[str, str]:
 
 
 def _csv_table(body: bytes) -> tuple[dict, int, str]:
-    """Every value as text (an empty field is missing): numeric columns read it as a number, categorical ones as
-    the category it names, as the training table's encoding does for any table. Python's csv module: for one row
+    """Every value as text (an empty field is missing): numeric columns read it as a number (numpy's str -> float64,
+    correctly rounded as every entrance reads numbers: ``app.core.tables``), categorical ones as the category it
+    names, as the training table's encoding does for any table. Python's csv module: for one row
     1/300 of pandas' read_csv time, for 10,000 rows 1.5 times it."""
     try:
         lines = csv.reader(io.StringIO(body.decode("utf-8-sig")))

@@ -340,8 +340,10 @@ def score_chunk(
 
 
 def _column_values(scoring: ScoringModel, name: str, values: pa.ChunkedArray, first_row: int):
-    """A chunk's column as ``score_rows`` reads it: float64 numbers for a number column (text read as numbers; a
-    cell that is none raises :class:`BatchRowsInvalid` with its row), text or None per row for a categorical one."""
+    """A chunk's column as ``score_rows`` reads it: float64 numbers for a number column (text read as numbers by
+    Arrow's cast, or where it refuses a cell (spaces around it) by ``float``: both correctly rounded, as every
+    entrance reads numbers, ``app.core.tables``; a cell that is none raises :class:`BatchRowsInvalid` with its row),
+    text or None per row for a categorical one."""
     kinds = {column.name: column.kind for column in scoring.encoding.columns}
     numeric = kinds.get(name) == "numeric" or name in scoring.row_columns
     if pa.types.is_dictionary(values.type):

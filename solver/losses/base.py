@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .. import polish
+
 # the most a rule may add to a score (multinomial: the norm of its amounts; Poisson, in a fused tree's steps: its
 # log rate): odds or a rate factor of e^20 (5e8) say certainty; without a bound a nearly pure leaf (or one whose
 # rows count nothing) in MCP's flat region has no finite minimiser and its weight never settles
@@ -69,7 +71,8 @@ class Loss:
     chart_metric: str  # the metric a chart of the path shows
     selections: tuple[str, ...]  # the PathSpec.selection values it allows
     polish_default: bool  # PathSpec.polish where it is None
-    polish_refusal: str | None = None  # why PathSpec.polish=True is refused; None where it is allowed
+    # why PathSpec.polish=True is refused (a loss whose refit, ``refit``, cannot be made right); None: allowed
+    polish_refusal: str | None = None
     has_intercept: bool = True  # False: the loss ignores a constant added to every score (Cox), b stays 0
 
     @property
@@ -103,6 +106,28 @@ class Loss:
         """The FIRE objective a path step records, ``objective(problem, state, lam, lam_f)``: GBCD's (``kernels``, the
         GBCD module), unless the kernels do not compute this loss's value (``solver.losses.newton.loss_objective``)."""
         return kernels.objective_value
+
+    def initial_intercept(self, y, sample_weight) -> float:
+        """b of the intercept-only model (where a Newton path and a likelihood refit start)."""
+        raise NotImplementedError
+
+    def refit(self, columns, y, sample_weight):
+        """(weights of ``columns``, a sparse (n, k) matrix of the rules a path step selected, and the intercept) of
+        this loss's fit on them without the penalties, with ``solver.polish``'s tiny ridge: the polish of a step
+        (``PathSpec.polish``). By default Newton's method on the loss's own likelihood
+        (``solver.polish.likelihood_newton``: ``loss_total``, ``weight_derivatives``, ``initial_intercept``, the
+        intercept only where ``has_intercept``); the squared loss solves its least squares directly."""
+        return polish.likelihood_newton(self, columns, y, sample_weight)
+
+    def weight_derivatives(self, y, score, sample_weight, design):
+        """(gradient, Hessian) of ``loss_total`` at scores ``score`` in the weights of the columns of ``design``
+        (sparse (n, k)), dense (k,) and (k, k): ``-design^T (s r)`` and ``design^T diag(s h) design`` with ``r`` and
+        ``h`` from ``newton_terms``, the exact Hessian of a loss that sums a term per row (Cox's adds its risk sets'
+        coupling)."""
+        residual, curvature = self.newton_terms(y, score, sample_weight)
+        gradient = design.T @ -(sample_weight * residual)
+        hessian = (design.T @ design.multiply((sample_weight * curvature)[:, None])).toarray()
+        return gradient, hessian
 
     def newton_terms(self, y, score, sample_weight):
         """(residual, curvature) per unit of row weight at scores ``score``: ``d loss / d score_i = -s_i r_i`` and

@@ -23,6 +23,7 @@ Survival curves: ``S(t | x) = exp(-H0(t) exp(eta(x)))`` with Breslow's baseline 
 """
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .base import Metric
@@ -30,6 +31,9 @@ from .newton import NewtonLoss
 
 CODE = 6  # no kernel dispatches it: its steps are Newton steps (solver.losses.newton)
 TIED_RISK = 1e-8  # risk scores this close count as tied in the C-index (scikit-survival's tied_tol)
+# a risk-set sum of exp(score - max score) below this has lost digits to underflow: the loss sums it in logs instead
+RISK_FLOOR = 1e-280
+RISK_SET_BLOCK = 4096  # distinct times per block of a polish refit's Hessian (a block's sums: RISK_SET_BLOCK x k)
 
 
 def signed_times(time, event):
@@ -76,6 +80,15 @@ class _RiskSets:
         risk = np.cumsum(at_time[::-1])[::-1]  # sum over the rows whose time is at least this one
         events = np.bincount(self.group, weights=sample_weight * self.event, minlength=len(self.times))
         return risk, events, shift
+
+    def log_sums(self, score, sample_weight):
+        """Per distinct time, the log of the weighted risk-set sum of ``exp(score)``, summed in logs: exact whatever
+        the scores' range (:meth:`sums` shifts every score by one amount), at the cost of a log per row."""
+        with np.errstate(divide="ignore"):  # a row of weight 0 adds nothing: log 0 = -inf
+            terms = np.log(sample_weight) + score
+        at_time = np.full(len(self.times), -np.inf)
+        np.logaddexp.at(at_time, self.group, terms)
+        return np.logaddexp.accumulate(at_time[::-1])[::-1]
 
 
 def _hazard_steps(risk, events, power=1):
@@ -213,11 +226,41 @@ class Cox(NewtonLoss):
         relative = np.exp(score - shift)
         return sets.event - relative * hazard, relative * hazard - sample_weight * relative**2 * squared
 
+    def weight_derivatives(self, y, score, sample_weight, design):
+        """The gradient ``-design^T (s r)`` (martingale residuals r) and the full Hessian of the partial likelihood
+        in the weights of ``design``'s columns ``x``: ``sum_i s_i exp(eta_i) H_i x_i x_i^T - sum_k (d_k / W_k^2) m_k
+        m_k^T`` with ``m_k = sum_{j: t_j >= t_k} s_j exp(eta_j) x_j`` (each risk set's rows move its sum together,
+        so it is not the diagonal of ``newton_terms``). O(nnz k + n k^2), the m_k summed over the times from the
+        last in blocks of ``RISK_SET_BLOCK``."""
+        sets = _RiskSets.of(y)
+        risk, events, shift = sets.sums(score, sample_weight)
+        relative = np.exp(score - shift)
+        hazard = np.cumsum(_hazard_steps(risk, events))[sets.group]
+        gradient = design.T @ -(sample_weight * (sets.event - relative * hazard))
+        hessian = (design.T @ design.multiply((sample_weight * relative * hazard)[:, None])).toarray()
+        n_times, n_rows = len(sets.times), len(y)
+        at_time = sp.csr_matrix((np.ones(n_rows), (sets.group, np.arange(n_rows))), shape=(n_times, n_rows)) @ (
+            sp.csr_matrix(design.multiply((sample_weight * relative)[:, None]))
+        )  # per distinct time: the sum of s exp(eta) x over its rows
+        coupling = _hazard_steps(risk, events, power=2)  # d_k / W_k^2
+        later = np.zeros(design.shape[1])  # m of the time after the block
+        for stop in range(n_times, 0, -RISK_SET_BLOCK):
+            start = max(stop - RISK_SET_BLOCK, 0)
+            sums = np.cumsum(at_time[start:stop].toarray()[::-1], axis=0)[::-1] + later
+            later = sums[0]
+            has_event = coupling[start:stop] > 0
+            sums = sums[has_event]
+            hessian -= sums.T @ (sums * coupling[start:stop][has_event][:, None])
+        return gradient, hessian
+
     def loss_total(self, y, score, sample_weight):
         sets = _RiskSets.of(y)
         risk, events, shift = sets.sums(score, sample_weight)
         has_event = events > 0
-        log_risk = np.log(risk[has_event]) + shift
+        if np.all(risk[has_event] > RISK_FLOOR):
+            log_risk = np.log(risk[has_event]) + shift
+        else:  # scores so far apart that one shift underflows a risk set's sum (a refit's trial step): each in logs
+            log_risk = sets.log_sums(score, sample_weight)[has_event]
         return float(np.dot(events[has_event], log_risk) - np.dot(sample_weight * sets.event, score))
 
     def mean_loss(self, y, score, sample_weight=None):

@@ -147,6 +147,19 @@ class Logistic(Loss):
         residual = y - mean
         return w, residual, np.array([intercept]), np.array([np.dot(weights, residual)]), np.full(y.shape[0], intercept)
 
+    def initial_intercept(self, y, sample_weight):
+        """The weighted log-odds of ``y``."""
+        mean = float(sample_weight @ y / sample_weight.sum())
+        return float(np.log(mean / (1.0 - mean)))
+
+    def newton_terms(self, y, score, sample_weight):
+        """The residual ``y - p`` and curvature ``p (1 - p)`` per unit weight (``p = sigmoid(score)``)."""
+        p = 1.0 / (1.0 + np.exp(-score))
+        return y - p, p * (1.0 - p)
+
+    def loss_total(self, y, score, sample_weight):
+        return float(sample_weight @ (np.logaddexp(0.0, score) - y * score))
+
     def mean_loss(self, y, score, sample_weight=None):
         """The mean log loss."""
         y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)

@@ -216,10 +216,6 @@ class NewtonLoss(Loss):
     """A loss whose path steps are all proximal Newton steps certified by GBCD's measures (:func:`solve_certified`):
     it provides ``newton_terms``, ``loss_total`` and ``initial_intercept``, and no kernels of its own."""
 
-    def initial_intercept(self, y, sample_weight) -> float:
-        """b of the intercept-only model (where a path starts)."""
-        raise NotImplementedError
-
     def initial_state(self, problem):
         """w = 0, b = :meth:`initial_intercept`, the loss's residuals there."""
         y, weights = problem.y, problem.sample_weight

@@ -352,6 +352,9 @@ class Poisson(LogLinkMean):
         mean = np.exp(score)
         return y - mean, mean
 
+    def loss_total(self, y, score, sample_weight):
+        return float(sample_weight @ (np.exp(score) - y * score))
+
     def mean_loss(self, y, score, sample_weight=None):
         """The mean Poisson deviance ``2 (y log(y / mu) - y + mu)``."""
         y, score = np.asarray(y, dtype=np.float64), np.asarray(score, dtype=np.float64)

@@ -11,6 +11,7 @@ times ``sum_i s_i``); no score (the residual is linear in w). A leaf's gradient 
 import numpy as np
 from numba import njit
 
+from .. import polish
 from .base import Loss, Metric, checked_offset, column_entry
 
 CODE = 0
@@ -57,6 +58,10 @@ class Squared(Loss):
     def state_score(self, problem, state):
         """``y - residual + b``."""
         return problem.y - state.residual + state.intercept[0]
+
+    def refit(self, columns, y, sample_weight):
+        """Weighted least squares, solved directly (``solver.polish.least_squares``)."""
+        return polish.least_squares(columns, y, sample_weight)
 
     def offset_target(self, y, sample_weight, offset):
         """``y - offset``, the weights as they are."""

@@ -2,7 +2,6 @@
 version (app.core.monitoring), drift against the training table (app.core.drift) in the API, in the model's
 document and in /metrics, thresholds per model, counts that survive a restart of the API."""
 
-import math
 import signal
 import subprocess
 import sys
@@ -12,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
-import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,6 +20,7 @@ from app.core.drift import PSI_FLOOR, DriftThresholds, psi, two_proportion_p_val
 from app.core.errors import NotFound
 from app.main import create_app
 from tests.support.data import REPO_ROOT, abalone_frame
+from tests.support.drift import drift, expected_bins, flush, records
 from tests.support.jobs import submit
 from tests.support.problems import assert_problem
 from tests.support.service import free_port, settings_env
@@ -40,34 +39,6 @@ def model(stack, abalone):
     assert response.status_code == 201, response.text
     assert stack.client.put(f"/v1/registered-models/{name}/aliases/live", json={"version": 1}).status_code == 200
     return response.json()
-
-
-def flush(stack) -> None:
-    stack.client.app.state.core.monitor.flush()
-
-
-def drift(stack, model_id: str, **query) -> dict:
-    response = stack.client.get(f"/v1/models/{model_id}/drift", params=query)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def records(frame: pd.DataFrame) -> list[dict]:
-    return [
-        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        for row in frame.to_dict(orient="records")
-    ]
-
-
-def expected_bins(column: dict, values: pd.Series) -> np.ndarray:
-    """Rows per bin, computed with pandas: a numeric column's (e_k-1, e_k] intervals, a text column's levels, and
-    the missing bin last."""
-    if column["kind"] == "numeric":
-        codes = pd.cut(values, [-np.inf, *column["edges"], np.inf], right=True, labels=False)
-    else:
-        codes = values.map({level: k for k, level in enumerate(column["bins"][:-1])})
-    codes = codes.fillna(len(column["bins"]) - 1).astype(int)
-    return np.bincount(codes, minlength=len(column["bins"]))
 
 
 def test_every_scored_row_counts_its_fired_rules_and_column_bins_on_every_route(stack, model):
