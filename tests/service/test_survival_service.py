@@ -98,6 +98,35 @@ def test_a_cox_job_agrees_with_the_library_and_carries_survival_curves(stack, co
     assert job["summary"]["val_cindex"] == result["steps"][result["selected"]]["val_cindex"]
 
 
+def test_a_polished_cox_job_is_the_librarys_polished_fit(stack):
+    """polish=true on a Cox job is the refit of each step's rules by the partial likelihood (it was a Poisson
+    regression of the signed times, whose models came out empty): the job's steps, selection and rules are
+    ``FireSurvival(polish=True)``'s on the same table, settings and seed, and its rules are not empty."""
+    frame = veterans()
+    client = stack.client
+    dataset = upload(client, frame, "target=time&task=survival&event=event")
+    assert dataset.status_code == 201, dataset.text
+    body = {"dataset_id": dataset.json()["id"], "forest": FOREST, **PATH, "polish": True}
+    submitted = client.post("/v1/jobs", json={**body, "validation": {"fraction": 0.25, "seed": 0}})
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    stack.wait_for(job_id, ("succeeded",), timeout=120)
+    X = frame.drop(columns=["time", "event"])
+    y = np.where(frame["event"] == 1, frame["time"], -frame["time"])
+    library = FireSurvival(**FOREST, **PATH, polish=True, validation_fraction=0.25).fit(X, y)
+
+    result = client.get(f"/v1/jobs/{job_id}/result").json()
+    assert result["parameters"]["path"]["polish"] is True
+    assert result["selected"] == library.selected_step_
+    for served, fitted in zip(result["steps"], library.path_, strict=True):
+        assert {k: v for k, v in served.items() if k != "seconds"} == {
+            k: v for k, v in fitted.items() if k != "seconds"
+        }
+    rules = client.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()["rules"]
+    assert rules == library.rule_ensemble_.to_dict()
+    assert library.rule_ensemble_.n_terms > 0
+
+
 def test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves(stack, cox_job):
     frame, _, job_id = cox_job
     client = stack.client
