@@ -294,10 +294,12 @@ class PathSpec(_Spec):
     polish: bool | None = field(
         default=None,
         metadata=_doc(
-            "refit the weights of each step's rules (and the intercept) without the penalties on the training rows, "
-            "keeping the rules the penalties selected (solver.polish); None: on for the squared loss, off for the "
-            "others (unpenalised logistic refits of small, nearly pure leaves overfit: on the classification "
-            "tables, bench/classification.py, validation log loss rose from the first rule)"
+            "refit the weights of each step's rules (and the intercept, where the loss has one) without the "
+            "penalties on the training rows by the loss's own likelihood (least squares, logistic, Poisson, Tweedie "
+            "or Gamma regression, Cox's partial likelihood), keeping the rules the penalties selected "
+            "(solver.polish); refused for the multinomial loss; None: on for the squared loss, off for the others "
+            "(unpenalised logistic refits of small, nearly pure leaves overfit: on the classification tables, "
+            "bench/classification.py, validation log loss rose from the first rule)"
         ),
     )
     validation_fraction: float = field(
