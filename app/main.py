@@ -1,6 +1,7 @@
-"""The FastAPI application: routers, problem+json errors, body limits, metrics, dashboard, and a maintenance
-thread (lost-worker watchdog; while Redis is down, a probe for its return)."""
+"""The FastAPI application: routers, problem+json errors, body limits, metrics, dashboard, API docs, and a
+maintenance thread (lost-worker watchdog; while Redis is down, a probe for its return)."""
 
+import functools
 import gc
 import logging
 import sys
@@ -9,9 +10,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI
+import fastapi_offline
+from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic.json_schema import models_json_schema
 
@@ -27,6 +30,12 @@ from app.core.container import Core, build_core
 
 log = logging.getLogger(__name__)
 DASHBOARD = Path(__file__).parent / "static"
+# Swagger UI's and ReDoc's scripts as the fastapi-offline package ships them (its licence MIT; Swagger UI's Apache-2.0,
+# ReDoc's MIT): the API docs load nothing from outside, as a service on a network without internet access needs
+DOCS_ASSETS = Path(fastapi_offline.__file__).parent / "static"
+# ReDoc's menu draws its maker's logo from their CDN, and it has no option to leave it out: its script is served with
+# the logo's address made an empty one (the image then fails, and ReDoc hides it)
+REDOC_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 PROBE_SECONDS = 0.5
 GIL_SWITCH_SECONDS = 0.001
 GC_GEN0_THRESHOLD = 20_000
@@ -119,6 +128,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         maintenance.join(timeout=5)
 
     app = FireAPI(
+        docs_url=None,  # served below, from DOCS_ASSETS
+        redoc_url=None,
         title="FIRE rule extraction",
         version="0.1.0",
         description="Upload a table, train or upload a tree ensemble, extract a sparse fused rule ensemble "
@@ -154,4 +165,44 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     def root() -> RedirectResponse:
         return RedirectResponse("/dashboard/")
 
+    install_docs(app)
     return app
+
+
+@functools.cache
+def redoc_script() -> bytes:
+    script = (DOCS_ASSETS / "redoc.standalone.js").read_bytes()
+    assert REDOC_LOGO in script, "ReDoc's script no longer draws the logo from where it did: see REDOC_LOGO"
+    return script.replace(REDOC_LOGO, b"data:,")
+
+
+def install_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs and ReDoc at /redoc, their scripts served from this package's dependencies."""
+
+    @app.get("/docs-assets/redoc.js", include_in_schema=False)
+    def redoc_js() -> Response:
+        return Response(redoc_script(), media_type="text/javascript")
+
+    app.mount("/docs-assets", StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/docs-assets/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}/docs-assets/redoc.js",
+            redoc_favicon_url=f"{root}/docs-assets/favicon.png",
+            with_google_fonts=False,
+        )

@@ -148,7 +148,7 @@ export function problemAlert(error, { faults = error.problem?.errors ?? [], plac
   }
   return h("div", { class: "problem", role: "alert" },
     h("p", null, h("strong", null, outcome(error.status), ": "), error.problem.detail || "",
-      placed ? ` ${placed === 1 ? "It is" : "Each is"} shown at ${placed === 1 ? "its field" : "its field below"}.` : ""),
+      placed ? ` ${placed === 1 ? "It is" : "Each is"} shown at its field.` : ""),
     faults.length ? h("ul", null, faults.map(fault => h("li", null,
       faultPlace(fault.field ?? "") ? [h("strong", null, faultPlace(fault.field)), ": "] : null, fault.message,
       fault.fix ? [" — ", h("span", { class: "fix" }, fault.fix)] : null))) : null,

@@ -5,6 +5,10 @@ import { h, problemAlert } from "./dom.js";
 
 let fieldCount = 0;
 
+// help drawn from the API's descriptions, which speak to programs, said in words: None (null) is a setting not set
+const PROGRAM_WORDS = [[/\b(None|null)\b/g, "not set"], [/\bTrue\b/g, "on"], [/\bFalse\b/g, "off"], [/\ba 422\b/g, "refused"]];
+const inWords = text => PROGRAM_WORDS.reduce((words, [pattern, replacement]) => words.replace(pattern, replacement), text);
+
 /**
  * A labelled field. `control` is an input, select or textarea (given an id here when it has none);
  * `name` is the API's name of the value (errors naming `body.<name>` are shown under it); a `wide` field
@@ -13,7 +17,7 @@ let fieldCount = 0;
 export function field(label, control, { help = null, name = null, wide = false } = {}) {
   control.id ||= `field-${fieldCount += 1}`;
   if (name) control.dataset.field = name;
-  const helpText = help ? h("span", { class: "help", id: `${control.id}-help` }, help) : null;
+  const helpText = help ? h("span", { class: "help", id: `${control.id}-help` }, inWords(help)) : null;
   if (helpText) control.setAttribute("aria-describedby", helpText.id);
   return h("div", { class: wide ? "field wide" : "field" }, h("label", { for: control.id }, label), control, helpText);
 }

@@ -111,7 +111,8 @@ function radios(name, label, options, checked) {
     h("label", null, h("input", { type: "radio", name, value, checked: value === checked }), text)));
 }
 
-const datasetLabel = dataset => `${dataset.source.filename ?? dataset.id} (target ${dataset.target}, ${formatCount(dataset.n_rows)} rows)`;
+const datasetName = dataset => dataset.source.filename ?? dataset.id;
+const datasetLabel = dataset => `${datasetName(dataset)} (target ${dataset.target}, ${formatCount(dataset.n_rows)} rows)`;
 const sameFeatures = (forest, dataset) => JSON.stringify(forest.feature_names) === JSON.stringify(dataset?.feature_names);
 const listed = names => (names.length > 3 ? `${names.slice(0, 3).join(", ")} and ${names.length - 3} more` : names.join(", "));
 
@@ -147,7 +148,7 @@ async function buildForm(query, navigate) {
   const dataset = h("select", { required: true }, datasetChoices());
   dataset.value = datasets.some(d => d.id === query.get("dataset")) ? query.get("dataset") : datasets[0].id;
   const validationDataset = h("select");
-  const validationNote = h("p", { class: "muted", role: "status" });
+  const validationNote = h("span", { class: "help", role: "status" });
   const drawValidationChoices = () => {
     const training = datasets.find(d => d.id === dataset.value);
     const reasons = datasets.map(candidate => whyNotValidation(candidate, training));
@@ -155,12 +156,19 @@ async function buildForm(query, navigate) {
       datasetLabel(candidate), reasons[i] ? ` — not offered: ${reasons[i]}` : "")));
     const fitting = datasets.filter((_, i) => reasons[i] === null);
     if (fitting.length) validationDataset.value = fitting[0].id;
-    validationNote.textContent = fitting.length ? ""
-      : "No other dataset has the training table's columns and target: upload the validation rows as a table with the "
-        + "same columns, or validate on a holdout.";
+    const others = datasets.map((candidate, i) => (reasons[i] && candidate.id !== training.id
+      ? `${datasetName(candidate)} (${reasons[i]})` : null)).filter(Boolean);
+    validationNote.textContent = [
+      fitting.length ? null : "No other dataset has the training table's columns and target: upload the validation rows "
+        + "as a table with the same columns, or validate on a holdout.",
+      others.length ? `Not offered: ${others.join("; ")}.` : null,
+    ].filter(Boolean).join(" ");
   };
   drawValidationChoices();
   dataset.addEventListener("change", drawValidationChoices);
+  const validationField = field("Validation dataset", validationDataset, { name: "validation.dataset_id", wide: true,
+                                                                         help: validation.properties.dataset_id.description });
+  validationField.append(validationNote);
   const holdout = settingsGroup(validation.properties, ["fraction", "seed"], "validation.");
   const forestTraining = settingsGroup(training.properties, Object.keys(training.properties), "forest.");
   const storedForest = h("select");
@@ -198,9 +206,7 @@ async function buildForm(query, navigate) {
       h("p", { class: "label" }, "Validation rows (they choose the step)"), validationMode,
       h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
       h("div", { "data-when": "validation-mode=dataset", class: "fields" },
-        field("Validation dataset", validationDataset, { name: "validation.dataset_id", wide: true,
-                                                         help: validation.properties.dataset_id.description }),
-        validationNote)),
+        validationField)),
     h("fieldset", null, h("legend", null, "Forest"), forestMode,
       h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
       h("div", { "data-when": "forest-mode=stored", class: "fields" },

@@ -6,8 +6,6 @@ refused only for other columns, kinds, levels or target, not for other missing v
 
 import gzip
 import re
-import struct
-import zlib
 
 import fakeredis
 import pandas as pd
@@ -22,6 +20,7 @@ from app.main import create_app
 from solver.spec import ForestSpec, SpecError
 from tests.support.data import ABALONE, abalone_frame
 from tests.support.problems import assert_problem
+from tests.support.synthetic import png_image
 
 # words of programs, not of people (the list), as whole words
 PROGRAM_WORDS = re.compile(r"\b(None|null|True|False|422|dict|list)\b|Input should be|Value error")
@@ -175,19 +174,9 @@ def test_no_fault_speaks_in_program_words(client, method, path, body):
     assert_plain(response.json())
 
 
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 14)) + chunk(b"IEND", b"")
-    )
-
-
 @pytest.mark.parametrize("gzipped", [False, True])
 def test_a_png_renamed_csv_is_refused_naming_file(client, gzipped):
-    data = gzip.compress(png()) if gzipped else png()
+    data = gzip.compress(png_image()) if gzipped else png_image()
     response = client.post("/v1/datasets?target=y", files={"file": ("chart.csv" + (".gz" if gzipped else ""), data)})
     problem = assert_problem(response, 422)
     assert problem["errors"] == [

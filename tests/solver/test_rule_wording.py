@@ -5,13 +5,13 @@ rule keeps ("smoker is 1"), also in documents, while a document written before r
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.datasets import load_diabetes
 
 from solver import FireRegressor, TableEncoding
 from solver.rule_text import kept_values, separates
 from solver.rules import RuleEnsemble
+from tests.support.synthetic import smokers_table
 
 # "name <= 1.5", "name > -0.01", "0.2 < name <= 0.5" (names without spaces)
 BOUND = re.compile(r"(?P<name>[A-Za-z_][\w]*) (?P<op><=|>) (?P<number>-?[\d.]+(?:e-?\d+)?)")
@@ -73,23 +73,9 @@ def test_every_printed_threshold_splits_the_training_rows_as_the_tree(scaled):
     assert checked >= 8  # the thresholds of every rule were read off the text
 
 
-def smokers(n: int = 600, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame(
-        {
-            "smoker": rng.integers(0, 2, n),
-            "sex": rng.integers(1, 3, n),
-            "age": rng.uniform(20, 70, n).round(1),
-            "region": rng.choice(["north", "south"], n),  # a text column: the table is inferred (TableEncoding.infer)
-            "insured": rng.integers(0, 2, n).astype(bool),
-        }
-    )
-    y = 4.0 * frame["smoker"] - 3.0 * (frame["sex"] == 2) + 0.05 * frame["age"] + rng.normal(0, 0.5, n)
-    return frame, y.to_numpy()
-
-
 def fitted_smokers():
-    X, y = smokers()
+    frame = smokers_table()
+    X, y = frame.drop(columns="y"), frame["y"].to_numpy()
     return FireRegressor(n_estimators=40, max_depth=2, max_rules=12, linear_terms=False, random_state=0).fit(X, y), X
 
 
