@@ -161,7 +161,7 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
     form.get_by_role("button", name="Save thresholds").click()
     psi_input = form.get_by_label("PSI", exact=True)
     expect(psi_input).to_have_attribute("aria-invalid", "true")
-    expect(form.locator(".field-error")).to_contain_text("greater than 0")
+    expect(form.locator(".field-error")).to_contain_text("must be a number > 0, not -1")
     expect(form.get_by_role("alert")).to_be_visible()
     form.screenshot(path=SHOTS / "drift-thresholds-422-1280.png")
     assert api.get(f"/v1/models/{model['id']}/monitoring").json()["psi"] == 100
