@@ -40,8 +40,10 @@ OUTSIDE_FAST = {"contract", "browser", "slow"}
 INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
 # markers (separated by spaces) of every test of a module, by its path under tests/
 MODULE_MARKERS = {
+    "service/test_batch_dashboard.py": "browser integration",
     "service/test_dashboard.py": "browser integration",
     "service/test_drift_dashboard.py": "browser integration",
+    "service/test_survival_curves_dashboard.py": "browser integration",
     "service/test_survival_dashboard.py": "browser integration",
     "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
     "service/test_openapi.py": "integration",  # the API on the session's Redis, no fixture
@@ -74,6 +76,10 @@ TEST_MARKERS = {
     "service/test_survival_service.py": {  # the Cox job (module fixture) runs on the workers
         "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
         "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",
+    },
+    "service/test_batch_routes.py": {  # a path job (module fixture) before their batches
+        "test_a_bare_name_scores_its_latest_version_as_predict_by_name_does": "slow",
+        "test_cancel_answers_when_a_worker_took_a_chunk_and_ended_its_execution_meanwhile": "slow",
     },
     "service/test_batch_scoring.py": {  # their models are trained first; the tenants test starts a worker
         "test_a_regression_file_scores_in_chunk_jobs_as_the_library_and_predict": "slow",

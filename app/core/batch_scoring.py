@@ -98,8 +98,9 @@ class ScoredChunk:
 
 
 def parse_ref(ref: str) -> "str | ModelRef":
-    """A model id, or a name reference in one path segment: ``name@alias``, ``name@3`` or ``name@v3`` (a version:
-    no alias is version-like), ``name@latest``."""
+    """A model id or a bare name (:meth:`BatchScoring.submit` tries it as an id, then as a name's latest version),
+    or a name reference in one path segment: ``name@alias``, ``name@3`` or ``name@v3`` (a version: no alias is
+    version-like), ``name@latest``."""
     name, at, which = ref.partition("@")
     if not at:
         return ref
@@ -504,7 +505,7 @@ class BatchScoring:
     ) -> JobRecord:
         """Check the input against the model, split it into chunks in Redis, and queue a chunk job per chunk and the
         parent behind them (counted once against the tenant's active jobs)."""
-        scoring = self.models.scoring_model(target, tenant)
+        scoring = self._scoring_model(target, tenant)
         check_times(scoring, options.times, "times")
         chunk_rows = options.chunk_rows or self.settings.batch_chunk_rows
         if upload is not None:
@@ -568,6 +569,29 @@ class BatchScoring:
             cells=[cell.id for cell in cells],
             depends_on=[cell.rq_job_id for cell in cells],
         )
+
+    def _scoring_model(self, target: "str | ModelRef", tenant: str) -> ScoringModel:
+        """The model a reference names: a model id, else a registered name (its latest version, as ``/predict``
+        by name scores); a name with a version or alias as given. Neither an id nor a name: NotFound whose fix
+        names every form."""
+        if isinstance(target, ModelRef):
+            return self.models.scoring_model(target, tenant)
+        try:
+            return self.models.scoring_model(target, tenant)
+        except NotFound:
+            pass
+        try:
+            return self.models.scoring_model(ModelRef(target), tenant)
+        except NotFound:
+            missing = NotFound(
+                "model",
+                target,
+                "ref",
+                f"use a model id (GET /v1/models) or a model name: '{target}' scores its latest version, "
+                f"'{target}@champion' the version an alias points at, '{target}@3' version 3",
+            )
+            missing.detail = f"No model with id or name '{target}'."
+            raise missing from None
 
     def _queue_chunk(
         self, scoring: ScoringModel, options: BatchOptions, tenant: str, job_id: str, chunk: int, first: int, rows: int

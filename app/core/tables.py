@@ -450,12 +450,14 @@ def pop_event(frame: pd.DataFrame, event: str) -> np.ndarray:
     flags = [_event_flag(value) for value in values]
     good = np.array([flag is not None for flag in flags])
     if not good.all():  # most often another column picked as the event (a count, a 0/1 feature named last)
+        first, n_bad = int(np.flatnonzero(~good)[0]), int((~good).sum())
         raise Invalid(
             f"The event column '{event}' must hold 0/1 or true/false.",
             [
                 FieldFault(
                     "event",
-                    f"column '{event}' is not 0/1 or true/false: {_first_bad(~good, values)}",
+                    f"column '{event}' is not 0/1 or true/false: row {first} has {values[first]!r}"
+                    + (f", as do {n_bad - 1} other rows" if n_bad > 1 else ""),
                     "pick the event column: the one holding 1 (or true) where the event happened and 0 (or false) "
                     "where the row was censored",
                 )

@@ -90,7 +90,7 @@ function extent(values, { zero = false } = {}) {
 
 /** Scales, axes and grid of a plot `width` × `height` px over the two domains; x ticks at whole numbers (rules,
  * antecedents) unless `wholeX` is false, or those `ticks(low, high, count)` gives, labelled by `xFormat`. */
-function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true, ticks = null, xFormat = null } = {}) {
+export function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true, ticks = null, xFormat = null } = {}) {
   const x = linear(xDomain, [MARGIN.left, width - MARGIN.right]);
   const y = linear(yDomain, [height - MARGIN.bottom, MARGIN.top]);
   const xCount = Math.max(2, Math.floor(width / 90));
@@ -118,7 +118,7 @@ function polyline(points, className, style) {
   return svg("polyline", { class: className, style, points: defined.map(point => point.join(",")).join(" ") });
 }
 
-function plotSize(container) {
+export function plotSize(container) {
   const width = Math.max(260, Math.floor(container.clientWidth || container.parentElement?.clientWidth || 600));
   return { width, height: Math.round(Math.min(340, Math.max(220, width * 0.48))) };
 }
@@ -138,7 +138,7 @@ function selectControl(id, label, options, value, onChange) {
   return h("span", { class: "field-inline" }, h("label", { for: id }, `${label} `), select);
 }
 
-function legend(entries) {
+export function legend(entries) {
   return h("ul", { class: "legend" }, entries.map(([text, color, dashed]) =>
     h("li", null, h("span", { class: `swatch${dashed ? " dashed" : ""}`, style: `border-color:${color}` }), text)));
 }
@@ -332,7 +332,7 @@ export function gridChart({ cells, budget = null, loss = null }) {
 }
 
 /** The points of a step function through `values` at `times` (constant until the next time), as an SVG path. */
-function stepPath(points) {
+export function stepPath(points) {
   const defined = points.filter(([px, py]) => Number.isFinite(px) && Number.isFinite(py));
   return defined.map(([px, py], i) => (i ? `H${px.toFixed(2)}V${py.toFixed(2)}` : `M${px.toFixed(2)},${py.toFixed(2)}`)).join("");
 }

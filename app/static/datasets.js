@@ -3,6 +3,7 @@
 import { get, post } from "./api.js";
 import { card, dataTable, definitions, fill, formatBytes, formatCount, formatNumber, formatTime, h, idText, link,
          loadedView, pageHeading, problemAlert } from "./dom.js";
+import { binaryColumns } from "./event-columns.js";
 import { NotATable, columnsOfFile } from "./file-columns.js";
 import { field, onSubmit } from "./forms.js";
 
@@ -28,8 +29,10 @@ function columnPicker(name, { optional = false } = {}) {
   const typed = h("input", { type: "text", required: name === "target", "data-field": name });
   return {
     element: select,
-    setColumns(columns, chosen) {
-      select.replaceChildren(...(optional ? [none()] : []), ...columns.map(column => h("option", { value: column }, column)));
+    /** The file's columns to choose from, `chosen` selected: "" (a required picker's prompt `prompt`) chooses none. */
+    setColumns(columns, chosen, prompt = null) {
+      const first = optional ? [none()] : chosen === "" ? [h("option", { value: "" }, prompt ?? `choose the ${name} column`)] : [];
+      select.replaceChildren(...first, ...columns.map(column => h("option", { value: column }, column)));
       select.value = chosen ?? (optional ? "" : columns.at(-1));
       select.disabled = false;
     },
@@ -47,6 +50,16 @@ function columnPicker(name, { optional = false } = {}) {
 const likelyColumn = (columns, words) => columns.find(column => words.test(column));
 const EVENT_WORDS = /event|status|death|died|dead|censor|fstat/i;
 const TIME_WORDS = /time|day|week|month|year|duration|survival|follow|lenfol/i;
+const EVENT_HELP = "1 or true where the event happened, 0 or false where the time is censored; preselected only where it is "
+  + "clear which column that is";
+
+/** The event column to preselect: among the columns holding only 0/1 or true/false in the file's first rows
+ * (`binary`), the one named like an event, else the only one; none where that is unclear (several 0/1 columns: a
+ * 0/1 feature is no event column) or the values could not be read (`binary` null): the person picks it. */
+function likelyEvent(binary) {
+  if (!binary?.length) return "";
+  return likelyColumn(binary, EVENT_WORDS) ?? (binary.length === 1 ? binary[0] : "");
+}
 
 function uploadForm(navigate) {
   const file = h("input", { type: "file", required: true, accept: ".csv,.gz,.txt,.parquet,.pq,.json" });
@@ -57,14 +70,21 @@ function uploadForm(navigate) {
   const columnsProblem = h("div");
   const slot = h("div");
   let columns = [];
+  let targetChosen = false; // the person picked the target: the task's change keeps it
+  target.element.addEventListener("change", () => { targetChosen = true; });
   file.addEventListener("change", async () => {
     columnsProblem.replaceChildren();
     for (const picker of [target, event, exposure, offset]) picker.clear();
+    eventHelp.textContent = `${EVENT_HELP}.`;
+    targetChosen = false;
     if (!file.files.length) return;
     try {
       columns = await columnsOfFile(file.files[0]);
       target.setColumns(columns);
-      event.setColumns(columns, likelyColumn(columns, EVENT_WORDS) ?? columns.at(-1));
+      const binary = await binaryColumns(file.files[0], columns).catch(() => null);
+      event.setColumns(columns, likelyEvent(binary));
+      eventHelp.textContent = `${EVENT_HELP}. ${binary === null ? "The values of this file are not read here: pick it."
+        : binary.length ? `Only 0/1 in the first rows: ${binary.join(", ")}.` : "No column holds only 0/1 in the first rows."}`;
       exposure.setColumns(columns, "");
       offset.setColumns(columns, "");
       showTaskColumns();
@@ -82,8 +102,8 @@ function uploadForm(navigate) {
   const taskField = field("Task", task, { name: "task", wide: true, help: "detected: two values are classification, text labels "
     + "multiclass, other numbers regression; counts (≥ 0, Poisson), amounts (≥ 0, Tweedie or Gamma) and survival times (with "
     + "an event column, Cox) are declared" });
-  const eventField = field("Event column", event.element, {
-    name: "event", help: "1 or true where the event happened, 0 or false where the time is censored" });
+  const eventField = field("Event column", event.element, { name: "event", help: `${EVENT_HELP}.` });
+  const eventHelp = eventField.querySelector(".help");
   const exposureField = field("Exposure column (optional)", exposure.element, {
     name: "exposure", help: "> 0 on every row, not a feature: the target is then a rate per unit of exposure" });
   const offsetField = field("Offset column (optional)", offset.element, {
@@ -92,10 +112,12 @@ function uploadForm(navigate) {
   const targetField = field("Target column", target.element, { name: "target", help: "what to predict; every other column is a feature" });
   const showTaskColumns = () => {
     const survival = task.value === "survival";
-    // a survival table's target is its time column: not the event column the last column often is
-    if (survival && columns.length && target.value() === event.value()) {
-      target.setColumns(columns, likelyColumn(columns.filter(column => column !== event.value()), TIME_WORDS)
-                        ?? columns.filter(column => column !== event.value()).at(-1));
+    // a survival table's target is its time column (one named like a time, unless the person picked it), never the
+    // event column
+    const others = columns.filter(column => column !== event.value());
+    if (survival && columns.length && (target.value() === event.value() || !targetChosen)) {
+      target.setColumns(columns, (targetChosen ? null : likelyColumn(others, TIME_WORDS)) ?? (others.includes(target.value())
+        ? target.value() : others.at(-1)));
     }
     eventField.hidden = !survival;
     event.element.required = survival;
@@ -104,6 +126,7 @@ function uploadForm(navigate) {
     targetField.querySelector("label").textContent = survival ? "Time column (target)" : "Target column";
   };
   task.addEventListener("change", showTaskColumns);
+  event.element.addEventListener("change", showTaskColumns);
   showTaskColumns();
   const form = h("form", { "aria-label": "Upload a dataset" },
     h("div", { class: "fields" }, taskField,

@@ -2,6 +2,7 @@
 // succeeded, its path (chart and steps), its grid, and the step chosen on the chart with rules and trees.
 
 import { get, jobEvents } from "./api.js";
+import { showBatchChunk, showBatchJob } from "./batch.js";
 import { gridChart, metricLabel, metricPairs, metricsText, pathChart, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
@@ -267,6 +268,8 @@ export function showJob(main, { jobId, step }, context) {
 
   async function follow() {
     let job = await get(`/v1/jobs/${jobId}`, signal);
+    if (job.kind === "batch") return showBatchJob(main, job, context); // batch.js: rows, chunks, the download
+    if (job.kind === "batch_chunk") return showBatchChunk(main, job);
     render(job);
     if (isActive(job)) {
       for await (const event of jobEvents(jobId, signal)) { job = event.job; render(job); }

@@ -2,6 +2,7 @@
 // from the training table's original columns.
 
 import { get, post } from "./api.js";
+import { batchCard } from "./batch.js";
 import { metricsText, survivalCard } from "./chart.js";
 import { card, dataTable, definitions, fill, formatCount, formatNumber, formatTime, h, idText, link, loadedView,
          pageHeading } from "./dom.js";
@@ -11,6 +12,7 @@ import { field, onSubmit } from "./forms.js";
 import { classLabels, columnImportance, factorTarget, interceptText, linearTable, logQuantity, longestRule, ruleId,
          rulesTable } from "./rules.js";
 import { stepFactPairs } from "./step.js";
+import { curveTimes, rowSurvivalChart } from "./survival.js";
 
 const versionColumns = [
   { label: "Version", cell: model => link(`/dashboard/models/${model.id}`, `${model.name} v${model.version}`) },
@@ -75,7 +77,9 @@ function rowForm(model, onScore) {
   onSubmit(form, slot, async () => {
     const record = Object.fromEntries(inputs.map(({ column, control }) => [column.name,
       control.value === "" ? null : column.kind === "categorical" ? control.value : Number(control.value)]));
-    await onScore(await post(`/v1/models/${model.id}/predict?explain=true`, { dataframe_records: [record] }));
+    // a Cox model's row also gets its survival curve: S(t | x) where the baseline hazard steps, up to its last time
+    const params = model.ensemble.baseline_hazard ? { params: { times: curveTimes(model) } } : {};
+    await onScore(await post(`/v1/models/${model.id}/predict?explain=true`, { dataframe_records: [record], ...params }));
   });
   return form;
 }
@@ -110,7 +114,8 @@ function breakdown(model, fired, linear) {
     + `${rules} that fired${terms}`;
 }
 
-/** The prediction of the first row, its probabilities where the model gives them, and the rules that fired. */
+/** The prediction of the first row, its probabilities where the model gives them, its survival curve (a Cox
+ * model's), and the rules that fired. */
 function scoreView(model, answer) {
   const fired = answer.explanations?.[0] ?? [];
   const linear = answer.linear_contributions?.[0] ?? [];
@@ -122,13 +127,15 @@ function scoreView(model, answer) {
     Array.isArray(probabilities) ? classProbabilities(answer.classes, probabilities, prediction)
       : probabilities !== undefined ? definitions([[`probability of ${answer.classes[1]}`, formatNumber(probabilities, 4), "probability"]]) : null,
     h("p", { class: "breakdown" }, breakdown(model, fired, linear)),
+    answer.survival ? rowSurvivalChart(answer.times, answer.survival[0], { timeLabel: `time (${model.target})` }) : null,
     rulesTable(model.ensemble, { columns: model.columns, only: fired, caption: "Rules that fired for this row" }),
     linear.length ? linearTable(model.ensemble, { amounts: linear, caption: "Linear terms for this row" }) : null,
   ];
 }
 
-/** A Cox model's survival card: its source job's curves (the selected step's, on that job's validation rows) where
- * the model is that step; a model of another step says where they are. Nothing for other models. */
+/** A Cox model's survival card: the curves of its step on its source job's validation rows (their Kaplan–Meier
+ * estimate beside the step's mean S(t | x), the worker's), for any promoted step; a job stored before every step had
+ * curves has only its selected step's. Nothing for other models, or where the job has been deleted. */
 async function survivalSection(model, signal) {
   const source = model.provenance;
   if (!model.ensemble.baseline_hazard) return null;
@@ -136,14 +143,17 @@ async function survivalSection(model, signal) {
   const [result, dataset] = await Promise.all([get(`/v1/jobs/${source.job_id}/result`, signal).catch(() => null),
                                                get(`/v1/datasets/${source.dataset_id}`, signal).catch(() => null)]);
   if (!result?.survival) return null;
-  const stepLink = link(`/dashboard/jobs/${source.job_id}/steps/${result.selected}`, `step ${result.selected}`);
-  if (source.step !== result.selected) {
-    return card("Survival", h("p", { class: "muted" }, "The source job's survival curves are of its selected step, ", stepLink,
-                              `; this model is step ${source.step}.`));
+  const selected = source.step === result.selected;
+  const curve = selected ? result.survival.model : result.survival.steps?.[source.step];
+  if (!curve) {
+    const stepLink = link(`/dashboard/jobs/${source.job_id}/steps/${result.selected}`, `step ${result.selected}`);
+    return card("Survival", h("p", { class: "muted" }, "The source job was stored with the curves of its selected step only, ",
+                              stepLink, `; this model is step ${source.step}. A row's curve is under "Predict one row".`));
   }
-  return survivalCard(result.survival, dataset, `This model (the selected step of its job) on the job's ${formatCount(result.n_val)} `
-    + "validation rows: their Kaplan–Meier estimate beside the mean of the model's survival curves over the same rows. "
-    + "Each rule multiplies the hazard by its factor (its hazard ratio, in the rules below).");
+  const rows = result.cv ? "rows it was refitted on (in sample)" : `${formatCount(result.n_val)} validation rows`;
+  return survivalCard({ ...result.survival, model: curve }, dataset, `This model (step ${source.step}${selected ? ", the selected "
+    + "one" : ""} of its job) on the job's ${rows}: their Kaplan–Meier estimate beside the mean of the model's survival curves `
+    + "over the same rows. Each rule multiplies the hazard by its factor (its hazard ratio, in the rules below).");
 }
 
 export function showModel(main, { modelId }, { signal, navigate }) {
@@ -175,6 +185,7 @@ export function showModel(main, { modelId }, { signal, navigate }) {
       card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
         + "leave a value empty for a missing one."),
         rowForm(model, async answer => scored.replaceChildren(...scoreView(model, answer).filter(Boolean))), scored),
+      batchCard(model, { signal }),
       deployCard(model, registered, () => navigate(location.pathname, { replace: true })),
       driftCard(model, signal),
       card(`Rules (${model.n_rules})`, rulesTable(model.ensemble, { columns: model.columns })),

@@ -1,7 +1,8 @@
 """Batch scoring: a CSV or Parquet file (or a stored dataset) scored by a model in chunk jobs on the worker pool,
 the scored rows downloaded as Parquet or CSV (app/core/batch_scoring.py says how).
 
-- ``POST /v1/models/{ref}/batch``: ``ref`` a model id, or ``name@alias``, ``name@3`` (a version), ``name@latest``;
+- ``POST /v1/models/{ref}/batch``: ``ref`` a model id, a model name (its latest version, as ``/predict`` by name), or
+  ``name@alias``, ``name@3`` (a version), ``name@latest``;
   the body a multipart upload (one file part named ``file``), a raw CSV or Parquet body, or JSON naming a dataset
   (``{"dataset_id": ...}``). Uploads are spooled to this process's disk, counted against FIRE_MAX_BATCH_BYTES.
 - ``GET /v1/models/batch/{job_id}``: where it stands; ``.../result``: the scored rows, streamed;
@@ -11,7 +12,7 @@ the scored rows downloaded as Parquet or CSV (app/core/batch_scoring.py says how
 import json
 from typing import IO, Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from python_multipart.multipart import File, create_form_parser
@@ -147,7 +148,12 @@ async def _receive(request: Request, limit: int) -> tuple[IO[bytes], str, str | 
     responses=problem_responses(400, 404, 413, 415, 422, 429),
 )
 async def submit_batch(
-    ref: str,
+    ref: Annotated[
+        str,
+        Path(
+            description="a model id, a model name (its latest version), name@alias, name@3 (a version) or name@latest"
+        ),
+    ],
     request: Request,
     response: Response,
     core: CoreDep,
