@@ -81,13 +81,16 @@ def likelihood_newton(loss, columns, y, s) -> tuple[np.ndarray, float]:
     current = objective(beta)
     for _ in range(NEWTON_STEPS):
         gradient, hessian = loss.weight_derivatives(y, design @ beta, s, design)
+        if not (np.all(np.isfinite(gradient)) and np.all(np.isfinite(hessian))):
+            break  # scores past the loss's floating-point range: no step from here is to be trusted
         step = np.linalg.lstsq(hessian + np.diag(ridge), gradient + ridge * beta, rcond=None)[0]
-        scale = 1.0
-        while scale > 1e-8 and objective(beta - scale * step) > current:
+        scale, value = 1.0, objective(beta - step)
+        while scale > 1e-8 and not value <= current:  # a NaN value is no decrease either
             scale *= 0.5
+            value = objective(beta - scale * step)
         if scale <= 1e-8:
             break
-        beta, previous, current = beta - scale * step, current, objective(beta - scale * step)
+        beta, previous, current = beta - scale * step, current, value
         if previous - current <= 1e-12 * max(abs(current), 1.0):
             break
     return beta[first:], float(beta[0]) if first else 0.0

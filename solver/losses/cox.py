@@ -228,10 +228,10 @@ class Cox(NewtonLoss):
 
     def weight_derivatives(self, y, score, sample_weight, design):
         """The gradient ``-design^T (s r)`` (martingale residuals r) and the full Hessian of the partial likelihood
-        in the weights of ``design``'s columns ``x``: ``sum_i s_i exp(eta_i) H_i x_i x_i^T - sum_k (d_k / W_k^2) m_k
-        m_k^T`` with ``m_k = sum_{j: t_j >= t_k} s_j exp(eta_j) x_j`` (each risk set's rows move its sum together,
-        so it is not the diagonal of ``newton_terms``). O(nnz k + n k^2), the m_k summed over the times from the
-        last in blocks of ``RISK_SET_BLOCK``."""
+        in the weights of ``design``'s columns ``x``: ``sum_i s_i exp(eta_i) H_i x_i x_i^T - sum_k d_k (m_k / W_k)
+        (m_k / W_k)^T`` with ``m_k = sum_{j: t_j >= t_k} s_j exp(eta_j) x_j`` (each risk set's rows move its sum
+        together, so it is not the diagonal of ``newton_terms``). O(nnz k + n k^2), the m_k summed over the times
+        from the last in blocks of ``RISK_SET_BLOCK``."""
         sets = _RiskSets.of(y)
         risk, events, shift = sets.sums(score, sample_weight)
         relative = np.exp(score - shift)
@@ -242,15 +242,15 @@ class Cox(NewtonLoss):
         at_time = sp.csr_matrix((np.ones(n_rows), (sets.group, np.arange(n_rows))), shape=(n_times, n_rows)) @ (
             sp.csr_matrix(design.multiply((sample_weight * relative)[:, None]))
         )  # per distinct time: the sum of s exp(eta) x over its rows
-        coupling = _hazard_steps(risk, events, power=2)  # d_k / W_k^2
+        counted = (events > 0) & (risk > 0)  # the times whose events couple their risk sets' rows
         later = np.zeros(design.shape[1])  # m of the time after the block
         for stop in range(n_times, 0, -RISK_SET_BLOCK):
             start = max(stop - RISK_SET_BLOCK, 0)
             sums = np.cumsum(at_time[start:stop].toarray()[::-1], axis=0)[::-1] + later
             later = sums[0]
-            has_event = coupling[start:stop] > 0
-            sums = sums[has_event]
-            hessian -= sums.T @ (sums * coupling[start:stop][has_event][:, None])
+            block = slice(start, stop)
+            means = sums[counted[block]] / risk[block][counted[block], None]  # m_k / W_k: no W_k^2 to underflow
+            hessian -= means.T @ (means * events[block][counted[block], None])
         return gradient, hessian
 
     def loss_total(self, y, score, sample_weight):
