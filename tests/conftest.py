@@ -43,6 +43,7 @@ MODULE_MARKERS = {
     "service/test_batch_dashboard.py": "browser integration",
     "service/test_dashboard.py": "browser integration",
     "service/test_drift_dashboard.py": "browser integration",
+    "service/test_forms_dashboard.py": "browser integration",
     "service/test_survival_curves_dashboard.py": "browser integration",
     "service/test_survival_dashboard.py": "browser integration",
     "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
