@@ -391,7 +391,8 @@ class ScoringParams(BaseModel):
     times: list[float] | None = Field(
         None,
         description=(
-            "survival models (Cox loss): times (>= 0) at which to answer each row's survival curve S(t | x) "
+            "survival models (Cox loss): times (from 0 to the last follow-up time of the model's training rows, the "
+            "last of its baseline_hazard times: a 422 past it) at which to answer each row's survival curve S(t | x) "
             "(`survival`, a row of len(times) per row) beside its hazard ratio; a 422 for other models"
         ),
     )

@@ -167,7 +167,11 @@ async def submit_batch(
         int | None, Query(ge=1, le=10_000_000, description="rows per chunk job (default FIRE_BATCH_CHUNK_ROWS)")
     ] = None,
     times: Annotated[
-        list[float] | None, Query(description="a Cox model: add S(t | x) at each of these times (repeat the parameter)")
+        list[float] | None,
+        Query(
+            description="a Cox model: add S(t | x) at each of these times (repeat the parameter), each from 0 to the "
+            "last follow-up time of the model's training rows"
+        ),
     ] = None,
     id_column: Annotated[
         str | None, Query(description="an input column copied into the result beside `row`, to match rows")
