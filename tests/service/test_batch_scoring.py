@@ -212,7 +212,7 @@ def test_missing_columns_and_unscorable_types_are_422s_at_submission(stack, regr
     typed = post_batch(client, regression["id"], parquet_bytes(booleans), "a.parquet")
     assert_problem(typed, 422, "columns.Height")
     assert "bool" in typed.json()["errors"][0]["message"]
-    assert_problem(post_batch(client, "mdl_nosuchmodel", b"a,b\n1,2\n", "a.csv"), 404, "model_id")
+    assert_problem(post_batch(client, "mdl_nosuchmodel", b"a,b\n1,2\n", "a.csv"), 404, "path.ref")
     empty = post_batch(client, regression["id"], features.iloc[:0].to_csv(index=False).encode(), "a.csv")
     assert_problem(empty, 422, "file")
 
@@ -274,7 +274,7 @@ def test_only_the_model_s_tenant_sees_its_batch_jobs_and_results(stack):
             time.sleep(0.1)
         model = client.post("/v1/models", json={"job_id": job["id"], "name": "batch-tenant"}, headers=alice).json()
         csv = features.to_csv(index=False).encode()
-        assert_problem(post_batch(client, model["id"], csv, "a.csv", headers=bob), 404, "model_id")
+        assert_problem(post_batch(client, model["id"], csv, "a.csv", headers=bob), 404, "path.ref")
         assert_problem(post_batch(client, "batch-tenant@latest", csv, "a.csv", headers=bob), 404)
         submitted = post_batch(client, model["id"], csv, "a.csv", headers=alice)
         assert submitted.status_code == 202, submitted.text
@@ -301,7 +301,7 @@ def test_a_batch_upload_over_its_limit_is_a_413_and_may_pass_the_upload_limit(st
         assert_problem(post_batch(own.client, "mdl_x", body, "a.csv"), 413, "file")
         small = abalone_features(30).to_csv(index=False).encode()
         assert 1000 < len(small) < 4000
-        assert_problem(post_batch(own.client, "mdl_x", small, "a.csv"), 404, "model_id")  # past the upload limit
+        assert_problem(post_batch(own.client, "mdl_x", small, "a.csv"), 404, "path.ref")  # past the upload limit
 
 
 def test_chunks_hold_whole_tables_of_pyarrow_types():
