@@ -581,7 +581,8 @@ def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_us
     assert api.get("/v1/registered-models/elevators-readable").json()["aliases"] == {}
     page.get_by_label("Alias", exact=True).fill("latest")
     page.get_by_role("button", name="Point at v1").click()
-    expect(page.get_by_role("alert")).to_contain_text("not 'latest'")
+    expect(page.locator(".field-error")).to_contain_text("not 'latest'")  # at the field; the banner says so
+    expect(page.get_by_role("alert")).to_contain_text("This alias is not allowed. It is shown at its field.")
     page.get_by_label("Alias", exact=True).fill("champion")
     page.get_by_role("button", name="Point at v1").click()
     expect(aliases.locator("table.data")).to_contain_text("champion")
