@@ -112,8 +112,8 @@ function batchStatus(view, signal) {
   const show = current => {
     view = current;
     element.replaceChildren(...[
-      h("p", null, statusBadge(current.status), " ", link(`/dashboard/jobs/${current.id}`, "batch job "), idText(current.id),
-        ` · ${elapsed(current)}`),
+      h("p", null, statusBadge(current.status), " ", link(`/dashboard/jobs/${current.id}`, "batch job ", idText(current.id)),
+        active(current) ? ` · ${elapsed(current)} so far` : ` · took ${elapsed(current)}`),
       progressBar(current),
       active(current) ? cancelButton(current, show, error => problem.replaceChildren(problemAlert(error))) : null,
       outcome(current), problem].filter(Boolean)); // replaceChildren would show a null as "null"
