@@ -285,7 +285,7 @@ def run_count_path(kwargs, mats, y, idx, ancestors):
 
     out = {"main": scored(result.select())}
     if not poisson:
-        eligible = [k for k, s in enumerate(result.steps) if s.n_rules <= BUDGET]
+        eligible = [k for k, s in enumerate(result.steps) if s.n_terms <= BUDGET]  # the budget counts terms
 
         def val_deviance(k):
             mu = result.intercepts[k] + mats[1].matvec(result.coef(k))

@@ -192,7 +192,7 @@ def run_path(kwargs, cache, y_train, y_val, y_test, cfg, budgets):
 
     for budget in budgets:
         out["budgets"][str(budget)] = record(result.select(max_rules=budget))
-    band = [s for s in result.steps if BAND[0] <= s.n_rules <= BAND[1]]
+    band = [s for s in result.steps if BAND[0] <= s.n_terms <= BAND[1]]  # terms, as the budget counts them
     out["band"] = record(min(band, key=lambda s: (s.val_loss, s.index)).index) if band else None
     return out
 

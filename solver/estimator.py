@@ -33,6 +33,7 @@ from .fitting import class_labels, fit_half_samples, fit_rules
 from .losses import DEFAULT_LOSS, LOSSES
 from .losses.cox import concordance_index, signed_times
 from .losses.logistic import probability
+from .path import upgraded_step_record
 from .rules import INVERSE_LINKS, RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 from .stability import check_resamples, reference_cuts, rule_stability
@@ -79,8 +80,9 @@ class _FireEstimator(BaseEstimator):
 
     Fits a tree ensemble (or takes a fitted one through ``forest``), treats every leaf as a candidate rule,
     computes a warm-started path of the FIRE problem (MCP or L1 sparsity plus fusion of neighbouring leaves
-    of each tree) and keeps the best step among those with at most ``max_rules`` rules (``selection``). Without
-    ``X_val``/``y_val`` in ``fit``, ``validation_fraction`` of the training rows is held out for that choice
+    of each tree) and keeps the best step among those with at most ``max_rules`` terms (rules and linear terms
+    counted alike; ``selection``). Without ``X_val``/``y_val`` in ``fit``, ``validation_fraction`` of the
+    training rows is held out for that choice
     (and the forest, when fitted here, is fitted on the remaining rows only). The work is
     :func:`solver.fitting.fit_rules`, the same orchestration the service's workers run: the same table,
     settings and ``random_state`` give the same rules in both.
@@ -323,9 +325,15 @@ class _FireEstimator(BaseEstimator):
         model.encoding_ = None if columns is None else TableEncoding.from_dict(columns)
         if document.get("classes") is not None:
             model.classes_ = np.asarray(document["classes"])
-        model.path_ = list(document["path"])
         model.selected_step_ = int(document["selected_step"])
         model.rule_ensemble_ = RuleEnsemble.from_dict(document["rule_ensemble"])
+        # a document written before the steps had n_terms: a path without linear candidates has none at any step,
+        # the selected step as many as its rules hold; elsewhere the split is unknown
+        without_linear = 0 if not document["params"].get("linear_terms", False) else None
+        model.path_ = [
+            upgraded_step_record(record, model.rule_ensemble_.n_linear if k == model.selected_step_ else without_linear)
+            for k, record in enumerate(document["path"])
+        ]
         model.intercept_ = _intercept(model.rule_ensemble_.intercept)
         return model
 

@@ -387,17 +387,31 @@ def fit_cross_validated(
 
 
 def fit_half_samples(
-    X, y, spec: PathSpec, n_pairs: int, *, forest, sample_weight=None, feature_names=None, encoding=None, classes=None
+    X,
+    y,
+    spec: PathSpec,
+    n_pairs: int,
+    *,
+    forest,
+    sample_weight=None,
+    feature_names=None,
+    encoding=None,
+    classes=None,
+    on_fit=None,
 ) -> list[tuple[RuleEnsemble, RuleEnsemble]]:
     """The rules :func:`fit_rules` selects on each half of ``n_pairs`` random splits of the rows into two disjoint
     halves (``solver.stability.half_sample_pairs``, seeded by ``spec.random_state``), each half a whole fit: its
-    own validation rows (or folds) and, for a ``ForestSpec``, its own forest. For ``solver.stability``."""
+    own validation rows (or folds) and, for a ``ForestSpec``, its own forest. For ``solver.stability``.
+    ``on_fit(done, total)`` runs after each of the ``2 * n_pairs`` fits (progress)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
 
+    done = 0
+
     def half_fit(rows) -> RuleEnsemble:
-        return fit_half(
+        nonlocal done
+        rules = fit_half(
             X,
             y,
             spec,
@@ -408,6 +422,10 @@ def fit_half_samples(
             encoding=encoding,
             classes=classes,
         )
+        done += 1
+        if on_fit is not None:
+            on_fit(done, 2 * n_pairs)
+        return rules
 
     return [(half_fit(a), half_fit(b)) for a, b in half_sample_pairs(len(y), n_pairs, spec.random_state)]
 

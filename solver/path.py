@@ -47,7 +47,9 @@ class PathStep:
     index: int
     lambda_s: float
     lambda_f: float
-    n_rules: int
+    # the selected rules, linear terms not counted: rule columns with a nonzero weight (the step's RuleEnsemble says
+    # rules of the same conditions once, each column one of its members; None: see upgraded_step_record)
+    n_rules: int | None
     n_trees: int
     n_antecedents: int | None
     train_loss: float
@@ -56,7 +58,11 @@ class PathStep:
     n_iter: int
     converged: bool
     seconds: float
-    _: KW_ONLY  # the metrics beside the losses, None by default: records written before one existed read back
+    _: KW_ONLY
+    # every selected term, rules and linear terms: the count the rule budget (PathSpec.max_rules) bounds
+    n_terms: int
+    n_linear: int | None  # the selected linear terms (None: see upgraded_step_record)
+    # the metrics beside the losses, None by default: records written before one existed read back
     train_auc: float | None = None
     val_auc: float | None = None
     train_accuracy: float | None = None
@@ -78,23 +84,40 @@ class PathStep:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, record):
+    def from_dict(cls, record, n_linear=None):
         """The step of a ``to_dict()`` record (keys it does not know are ignored; the fields after the losses may
-        be missing, as in records written before they existed)."""
+        be missing, as in records written before they existed). ``n_linear``: the linear terms of a record written
+        before ``n_terms`` existed, where the caller knows them (:func:`upgraded_step_record`)."""
+        record = upgraded_step_record(record, n_linear)
         return cls(**{f.name: record[f.name] for f in fields(cls) if f.default is MISSING or f.name in record})
+
+
+def upgraded_step_record(record, n_linear=None):
+    """A step record (``PathStep.to_dict()``, or a document's copy of its counts) with this version's counts.
+
+    A record written before ``n_terms`` existed counted every selected term, linear ones included, as ``n_rules``:
+    that count becomes ``n_terms``. How many of them are linear is known only where the caller knows it
+    (``n_linear``: 0 for a path without linear candidates, or the count of a step whose rules are at hand); else
+    ``n_rules`` and ``n_linear`` are None (unknown), rather than a figure that may be wrong."""
+    if "n_terms" in record or "n_rules" not in record:
+        return dict(record)
+    terms = record["n_rules"]
+    rules = None if n_linear is None or terms is None else terms - n_linear
+    return {**record, "n_terms": terms, "n_linear": None if rules is None else n_linear, "n_rules": rules}
 
 
 def best_step(steps, max_rules=None, selection=PathSpec().selection):
     """Position in ``steps`` of the best one within the rule budget, or None where no step fits it.
 
     The one selection rule of the library and the service (final choice, progress, grid cells): among steps
-    with at most ``max_rules`` rules, the lowest validation loss (``selection="loss"``) or the highest
-    validation AUC (``"auc"``) or C-index (``"cindex"``; ``PathSpec.selection``), from the training rows where a step
-    has no validation metric; the earlier (sparser) step on ties. ``"1se"``: the earliest (sparsest) step whose
+    with at most ``max_rules`` terms (``n_terms``: the budget counts rules and linear terms alike), the lowest
+    validation loss (``selection="loss"``) or the highest validation AUC (``"auc"``) or C-index (``"cindex"``;
+    ``PathSpec.selection``), from the training rows where a step has no validation metric; the earlier (sparser)
+    step on ties. ``"1se"``: the earliest (sparsest) step whose
     validation loss is at most the lowest one plus that step's standard error (``val_loss_se``, cross-validated
     steps), glmnet's one-standard-error rule; the lowest where a step has no standard error.
     """
-    eligible = [k for k, s in enumerate(steps) if max_rules is None or s.n_rules <= max_rules]
+    eligible = [k for k, s in enumerate(steps) if max_rules is None or s.n_terms <= max_rules]
     if not eligible:
         return None
     if selection == "1se":
@@ -135,7 +158,7 @@ class PathResult:
         budget = self.spec.max_rules if max_rules is None else max_rules
         k = best_step(self.steps, budget, self.spec.selection)
         if k is None:
-            raise ValueError(f"no step of the path has at most max_rules={budget} rules")
+            raise ValueError(f"no step of the path has at most max_rules={budget} terms (rules and linear terms)")
         return k
 
 
@@ -181,8 +204,9 @@ def fit_path(
     steepest-direction entry and no block's proximal move exceeds ``tol * lambda_max``. ``max_iter`` caps the
     passes (working-set passes and full sweeps) per step (``PathStep.converged`` is False where it was hit).
     ``callback(step)`` runs after every step; a truthy return stops the path (progress, cancel, deadline).
-    The path also stops after the first step whose rule count passes ``max_rules``, and once it is past its best
-    step (``PathSpec.past_its_best``: ``patience`` steps with no better validation loss and twice the rules). The
+    The path also stops after the first step whose count of terms (``n_terms``) passes ``max_rules``, and once it
+    is past its best step (``PathSpec.past_its_best``: ``patience`` steps with no better validation loss and twice
+    the terms). The
     validation split settings of the spec are the caller's business (``solver.fitting``): here validation rows are
     given, with their weights ``val_weight`` (None: equal), which weight their losses and metrics.
     With ``scaling="unit"`` the solver runs on M with unit-norm columns (``LeafMatrix.unit_columns``;
@@ -194,7 +218,8 @@ def fit_path(
     Candidates (``solver.candidates``): ``matrix``'s rule columns may be nodes in blocks per tree level, and its
     linear columns terms; ``leaf_ancestors`` (``Candidates.ancestors``) counts antecedents over the rule columns
     and ``column_trees`` (``Candidates.trees``, (R,)) names each rule column's tree for ``PathStep.n_trees``
-    (default: its block). ``n_rules`` counts every selected term, linear ones included.
+    (default: its block). A step's ``n_rules`` counts its selected rule columns, ``n_linear`` its selected linear
+    terms and ``n_terms`` both (what ``max_rules`` bounds).
     ``n_jobs`` caps the threads of the parallel kernels (``solver.threads.limit``; None: ``FIRE_NUM_THREADS`` or
     every core); the path does not depend on it.
     """
@@ -285,7 +310,7 @@ def _fit_path(
         if callback is not None and callback(step):
             stop_reason = "callback"
             break
-        if max_rules is not None and step.n_rules > max_rules:
+        if max_rules is not None and step.n_terms > max_rules:
             stop_reason = "max_rules"
             break
         if spec.past_its_best(steps, best_step(steps, max_rules, spec.selection)):
@@ -377,7 +402,7 @@ def _record_step(
     seconds,
 ):
     active = w != 0 if w.ndim == 1 else np.any(w != 0, axis=1)
-    rules = active[: problem.first_linear]
+    rules = active[: problem.first_linear]  # then the linear terms' columns
     if column_trees is None:
         column_trees = np.repeat(np.arange(len(problem.offsets) - 1), np.diff(problem.offsets))[: len(rules)]
     train = loss.step_metrics(problem.y, train_score, problem.sample_weight)
@@ -392,7 +417,9 @@ def _record_step(
         index=index,
         lambda_s=float(lam),
         lambda_f=lam_f,
-        n_rules=int(active.sum()),
+        n_rules=int(rules.sum()),
+        n_linear=int(active[problem.first_linear :].sum()),
+        n_terms=int(active.sum()),
         n_trees=len(np.unique(column_trees[rules])),
         n_antecedents=n_antecedents,
         train_loss=train["loss"],

@@ -229,13 +229,17 @@ class PathSpec(_Spec):
     )
     lambda_min_ratio: float = field(default=1e-3, metadata=_doc("smallest lambda_s as a fraction of lambda_max"))
     max_rules: int | None = field(
-        default=None, metadata=_doc("rule budget of the selected step; the path stops after the first step past it")
+        default=None,
+        metadata=_doc(
+            "rule budget of the selected step: the most terms it may hold, rules and linear terms counted alike; the "
+            "path stops after the first step past it"
+        ),
     )
     patience: int | None = field(
         default=DEFAULT_PATIENCE,
         metadata=_doc(
             "a path with validation rows stops once this many steps have passed its best one (the selection within "
-            f"max_rules) and it holds at least {PAST_BEST_RULE_FACTOR} times the best step's rules; None: every step "
+            f"max_rules) and it holds at least {PAST_BEST_RULE_FACTOR} times the best step's terms; None: every step "
             "of the grid"
         ),
     )
@@ -481,12 +485,13 @@ class PathSpec(_Spec):
     def past_its_best(self, steps: Sequence, best: int | None) -> bool:
         """Whether a path whose steps so far are ``steps`` (``solver.path.PathStep``), the best of them at position
         ``best`` (``solver.path.best_step``), is done: it has validation losses, ``patience`` steps passed since its
-        best and it holds at least PAST_BEST_RULE_FACTOR times the best step's rules."""
+        best and it holds at least PAST_BEST_RULE_FACTOR times the best step's terms (``n_terms``: rules and linear
+        terms, as the budget counts them)."""
         if self.patience is None or best is None or steps[-1].val_loss is None:
             return False
         last, chosen = steps[-1], steps[best]
-        return last.index - chosen.index >= self.patience and last.n_rules >= PAST_BEST_RULE_FACTOR * max(
-            chosen.n_rules, 1
+        return last.index - chosen.index >= self.patience and last.n_terms >= PAST_BEST_RULE_FACTOR * max(
+            chosen.n_terms, 1
         )
 
     def fusion_strength(self, lambda_s: float) -> float:

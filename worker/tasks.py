@@ -42,7 +42,7 @@ from app.core.job_documents import (
 )
 from app.core.records import now
 from solver import RuleEnsemble, TreeEnsemble, threads
-from solver.cross_validation import fold_rows
+from solver.cross_validation import common_steps, fold_rows
 from solver.fitting import (
     RuleFit,
     cross_validation_grid,
@@ -90,6 +90,8 @@ class JobRun(Generic[SpecT]):
         self.claimed = False
         self.steps: list[PathStep] = []
         self.current_phase = "starting"
+        self.path_phase = ("path", 0)  # the path phase whose steps on_step reports, and its steps at most
+        self.path_progress: Progress | None = None  # the last step's progress, which the job's final one keeps
         self._last_progress = 0.0
         self.parent_pid = os.getppid()
 
@@ -99,7 +101,8 @@ class JobRun(Generic[SpecT]):
         if record is None:
             return self
         self.record = record
-        self.timings["queue_wait"] = max(0.0, started - record.queued_at)
+        cells = self.records.get_many(record.cells) if record.cells else []
+        self.timings.update(waits(record, started, [cell for cell in cells if cell is not None]))
         self.deadline = started + self.core.settings.job_timeout
         # the claim starts the job's heartbeat; FireWorker keeps it fresh from here on
         self.claimed = self.records.claim(
@@ -111,6 +114,13 @@ class JobRun(Generic[SpecT]):
         if not self.claimed:
             return False
         self.records.stop_beating(self.job_id)
+        try:
+            return self._record_outcome(exc_type, exc)
+        finally:
+            self._count_in_parent()
+
+    def _record_outcome(self, exc_type, exc) -> bool:
+        """The job's end where it did not succeed (canceled or failed); whether the exception is handled."""
         if exc_type is JobCanceled:
             self.records.cancel(self.job_id, Progress(phase="canceled"), attempt=self.attempt, timings=self.timings)
             return True
@@ -126,6 +136,20 @@ class JobRun(Generic[SpecT]):
                 )
             self.records.fail(self.job_id, self.attempt, error, timings=self.timings)
         return False  # re-raise: RQ records the traceback too
+
+    def _count_in_parent(self) -> None:
+        """A fold or a grid cell that ended: its parent, queued behind its cells, counts those not ended yet (a
+        batch chunk's parent counts its chunks from their results)."""
+        parent_id = self.record.parent_id
+        if parent_id is None or not isinstance(self.record.spec, PathJobSpec):
+            return
+        parent = self.records.get(parent_id)
+        if parent is None or not parent.cells:
+            return
+        cells = self.records.get_many(parent.cells)
+        unfinished = sum(1 for cell in cells if cell is None or cell.status not in TERMINAL)
+        phase = "folds" if parent.kind == "cv" else "cells"
+        self.records.report_cells(parent_id, Progress(phase=phase, unfinished=unfinished))
 
     @property
     def spec(self) -> SpecT:
@@ -158,6 +182,12 @@ class JobRun(Generic[SpecT]):
         if time.time() > self.deadline:
             raise DeadlinePassed()
 
+    def start_path(self, name: str, n_steps: int) -> None:
+        """Enter a path phase (a path job's path, a fold's, a cross-validation's refit) of at most ``n_steps`` steps,
+        whose progress on_step reports."""
+        self.path_phase = (name, n_steps)
+        self.phase(name, step=0, n_steps=n_steps)
+
     def on_step(self, path: PathSpec, step: PathStep) -> bool:
         """Path callback (``path``: the settings of the path it follows): progress at most every
         PROGRESS_INTERVAL_SECONDS; truthy stops the path (canceled, past the deadline, or orphaned: the worker
@@ -171,31 +201,57 @@ class JobRun(Generic[SpecT]):
         self._last_progress = time.monotonic()
         step = self.steps[-1]
         best = best_step(self.steps, path.max_rules, path.selection)
-        self.records.report_progress(
-            self.job_id,
-            self.attempt,
-            Progress(
-                phase="path",
-                step=step.index + 1,
-                n_steps=path.n_steps,
-                best=None if best is None else BestStep.of(self.steps[best]),
-                **step_values(step, Progress),  # rule count, lambda_s, losses and metrics
-            ),
+        name, n_steps = self.path_phase
+        self.path_progress = Progress(
+            phase=name,
+            step=step.index + 1,
+            n_steps=n_steps,
+            best=None if best is None else BestStep.of(self.steps[best]),
+            **step_values(step, Progress),  # counts of terms, lambda_s, losses and metrics
         )
+        self.records.report_progress(self.job_id, self.attempt, self.path_progress)
 
     @property
     def orphaned(self) -> bool:
         return os.getppid() != self.parent_pid
 
     def succeed(self, summary, cache_hit: bool | None = None) -> None:
-        self.timings["total"] = now() - self.record.queued_at
+        finished = now()
+        self.timings["total"] = finished - self.record.created_at
         record = self.records.get(self.job_id)
         if record is None:
             return  # deleted while it ran: there is nothing left to record the outcome in
-        progress = record.progress.model_copy(update={"phase": "done"})
-        self.records.succeed(
-            self.job_id, self.attempt, summary=summary, cache_hit=cache_hit, timings=self.timings, progress=progress
+        # done: where the path ended (its last step) and the stability fits, where there were any
+        progress = (self.path_progress or record.progress).model_copy(
+            update={"phase": "done", "fit": record.progress.fit, "n_fits": record.progress.n_fits}
         )
+        self.records.succeed(
+            self.job_id,
+            self.attempt,
+            summary=summary,
+            cache_hit=cache_hit,
+            timings=self.timings,
+            progress=progress,
+            finished_at=finished,
+        )
+
+
+def waits(record: JobRecord, started: float, cells: list[JobRecord]) -> dict[str, float]:
+    """The waits of a job claimed at ``started``: ``queue_wait``, the time before it started (from its queueing).
+
+    A parent (a cross-validation, a grid, a batch) is queued behind its ``cells`` and runs once they have ended:
+    its work started with its first cell. Its ``queue_wait`` runs from its submission to that start, ``folds``
+    (``cells``) from there to the last cell's end (the cells run side by side), and ``wait_after_folds``
+    (``wait_after_cells``) from that end to the parent's own start; the three add up to ``started - created_at``.
+    """
+    ran = [cell for cell in cells if cell.started_at is not None and cell.finished_at is not None]
+    if not record.cells or len(cells) < len(record.cells) or len(ran) < len(cells):
+        # no cells, or some not ended (the parent hands itself back) or never started (canceled while queued)
+        return {"queue_wait": max(0.0, started - record.queued_at)}
+    first = min(cell.started_at for cell in ran if cell.started_at is not None)
+    last = max(cell.finished_at for cell in ran if cell.finished_at is not None)
+    name = "folds" if record.kind == "cv" else "cells"
+    return {"queue_wait": first - record.created_at, name: last - first, f"wait_after_{name}": started - last}
 
 
 def _stored_or_trained_forest(run: JobRun[Any], forest_id: str, recipe: ForestRecipe | None) -> TreeEnsemble:
@@ -302,7 +358,7 @@ def run_path(job_id: str, attempt: int) -> None:
         if spec.fold is not None:
             _run_fold(run, forest, data)
             return
-        run.phase("path", step=0, n_steps=spec.path.n_steps)
+        run.start_path("path", spec.path.n_steps)
         with run.timed("path"):
             fit = fit_rules(
                 data.X,
@@ -333,7 +389,7 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
     result without rules (the parent, collect_folds, refits on all the rows)."""
     spec = run.spec
     assert spec.fold is not None and spec.path.cv_folds is not None
-    run.phase("path", step=0, n_steps=spec.path.n_steps)
+    run.start_path("path", spec.path.n_steps)
     shared = dict(encoding=data.dataset.encoding, sample_weight=data.sample_weight)
     with run.timed("path"):
         grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, leaves=data.leaves, **shared)
@@ -377,16 +433,17 @@ def collect_folds(job_id: str, attempt: int) -> None:
         spec = run.spec
         forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
         data = _load_path_data(run, forest)
-        run.phase("path", step=0, n_steps=spec.path.n_steps)
+        fold_steps = [fold.steps for fold in folds]
+        run.start_path("refit", common_steps(fold_steps))  # the refit's steps: those every fold reached
         shared = dict(encoding=data.dataset.encoding, leaves=data.leaves, sample_weight=data.sample_weight)
-        with run.timed("path"):
+        with run.timed("refit"):
             grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, **shared)
             fit = refit_cross_validated(
                 data.X,
                 data.y,
                 spec.path,
                 grid,
-                [fold.steps for fold in folds],
+                fold_steps,
                 forest=forest,
                 classes=data.dataset.classes,
                 callback=partial(run.on_step, spec.path),
@@ -425,14 +482,15 @@ def _store_fit(
     else:
         assert data.y_val is not None  # fit_rules holds no rows out only where it is given validation rows
         n_val = len(data.y_val)
+    run.phase("rules")
     with run.timed("rules"):  # every step's, built once here as the library builds the selected step's
         ensembles = [fit.rules if step == fit.selected else fit.rules_at(step) for step in range(len(fit.path.steps))]
     run.check_deadline()
     stability = None
     if spec.stability_resamples is not None:
-        run.phase("stability")
+        run.phase("stability", fit=0, n_fits=spec.stability_resamples)
         with run.timed("stability"):
-            stability = _rule_stability(data, spec, _fold_forest(spec, forest), fit, ensembles)
+            stability = _rule_stability(run, data, _fold_forest(spec, forest), fit, ensembles)
         run.check_deadline()
     cache_hit = data.cache_hit if cache_hit is None else cache_hit
     with run.timed("store"):
@@ -521,10 +579,11 @@ def _cross_validation(fit: RuleFit) -> CrossValidation | None:
     )
 
 
-def _rule_stability(data: _PathData, spec: PathJobSpec, forest, fit: RuleFit, ensembles) -> RuleStability:
+def _rule_stability(run: JobRun[PathJobSpec], data: _PathData, forest, fit: RuleFit, ensembles) -> RuleStability:
     """The selection frequency of every step's rules over the job's half-sample fits (solver.stability), each fit
     as the job's own: its settings, its row weights (exposure, offset), and a forest of its own where the job
-    trains one."""
+    trains one; progress after each fit."""
+    spec = run.spec
     assert spec.stability_resamples is not None
     pairs = fit_half_samples(
         data.X,
@@ -535,6 +594,7 @@ def _rule_stability(data: _PathData, spec: PathJobSpec, forest, fit: RuleFit, en
         sample_weight=data.sample_weight,
         encoding=data.dataset.encoding,
         classes=data.dataset.classes,
+        on_fit=lambda done, total: run.phase("stability", fit=done, n_fits=total),
     )
     cuts = reference_cuts(fit.X_train)
     measured = [rule_stability(ensemble, pairs, cuts) for ensemble in ensembles]

@@ -607,16 +607,14 @@ class StepStability(BaseModel):
 
 @pydantic_dataclass
 class StepRules(PathStep):
-    """One path step (its PathStep fields) with its rules."""
+    """One path step (its PathStep fields: n_rules its rules, n_linear its linear terms, n_terms both) with its rules
+    (rules.rules says rules of the same conditions once: each selected rule is one of its members)."""
 
     job_id: str
     step: int
     selected: bool
     rules: Annotated[dict[str, Any], Field(description="solver.rules.RuleEnsemble.to_dict()")]
     text: str
-    n_linear: Annotated[
-        int, Field(description="linear terms among the step's terms (rules.linear; n_rules counts rules and them)")
-    ] = 0
     longest_rule: Annotated[int, Field(description="the most conditions of any of the step's rules (0: none)")] = 0
     stability: Annotated[
         StepStability | None,

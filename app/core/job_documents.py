@@ -9,13 +9,13 @@ the dataclasses they are, so their checks run on every read).
 from dataclasses import fields
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, model_serializer
+from pydantic import Field, model_serializer, model_validator
 
 from app.core.blobs import Document
 from app.core.forests import ForestInfo, ForestRecipe, ValidationSplit
 from app.core.tenants import DEFAULT_TENANT
 from solver.losses import get_loss
-from solver.path import PathStep
+from solver.path import PathStep, upgraded_step_record
 from solver.spec import Loss, PathSpec
 
 JobKind = Literal["train", "path", "grid", "cv", "batch", "batch_chunk"]
@@ -176,11 +176,37 @@ class ReadableMetrics(Document):
     val_cindex: float | None = None
 
 
-class BestStep(Document):
-    """The best step so far (solver.path.best_step: within the rule budget)."""
+def legacy_linear_terms(spec: Any) -> int | None:
+    """The linear terms of every step of a job whose records were written before steps had ``n_terms``
+    (solver.path.upgraded_step_record): 0 where its path had no linear candidates, else unknown (None)."""
+    path = spec.get("path") if isinstance(spec, dict) else None
+    return 0 if isinstance(path, dict) and not path.get("linear_terms", False) else None
+
+
+def _upgraded_counts(data: Any, n_linear: int | None = None) -> Any:
+    """A step's counts as this version writes them (solver.path.upgraded_step_record), from a stored record's."""
+    return upgraded_step_record(data, n_linear) if isinstance(data, dict) else data
+
+
+class TermCounts(Document):
+    """A step's counts of selected terms: ``n_rules`` rules and ``n_linear`` linear terms, ``n_terms`` both (the
+    count the rule budget ``max_rules`` bounds). A record written before ``n_terms`` existed counted every term as
+    ``n_rules``: it reads as ``n_terms``, with ``n_rules`` and ``n_linear`` null where the split is unknown."""
+
+    n_rules: int | None = Field(description="rules (linear terms not counted)")
+    n_linear: int | None = Field(description="linear terms")
+    n_terms: int = Field(description="rules and linear terms: the count the rule budget max_rules bounds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, data: Any) -> Any:
+        return _upgraded_counts(data)
+
+
+class BestStep(TermCounts):
+    """The best step so far (solver.path.best_step: within the rule budget, which counts terms)."""
 
     step: int
-    n_rules: int
     val_loss: float | None
     train_loss: float
     val_auc: float | None = Field(
@@ -201,18 +227,35 @@ class BestStep(Document):
 
 
 class Progress(ReadableMetrics):
-    """Where a job stands; only the fields that apply to its phase are set (and sent)."""
+    """Where a job stands; only the fields that apply to its phase are set (and sent).
+
+    The phases of a path job: queued, starting, training (its forest), loading, matrix, path (step of n_steps), rules
+    (every step's, built once), stability (fit of n_fits), done. A cross-validation (kind cv) is queued behind its
+    folds, each a path job, and counts them as they end (folds: unfinished of its cells), then refits on every row
+    (refit: step of n_steps, the steps every fold reached), builds the rules and measures their stability; a grid
+    counts its cells (cells: unfinished)."""
 
     phase: str
     step: int | None = Field(None, description="steps done so far")
     n_steps: int | None = Field(None, description="steps planned (the path may stop earlier at the rule budget)")
-    n_rules: int | None = None
+    fit: int | None = Field(None, description="phase stability: half-sample fits done so far")
+    n_fits: int | None = Field(None, description="phase stability: half-sample fits planned (stability_resamples)")
+    n_rules: int | None = Field(None, description="the current step's rules (linear terms not counted)")
+    n_linear: int | None = Field(None, description="the current step's linear terms")
+    n_terms: int | None = Field(None, description="the current step's rules and linear terms (the budget's count)")
     lambda_s: float | None = None
     train_loss: float | None = None
     val_loss: float | None = None
     best: BestStep | None = None
-    unfinished: int | None = Field(None, description="grid cells still running")
+    unfinished: int | None = Field(
+        None, description="a parent job's cells (a grid's, a cross-validation's folds) not ended yet"
+    )
     retry_of_attempt: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, data: Any) -> Any:
+        return _upgraded_counts(data)
 
     @model_serializer(mode="wrap")
     def _without_unset_fields(self, handler):
@@ -236,10 +279,11 @@ class TrainSummary(Document):
     n_leaves: int
 
 
-class PathSummary(Document):
+class PathSummary(TermCounts):
+    """The selected step of a path: its counts and validation metrics."""
+
     n_steps: int
     selected: int
-    n_rules: int
     val_loss: float | None
     train_loss: float
     val_auc: float | None = Field(None, description="classifiers (logistic, multinomial loss): the selected step's")
@@ -289,6 +333,22 @@ class JobState(Document):
     cache_hit: bool | None = None
     summary: GridSummary | PathSummary | TrainSummary | BatchSummary | None = None
     history: list[LostAttempt] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, data: Any) -> Any:
+        """A record written before steps had ``n_terms``: its counts split where its spec says (no linear terms)."""
+        if not isinstance(data, dict):
+            return data
+        linear = legacy_linear_terms(data.get("spec"))
+        upgraded = {**data}
+        if isinstance(data.get("progress"), dict):
+            upgraded["progress"] = _upgraded_counts(data["progress"], linear)
+            if isinstance(data["progress"].get("best"), dict):
+                upgraded["progress"]["best"] = _upgraded_counts(data["progress"]["best"], linear)
+        if isinstance(data.get("summary"), dict):
+            upgraded["summary"] = _upgraded_counts(data["summary"], linear)
+        return upgraded
 
 
 class JobRecord(JobState):
@@ -376,6 +436,26 @@ class PathResultBase(Document):
     survival: SurvivalCurves | None = Field(
         None, description="Cox loss: the selected step's survival curves on the validation rows"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, data: Any) -> Any:
+        """A result stored before steps had ``n_terms``: its steps' (and folds', grid cells') counts split where its
+        parameters say (no linear terms)."""
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            return data
+        linear = legacy_linear_terms(data.get("parameters"))
+        upgraded = {**data, "steps": [_upgraded_counts(step, linear) for step in data["steps"]]}
+        cv = data.get("cv")
+        if isinstance(cv, dict) and isinstance(cv.get("fold_steps"), list):
+            fold_steps = [[_upgraded_counts(step, linear) for step in steps] for steps in cv["fold_steps"]]
+            upgraded["cv"] = {**cv, "fold_steps": fold_steps}
+        if isinstance(data.get("grid"), list):
+            upgraded["grid"] = [
+                {**cell, "summary": _upgraded_counts(cell.get("summary"), linear)} if isinstance(cell, dict) else cell
+                for cell in data["grid"]
+            ]
+        return upgraded
 
     def summary(self) -> PathSummary:
         return PathSummary(

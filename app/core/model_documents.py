@@ -3,21 +3,23 @@ API serves)."""
 
 from typing import Any
 
-from pydantic import Field, computed_field
+from pydantic import Field, computed_field, model_validator
 
 from app.core.blobs import Document
 from app.core.drift import DriftSummary
-from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics
+from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics, TermCounts
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble
 from solver.losses import get_loss
+from solver.path import upgraded_step_record
 from solver.spec import DEFAULT_LOSS, Loss
 
 
-class ModelMetrics(ReadableMetrics):
+class ModelMetrics(ReadableMetrics, TermCounts):
+    """The promoted step's figures (its path step's): counts, losses, metrics, lambdas."""
+
     train_loss: float
     val_loss: float | None
-    n_rules: int
     n_trees: int
     n_antecedents: int | None
     lambda_s: float
@@ -91,7 +93,7 @@ class ModelInfo(ModelSummary):
         0,
         description=(
             "linear terms (ensemble.linear: clipped numeric columns, a path job's linear_terms); n_rules counts the "
-            "rules, metrics.n_rules both (the terms the rule budget counts)"
+            "rules, metrics.n_terms both (the terms the rule budget counts)"
         ),
     )
     longest_rule: int | None = Field(
@@ -120,6 +122,14 @@ class ModelInfo(ModelSummary):
             "/v1/models/{id}/drift for the figures); null for a model without a training profile"
         ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, data: Any) -> Any:
+        """A model promoted before steps had ``n_terms``: its metrics' count of every term split by its n_linear."""
+        if isinstance(data, dict) and isinstance(data.get("metrics"), dict):
+            return {**data, "metrics": upgraded_step_record(data["metrics"], data.get("n_linear", 0))}
+        return data
 
     @computed_field(description="what the model predicts, in words")  # type: ignore[prop-decorator]
     @property

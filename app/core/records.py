@@ -25,6 +25,8 @@ transition        from                   by                        sets
 ``succeed``       running, attempt n     worker of attempt n       succeeded, finished_at, summary, cache_hit,
                                                                    timings, progress
 ``fail``          running, attempt n     worker of attempt n       failed, finished_at, error, timings
+``report_cells``  queued (a parent)      worker of one of its      progress: its cells still unfinished (only
+                                         cells, once it ended      ever fewer: cells ending at once race)
 ``continue_later``  running, attempt n   worker of a grid parent   queued, queued_at, continuation + 1, its RQ id,
                   (queued, attempt n)    (the API's watchdog:      phase "waiting for cells"
                                          a cell attempt was lost)
@@ -86,6 +88,19 @@ if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
 return 1
 """
 
+# report_cells: the parent's progress, where it is queued and the count of unfinished cells it holds (none at first)
+# is larger than the new one
+_CELLS_WRITE = """
+if redis.call('HGET', KEYS[1], 'status') ~= ARGV[1] then return 0 end
+local progress = redis.call('HGET', KEYS[1], 'progress')
+if progress then
+  local held = cjson.decode(progress)['unfinished']
+  if type(held) == 'number' and held <= tonumber(ARGV[2]) then return 0 end
+end
+redis.call('HSET', KEYS[1], 'progress', ARGV[3])
+return 1
+"""
+
 
 def _encode(value) -> str:
     return json.dumps(to_jsonable_python(value), separators=(",", ":"))
@@ -101,6 +116,7 @@ class JobRecords:
         self.redis = redis
         self.keys = Keys.from_settings(settings)
         self._guarded_write = redis.register_script(_GUARDED_WRITE)
+        self._cells_write = redis.register_script(_CELLS_WRITE)
 
     # ---- records and indexes ----------------------------------------------------------------------------------
 
@@ -223,14 +239,16 @@ class JobRecords:
         cache_hit: bool | None,
         timings: dict[str, float],
         progress: Progress,
+        finished_at: float | None = None,
     ) -> bool:
-        """running -> succeeded, by the worker of ``attempt`` (its result is stored by then)."""
+        """running -> succeeded, by the worker of ``attempt`` (its result is stored by then), at ``finished_at``
+        (None: now)."""
         return self._guarded(
             job_id,
             (RUNNING,),
             attempt,
             status=SUCCEEDED,
-            finished_at=now(),
+            finished_at=now() if finished_at is None else finished_at,
             timings=timings,
             summary=summary,
             cache_hit=cache_hit,
@@ -242,6 +260,13 @@ class JobRecords:
         return self._guarded(
             job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings, error=error
         )
+
+    def report_cells(self, parent_id: str, progress: Progress) -> bool:
+        """queued -> queued: a parent's cells still unfinished (``progress.unfinished``), by the worker of a cell that
+        ended; applied only where fewer than the parent holds (two cells ending at once may count in either order)."""
+        assert progress.unfinished is not None
+        args: list[str | int] = [_encode(QUEUED), progress.unfinished, _encode(progress)]
+        return bool(self._cells_write(keys=[self.keys.job(parent_id)], args=args))
 
     def continue_later(self, record: JobRecord, unfinished: int, *, status: str = RUNNING) -> JobRecord | None:
         """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for; or

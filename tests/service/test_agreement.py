@@ -54,7 +54,7 @@ def test_service_and_library_select_the_same_step_and_rules(stack, table):
     job_id = submitted.json()["id"]
     result = client.get(f"/v1/jobs/{job_id}/result").json()
 
-    assert result["selected"] == library.selected_step_ and library.selected_["n_rules"] > 0
+    assert result["selected"] == library.selected_step_ and library.selected_["n_terms"] > 0
     assert len(result["steps"]) == len(library.path_)
     for served, fitted in zip(result["steps"], library.path_):
         assert {k: v for k, v in served.items() if k != "seconds"} == {

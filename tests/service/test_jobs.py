@@ -59,21 +59,21 @@ def test_upload_train_path_promote_predict(stack, abalone):
     assert result["n_val"] == round(4177 * 0.2) and result["n_train"] == 4177 - result["n_val"]
     assert all(step["val_loss"] is not None and step["val_loss"] > 0 for step in result["steps"])
     selected = result["steps"][result["selected"]]
-    assert selected["n_rules"] <= 15
-    assert selected["val_loss"] == min(s["val_loss"] for s in result["steps"] if s["n_rules"] <= 15)
+    assert selected["n_terms"] <= 15  # the budget counts terms: rules and linear terms (the default: linear_terms)
+    assert selected["val_loss"] == min(s["val_loss"] for s in result["steps"] if s["n_terms"] <= 15)
 
     step_rules = client.get(f"/v1/jobs/{job['id']}/steps/{result['selected']}/rules").json()
-    # a step's n_rules counts every term the budget counts: rules and linear terms (the default: linear_terms)
+    # a step counts its rules, its linear terms and both (the terms the budget counts)
     linear = step_rules["rules"].get("linear", [])
-    assert step_rules["selected"] and step_rules["n_linear"] == len(linear)
-    assert len(step_rules["rules"]["rules"]) + len(linear) == selected["n_rules"]
+    assert step_rules["selected"] and step_rules["n_linear"] == len(linear) == selected["n_linear"]
+    assert len(step_rules["rules"]["rules"]) == selected["n_rules"] == selected["n_terms"] - len(linear)
     assert_problem(client.get(f"/v1/jobs/{job['id']}/steps/999/rules"), 404, "step")
 
     promoted = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings"})
     assert promoted.status_code == 201, promoted.text
     model = client.get(promoted.headers["Location"]).json()
-    assert model["version"] >= 1 and model["n_rules"] + model["n_linear"] == selected["n_rules"]
-    assert model["n_rules"] == len(step_rules["rules"]["rules"]) and model["metrics"]["n_rules"] == selected["n_rules"]
+    assert model["version"] >= 1 and model["n_rules"] + model["n_linear"] == selected["n_terms"]
+    assert model["n_rules"] == len(step_rules["rules"]["rules"]) and model["metrics"]["n_terms"] == selected["n_terms"]
     assert model["provenance"]["forest_id"] == forest_id and model["provenance"]["step"] == result["selected"]
     assert model["metrics"]["val_loss"] == selected["val_loss"]
 
@@ -111,7 +111,7 @@ def test_upload_train_path_promote_predict(stack, abalone):
 
     second = client.post("/v1/models", json={"job_id": job["id"], "name": "abalone-rings", "step": 0}).json()
     assert second["version"] == model["version"] + 1
-    assert second["n_rules"] + second["n_linear"] == result["steps"][0]["n_rules"]
+    assert second["n_rules"] + second["n_linear"] == result["steps"][0]["n_terms"]
 
 
 def test_bad_scoring_requests_name_the_fault(stack, abalone):

@@ -85,7 +85,7 @@ def test_a_seven_class_text_table_goes_through_the_api_and_agrees_with_the_libra
     frame = grades_table()
     X, y = frame.drop(columns=["grade"]), frame["grade"]
     library = FireClassifier(**FOREST, **PATH, validation_fraction=VALIDATION["fraction"]).fit(X, y)
-    assert list(library.classes_) == GRADES and library.selected_["n_rules"] > 0
+    assert list(library.classes_) == GRADES and library.selected_["n_terms"] > 0
 
     client = stack.client
     response = upload(client, csv_bytes(frame), "grade")
@@ -161,7 +161,7 @@ def test_a_count_table_goes_through_the_api_and_agrees_with_the_library(stack):
     frame = visits_table()
     X, y = frame.drop(columns=["visits"]), frame["visits"]
     library = FireRegressor(**FOREST, **PATH, loss="poisson", validation_fraction=VALIDATION["fraction"]).fit(X, y)
-    assert library.selected_["n_rules"] > 0
+    assert library.selected_["n_terms"] > 0
 
     client = stack.client
     detected = upload(client, csv_bytes(frame), "visits").json()

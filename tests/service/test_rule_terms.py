@@ -109,7 +109,7 @@ def test_node_rules_and_linear_terms_go_through_the_service_and_agree_with_the_l
     assert step["longest_rule"] == max(len(rule["conditions"]) for rule in rules["rules"])
     linear = rules["linear"]
     assert step["n_linear"] == len(linear) > 0
-    assert step["n_rules"] == len(rules["rules"]) + len(linear)  # the budget counts both kinds of term
+    assert step["n_rules"] == len(rules["rules"]) and step["n_terms"] == len(rules["rules"]) + len(linear)
     assert not any("=" in term["feature"] for term in linear)  # numeric columns only, never a level of Sex
     assert all(term["lower"] < term["upper"] for term in linear)
     for term in linear:
@@ -120,7 +120,7 @@ def test_node_rules_and_linear_terms_go_through_the_service_and_agree_with_the_l
     assert promoted.status_code == 201, promoted.text
     model = promoted.json()
     assert model["ensemble"] == rules and model["n_linear"] == len(linear)
-    assert model["n_rules"] == len(rules["rules"]) and model["metrics"]["n_rules"] == step["n_rules"]
+    assert model["n_rules"] == len(rules["rules"]) and model["metrics"]["n_terms"] == step["n_terms"]
     assert model["longest_rule"] == step["longest_rule"] <= TERMS["max_rule_length"]
     assert "clipped to [" in model["text"]
     assert client.get(f"/v1/models/{model['id']}").json()["ensemble"]["linear"] == linear

@@ -70,7 +70,7 @@ def test_each_fold_path_is_a_plain_fit_on_that_folds_rows(table, cross_validated
 def test_the_steps_hold_the_folds_mean_loss_and_its_standard_error(cross_validated):
     steps, folds = cross_validated.path.steps, cross_validated.fold_steps
     reached = min(len(fold) for fold in folds)  # the refit goes as far as every fold, or to its rule budget
-    assert len(steps) == reached or (len(steps) < reached and steps[-1].n_rules > SPEC.max_rules)
+    assert len(steps) == reached or (len(steps) < reached and steps[-1].n_terms > SPEC.max_rules)
     for k, step in enumerate(steps):
         losses = np.array([fold[k].val_loss for fold in folds])
         assert step.val_loss == pytest.approx(losses.mean(), rel=1e-12)
@@ -87,24 +87,28 @@ def test_the_one_standard_error_step_matches_a_hand_computation(table, cross_val
     assert [s.to_dict() | {"seconds": 0} for s in steps] == [
         s.to_dict() | {"seconds": 0} for s in cross_validated.path.steps
     ]
-    within = [k for k, s in enumerate(steps) if s.n_rules <= SPEC.max_rules]
+    within = [k for k, s in enumerate(steps) if s.n_terms <= SPEC.max_rules]  # the budget counts terms
     lowest = min(within, key=lambda k: steps[k].val_loss)
     bar = steps[lowest].val_loss + steps[lowest].val_loss_se
     by_hand = min(k for k in within if steps[k].val_loss <= bar)
     assert one_se.selected == by_hand
     assert one_se.selected <= cross_validated.selected
-    assert one_se.rules.n_rules + one_se.rules.n_linear <= steps[lowest].n_rules
+    assert one_se.rules.n_terms <= steps[lowest].n_terms
 
 
 def test_the_one_standard_error_rule_on_made_up_steps():
-    def step(index, n_rules, loss, se):
-        return PathStep(index, 1.0, 0.0, n_rules, 1, None, loss, loss, 0.0, 1, True, 0.0, val_loss_se=se)
+    def step(index, n_terms, loss, se):  # a rule and the rest linear terms: the budget counts them alike
+        n_rules = min(n_terms, 1)
+        return PathStep(
+            index, 1.0, 0.0, n_rules, 1, None, loss, loss, 0.0, 1, True, 0.0,
+            n_terms=n_terms, n_linear=n_terms - n_rules, val_loss_se=se,
+        )  # fmt: skip
 
     steps = [step(0, 0, 1.0, 0.1), step(1, 2, 0.60, 0.05), step(2, 5, 0.58, 0.03), step(3, 9, 0.55, 0.04)]
     assert best_step(steps, None, "loss") == 3
     assert best_step(steps, None, "1se") == 2  # the lowest is 0.55 (se 0.04): 0.58 <= 0.59, 0.60 is not
     assert best_step(steps, 5, "loss") == 2
-    assert best_step(steps, 5, "1se") == 1  # within 5 rules the lowest is 0.58 (se 0.03): 0.60 <= 0.61
+    assert best_step(steps, 5, "1se") == 1  # within 5 terms the lowest is 0.58 (se 0.03): 0.60 <= 0.61
     assert best_step([steps[0]], None, "1se") == 0
 
 

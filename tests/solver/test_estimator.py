@@ -46,7 +46,7 @@ def test_fit_on_real_data_respects_budget_and_beats_the_mean(housing):
     X, y = housing
     model = FireRegressor(n_estimators=100, max_rules=14, random_state=0).fit(X[:2000], y[:2000])
     assert 0 < len(model.rules_) <= 14
-    assert model.selected_["n_rules"] <= 14
+    assert model.selected_["n_terms"] <= 14
     mse = np.mean((model.predict(X[2000:]) - y[2000:]) ** 2)
     assert mse < 0.6 * np.var(y[2000:])
     assert list(model.feature_names_in_) == list(X.columns)

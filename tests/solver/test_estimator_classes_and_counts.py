@@ -33,7 +33,7 @@ def test_text_labels_give_probabilities_per_class(iris, fitted):
     np.testing.assert_array_equal(fitted.predict(X), fitted.classes_[scores.argmax(axis=1)])
     assert (fitted.predict(X) == labels).mean() > 0.9
     assert fitted.coef_.shape[1] == 3 and fitted.intercept_.shape == (3,)
-    assert fitted.selected_["n_rules"] <= 10
+    assert fitted.selected_["n_terms"] <= 10
     assert fitted.selected_["val_accuracy"] is not None and fitted.selected_["val_auc"] is not None
 
 

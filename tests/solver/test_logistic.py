@@ -206,7 +206,7 @@ def test_path_records_classification_metrics_and_selects_by_auc(small):
         )
         assert 0.5 <= record["train_auc"] <= 1 and 0 < record["train_accuracy"] <= 1
     by_auc = best_step(result.steps, 10, selection="auc")
-    assert result.steps[by_auc].val_auc == max(s.val_auc for s in result.steps if s.n_rules <= 10)
+    assert result.steps[by_auc].val_auc == max(s.val_auc for s in result.steps if s.n_terms <= 10)
     assert fit_path(matrix, y, RAW, n_lambdas=12, val_matrix=matrix, y_val=y, selection="auc").select(10) == by_auc
     with pytest.raises(ValueError, match="0/1 labels"):
         fit_path(matrix, y + 1, RAW)

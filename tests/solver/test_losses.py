@@ -82,7 +82,7 @@ def test_step_metrics_are_the_descriptors_metrics(name):
     assert metrics["loss"] == loss.mean_loss(y, score)
     weighted = loss.step_metrics(y, score, rng.uniform(0.5, 2.0, len(y)))
     assert set(weighted) == set(metrics)
-    step = PathStep(0, 1.0, 0.0, 0, 0, None, metrics["loss"], None, 0.0, 0, True, 0.0)
+    step = PathStep(0, 1.0, 0.0, 0, 0, None, metrics["loss"], None, 0.0, 0, True, 0.0, n_terms=0, n_linear=0)
     assert all(hasattr(step, f"train_{metric}") for metric in metrics if metric != "loss")
 
 

@@ -43,7 +43,7 @@ def test_group_l1_matches_cvxpy(lam_f):
         assert abs(ours - optimum) <= 1e-5 * abs(optimum)
         assert path.steps[k].converged
         assert abs(path.intercepts[k].sum()) < 1e-9  # intercepts sum to zero
-        assert path.steps[k].n_rules == np.count_nonzero(np.any(path.coef(k) != 0, axis=1))
+        assert path.steps[k].n_terms == np.count_nonzero(np.any(path.coef(k) != 0, axis=1))
 
 
 def test_without_fusion_each_rule_sums_to_zero():

@@ -37,7 +37,7 @@ def test_a_path_past_its_best_stops_with_the_whole_grids_steps_and_selection(tab
     assert stopped.rules.to_dict() == whole.rules.to_dict()
     steps, spec = stopped.path.steps, stopped.path.spec
     assert steps[-1].index - steps[stopped.selected].index >= spec.patience
-    assert steps[-1].n_rules >= PAST_BEST_RULE_FACTOR * steps[stopped.selected].n_rules
+    assert steps[-1].n_terms >= PAST_BEST_RULE_FACTOR * steps[stopped.selected].n_terms
     assert not spec.past_its_best(steps[:-1], best_step(steps[:-1]))  # it stopped at the first chance
 
 
@@ -49,7 +49,7 @@ def test_the_rule_needs_both_the_steps_and_the_rules(table):
         best = best_step(seen)
         done = spec.past_its_best(seen, best)
         waited = seen[-1].index - seen[best].index >= spec.patience
-        grown = seen[-1].n_rules >= PAST_BEST_RULE_FACTOR * max(seen[best].n_rules, 1)
+        grown = seen[-1].n_terms >= PAST_BEST_RULE_FACTOR * max(seen[best].n_terms, 1)
         assert done == (waited and grown)
     without_validation = [step.__class__(**{**step.to_dict(), "val_loss": None}) for step in steps]
     assert not spec.past_its_best(without_validation, best_step(without_validation))
@@ -58,7 +58,7 @@ def test_the_rule_needs_both_the_steps_and_the_rules(table):
 def test_a_budget_still_stops_first_and_patience_is_checked(table):
     budgeted = fit(table, max_rules=10)
     assert budgeted.path.stop_reason in ("max_rules", "past_its_best")
-    assert budgeted.path.steps[budgeted.selected].n_rules <= 10
+    assert budgeted.path.steps[budgeted.selected].n_terms <= 10
     for bad in (0, -1, 2.5, True):
         with pytest.raises(SpecError, match="patience"):
             PathSpec(patience=bad)

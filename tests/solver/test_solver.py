@@ -259,13 +259,13 @@ def test_path_records_and_early_stop(small_problem):
         callback=seen.append,
     )
     assert result.stop_reason == "max_rules"
-    assert result.steps[-1].n_rules > 10 and all(s.n_rules <= 10 for s in result.steps[:-1])
+    assert result.steps[-1].n_terms > 10 and all(s.n_terms <= 10 for s in result.steps[:-1])
     assert seen == result.steps
     assert result.coef_path.shape == (len(result.steps), matrix.values.shape[0])
     for step in result.steps:
         assert step.val_loss == pytest.approx(step.train_loss, rel=1e-9)
         assert step.n_antecedents is not None and step.n_trees <= step.n_rules
-    assert result.steps[result.select(10)].n_rules <= 10
+    assert result.steps[result.select(10)].n_terms <= 10
 
 
 def test_callback_stops_the_path(small_problem):

@@ -145,14 +145,16 @@ def get_step_rules(
     ] = "auto",
 ):
     result, ensemble = core.job_results.step_rules(job_id, step, tenant=tenant)
+    counts = result.steps[step].to_dict()
+    if counts["n_linear"] is None:  # a step stored before the counts were split: its rules say which are linear
+        counts.update(n_linear=len(ensemble.linear), n_rules=counts["n_terms"] - len(ensemble.linear))
     return StepRules(
-        **result.steps[step].to_dict(),
+        **counts,
         job_id=job_id,
         step=step,
         selected=step == result.selected,
         rules=ensemble.to_dict(),
         text=ensemble.to_text(show_missing=show_missing),
-        n_linear=len(ensemble.linear),
         longest_rule=longest_rule(ensemble),
         stability=None
         if result.stability is None
