@@ -42,6 +42,7 @@ INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
 MODULE_MARKERS = {
     "service/test_batch_dashboard.py": "browser integration",
     "service/test_dashboard.py": "browser integration",
+    "service/test_cv_dashboard.py": "browser integration",
     "service/test_drift_dashboard.py": "browser integration",
     "service/test_forms_dashboard.py": "browser integration",
     "service/test_survival_curves_dashboard.py": "browser integration",

@@ -4,6 +4,7 @@
 import { card, fieldLabel, formatCount, formatNumber, h, svg } from "./dom.js";
 
 const MARGIN = { left: 60, right: 16, top: 14, bottom: 44 };
+const PATH_TOP = 30; // a path chart's top margin: room for its count of terms along the top
 const CELL_COLORS = ["#1f56b3", "#c2410c", "#17803d", "#7c3aed", "#b42318", "#0e7490", "#a16207", "#be185d"];
 
 /** The order metrics are offered in: the loss, then regression's, then classifiers'; others after them. */
@@ -55,10 +56,21 @@ export function metricsText(record, loss, { count = Infinity, named = false } = 
 const defaultMetric = (pairs, loss) =>
   (pairs.some(pair => pair.name === loss?.chart_metric) ? loss.chart_metric : pairs[0]?.name);
 
-/** What a step is, one fact a line: λ, rules, trees, antecedents and every metric the record carries. */
+/** A record's count of selected terms (a step, a job's summary or progress, a model's metrics), in words: "7 terms:
+ * 5 rules, 2 linear terms"; "5 rules" without linear terms; "7 terms" where the split is unknown (a record stored
+ * before it was kept). The rule budget counts terms. */
+export function termsText(record) {
+  const counted = (count, noun) => `${formatCount(count)} ${noun}${count === 1 ? "" : "s"}`;
+  if (!Number.isFinite(record?.n_terms)) return "—";
+  if (!Number.isFinite(record.n_rules) || !Number.isFinite(record.n_linear)) return counted(record.n_terms, "term");
+  if (!record.n_linear) return counted(record.n_rules, "rule");
+  return `${counted(record.n_terms, "term")}: ${counted(record.n_rules, "rule")}, ${counted(record.n_linear, "linear term")}`;
+}
+
+/** What a step is, one fact a line: λ, terms, trees, antecedents and every metric the record carries. */
 function stepFacts(step, loss) {
   const facts = [`λs ${formatNumber(step.lambda_s)}` + (step.lambda_f ? ` · λf ${formatNumber(step.lambda_f)}` : ""),
-                 `${formatCount(step.n_rules)} rules` + (step.n_trees !== undefined ? ` · ${formatCount(step.n_trees)} trees` : "")
+                 termsText(step) + (step.n_trees !== undefined ? ` · ${formatCount(step.n_trees)} trees` : "")
                  + (Number.isFinite(step.n_antecedents) ? ` · ${formatCount(step.n_antecedents)} antecedents` : "")];
   for (const pair of metricPairs([step])) {
     for (const [side, key] of [["train", pair.train], ["validation", pair.val]]) {
@@ -88,11 +100,12 @@ function extent(values, { zero = false } = {}) {
   return [low - pad, high + (high - low) * 0.04 + (zero ? 0 : pad)];
 }
 
-/** Scales, axes and grid of a plot `width` × `height` px over the two domains; x ticks at whole numbers (rules,
- * antecedents) unless `wholeX` is false, or those `ticks(low, high, count)` gives, labelled by `xFormat`. */
-export function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true, ticks = null, xFormat = null } = {}) {
+/** Scales, axes and grid of a plot `width` × `height` px over the two domains; x ticks at whole numbers (steps,
+ * terms) unless `wholeX` is false, or those `ticks(low, high, count)` gives, labelled by `xFormat`; `top`: the
+ * margin above the plot. */
+export function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { wholeX = true, ticks = null, xFormat = null, top = MARGIN.top } = {}) {
   const x = linear(xDomain, [MARGIN.left, width - MARGIN.right]);
-  const y = linear(yDomain, [height - MARGIN.bottom, MARGIN.top]);
+  const y = linear(yDomain, [height - MARGIN.bottom, top]);
   const xCount = Math.max(2, Math.floor(width / 90));
   const xTicks = ticks ? ticks(...xDomain, xCount)
     : niceTicks(...xDomain, xCount).filter(tick => !wholeX || Number.isInteger(tick));
@@ -102,15 +115,15 @@ export function plotFrame(width, height, xDomain, yDomain, xTitle, yTitle, { who
     svg("g", { class: "grid" }, yTicks.map(tick => svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: y(tick), y2: y(tick) }))),
     svg("g", { class: "axis" },
       svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: bottom, y2: bottom }),
-      svg("line", { x1: MARGIN.left, x2: MARGIN.left, y1: MARGIN.top, y2: bottom }),
+      svg("line", { x1: MARGIN.left, x2: MARGIN.left, y1: top, y2: bottom }),
       xTicks.map(tick => svg("text", { x: x(tick), y: bottom + 16, "text-anchor": "middle" },
                              xFormat ? xFormat(tick) : wholeX ? formatCount(tick) : formatNumber(tick, 4))),
       yTicks.map(tick => svg("text", { x: MARGIN.left - 6, y: y(tick) + 4, "text-anchor": "end" }, formatNumber(tick, 3))),
       svg("text", { x: (MARGIN.left + width - MARGIN.right) / 2, y: height - 6, "text-anchor": "middle" }, xTitle),
-      svg("text", { transform: `translate(13 ${(MARGIN.top + bottom) / 2}) rotate(-90)`, "text-anchor": "middle" }, yTitle)),
-    svg("rect", { class: "plot-frame", x: MARGIN.left, y: MARGIN.top, width: width - MARGIN.left - MARGIN.right,
-                  height: bottom - MARGIN.top, fill: "none", stroke: "none" }));
-  return { x, y, group, top: MARGIN.top, bottom };
+      svg("text", { transform: `translate(13 ${(top + bottom) / 2}) rotate(-90)`, "text-anchor": "middle" }, yTitle)),
+    svg("rect", { class: "plot-frame", x: MARGIN.left, y: top, width: width - MARGIN.left - MARGIN.right,
+                  height: bottom - top, fill: "none", stroke: "none" }));
+  return { x, y, group, top, bottom };
 }
 
 function polyline(points, className, style) {
@@ -145,17 +158,92 @@ export function legend(entries) {
 
 let chartCount = 0;
 
+/** Width in px of a chart label (11 px type) of `text`: enough to keep labels from overlapping. */
+const labelWidth = text => 6.5 * String(text).length + 4;
+
+/** Of `labels` ([{x, text, weight}]), those kept in order of weight (heaviest first) where each clears every one
+ * kept before it and ends inside `width`; left to right. */
+function spaced(labels, width) {
+  const kept = [];
+  const span = label => [label.x - labelWidth(label.text) / 2 - 3, label.x + labelWidth(label.text) / 2 + 3];
+  for (const label of [...labels].sort((a, b) => b.weight - a.weight)) {
+    const [start, end] = span(label);
+    if (end - 3 > width || kept.some(other => start < span(other)[1] && span(other)[0] < end)) continue;
+    kept.push(label);
+  }
+  return kept.sort((a, b) => a.x - b.x);
+}
+
+/** A count of a step along the top of its chart (`field`: n_terms or n_antecedents) at each step where it changes,
+ * glmnet's count of nonzero coefficients above its lambda axis. Where two would overlap, the count that holds for
+ * more steps is kept (a count held for one step gives way to the next). */
+function topAxis(points, field, x, top, width) {
+  const changes = [];
+  points.forEach((step, k) => {
+    if (!Number.isFinite(step[field])) return;
+    if (k === 0 || step[field] !== points[k - 1][field]) changes.push({ x: x(step.index), text: formatCount(step[field]), weight: 0 });
+    if (changes.length) changes.at(-1).weight += 1; // the steps this count holds for
+  });
+  const labels = spaced(changes, width);
+  return svg("g", { class: "axis top-axis" },
+    svg("line", { x1: x(points[0]?.index ?? 0), x2: x(points.at(-1)?.index ?? 0), y1: top, y2: top }),
+    svg("text", { x: MARGIN.left - 6, y: top - 6, "text-anchor": "end" }, field === "n_terms" ? "terms" : "antecedents"),
+    labels.map(label => svg("g", { "data-count": label.text },
+      svg("line", { x1: label.x, x2: label.x, y1: top - 3, y2: top }),
+      svg("text", { x: label.x, y: top - 6, "text-anchor": "middle" }, label.text))));
+}
+
+/** The steps a cross-validated path chose from (`cv`: the result's) and the line that chose: the lowest mean
+ * validation loss within the budget, its standard error, the threshold one standard error above it, and the first
+ * step under it (the one standard error rule's). */
+export function crossValidationChoice(steps, cv) {
+  const lowest = steps[cv.best_min], rule = steps[cv.best_1se];
+  if (!lowest || !rule || !Number.isFinite(lowest.val_loss) || !Number.isFinite(lowest.val_loss_se)) return null;
+  return { lowest, rule, threshold: lowest.val_loss + lowest.val_loss_se };
+}
+
+const SELECTIONS = { "1se": "the one standard error rule", loss: "the lowest mean loss", auc: "the highest mean AUC",
+                     cindex: "the highest mean C-index" };
+
 /**
- * Train and validation metric against the rules (or antecedents) of each step of a path: the selected
- * step and the rule budget drawn, the facts of a step in a tooltip. With `onShow`, a click on a step or
- * the arrow keys (the plot is a slider over the steps) call `onShow(index)`. A cross-validated path (`cv`, the
- * result's: {folds, best_min, best_1se}) opens on its loss, drawn with ± one standard error of the folds' mean
- * at each step, and marks both choices: the lowest mean loss and the sparsest step within one standard error.
+ * The sentence that says how a cross-validated path chose its step (`result`: its steps, selected step, cv and
+ * parameters), its numbers those the chart draws: "Lowest mean validation MSE 3134 ± 177 at step 14 (12 terms:
+ * 10 rules, 2 linear terms); one standard error above it is 3311; the sparsest step under that line is step 7 (5
+ * terms: …), chosen by the one standard error rule."
+ */
+export function crossValidationSentence(result, loss) {
+  const choice = result.cv ? crossValidationChoice(result.steps, result.cv) : null;
+  if (!choice) return null;
+  const { lowest, rule, threshold } = choice;
+  const budget = result.parameters.path.max_rules;
+  const within = result.steps.filter(step => budget === null || budget === undefined || step.n_terms <= budget);
+  const under = within.filter(step => step.val_loss <= threshold);
+  // the rule takes the first step under the line; along a path that is nearly always the one with the fewest terms
+  const sparsest = under.every(step => step.n_terms >= rule.n_terms);
+  const chosen = result.steps[result.selected];
+  const selection = SELECTIONS[result.cv.selection] ?? result.cv.selection;
+  const chosenText = chosen === rule ? `, chosen by ${selection}.`
+    : `. Chosen by ${selection}: step ${chosen.index} (${termsText(chosen)}).`;
+  return `${budget !== null && budget !== undefined ? `Within the rule budget of ${formatCount(budget)} terms, the lowest`
+    : "Lowest"} mean validation ${metricLabel("loss", loss)} is ${formatNumber(lowest.val_loss)} ± `
+    + `${formatNumber(lowest.val_loss_se)} (one standard error over ${result.cv.folds} folds) at step ${lowest.index} `
+    + `(${termsText(lowest)}); one standard error above it is ${formatNumber(threshold)}; the `
+    + `${sparsest ? "sparsest" : "first"} step under that line is step ${rule.index} (${termsText(rule)})${chosenText}`;
+}
+
+/**
+ * Train and validation metric of each step of a path, drawn by step along the path (λ from largest to smallest)
+ * with each step's count of terms along the top (or its antecedents): glmnet's plot of a path. Steps that hold as
+ * many terms stand side by side, not on one x. The selected step and the rule budget are drawn, the facts of a
+ * step in a tooltip. With `onShow`, a click on a step or the arrow keys (the plot is a slider over the steps) call
+ * `onShow(index)`. A cross-validated path (`cv`, the result's: {folds, best_min, best_1se}) opens on its loss,
+ * drawn with ± one standard error of the folds' mean at each step, the threshold one standard error above the
+ * lowest mean, and both choices: the lowest mean and the first step under the threshold, the chosen one solid.
  * Returns {element, show(index), setSteps(steps)}.
  */
 export function pathChart({ steps, selected = null, budget = null, shown = null, onShow = null, label = "Path", loss = null, cv = null }) {
   const id = `chart-${chartCount += 1}`;
-  const state = { steps, shown, metric: null, xField: "n_rules" }; // metric: a pair's name, the default until chosen
+  const state = { steps, shown, metric: null, top: "n_terms" }; // metric: a pair's name, the default until chosen
   const plot = h("div", { class: "chart" });
   const tooltip = h("div", { class: "tooltip", hidden: true });
   const controls = h("div", { class: "toolbar" });
@@ -168,7 +256,7 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     const name = pairs.some(pair => pair.name === state.metric) ? state.metric : cv ? "loss" : defaultMetric(pairs, loss);
     return pairs.find(pair => pair.name === name) ?? {};
   };
-  const xValue = step => step[state.xField];
+  const topName = () => (state.top === "n_terms" ? "terms" : "antecedents");
 
   function drawControls() {
     const choices = [];
@@ -177,8 +265,8 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
                                  currentPair().name, value => { state.metric = value; draw(); }));
     }
     if (state.steps.some(step => Number.isFinite(step.n_antecedents))) {
-      choices.push(selectControl(`${id}-x`, "Against", [["n_rules", "rules"], ["n_antecedents", "antecedents"]],
-                                 state.xField, value => { state.xField = value; draw(); }));
+      choices.push(selectControl(`${id}-top`, "Along the top", [["n_terms", "terms (rules + linear terms)"], ["n_antecedents", "antecedents"]],
+                                 state.top, value => { state.top = value; draw(); }));
     }
     controls.replaceChildren(...choices);
   }
@@ -188,8 +276,8 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     let best = null, bestDistance = Infinity;
     state.steps.forEach((step, index) => {
       for (const key of [pair.train, pair.val]) {
-        if (!key || !Number.isFinite(step[key]) || !Number.isFinite(xValue(step))) continue;
-        const distance = Math.hypot(scales.x(xValue(step)) - px, scales.y(step[key]) - py);
+        if (!key || !Number.isFinite(step[key])) continue;
+        const distance = Math.hypot(scales.x(step.index) - px, scales.y(step[key]) - py);
         if (distance < bestDistance) { best = index; bestDistance = distance; }
       }
     });
@@ -202,9 +290,9 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     tooltip.replaceChildren(h("strong", null, `Step ${step.index}`, index === selected ? " (selected)" : ""),
                             ...stepFacts(step, loss).map(fact => h("div", null, fact)));
     tooltip.hidden = false;
-    const left = scales.x(xValue(step)) + 12;
+    const left = scales.x(step.index) + 12;
     tooltip.style.left = `${Math.max(0, Math.min(left, width - tooltip.offsetWidth - 4))}px`;
-    tooltip.style.top = `${MARGIN.top}px`;
+    tooltip.style.top = `${scales.top}px`;
   }
 
   function draw() {
@@ -212,56 +300,102 @@ export function pathChart({ steps, selected = null, budget = null, shown = null,
     drawControls();
     const pair = currentPair();
     const { width, height } = plotSize(plot);
-    const points = state.steps.filter(step => Number.isFinite(xValue(step)));
+    const points = state.steps;
     // the folds' standard error, of the loss only (the other metrics are means without one)
-    const withError = pair.name === "loss" ? points.filter(step => Number.isFinite(step.val_loss_se) && Number.isFinite(step.val_loss)) : [];
+    const onLoss = pair.name === "loss";
+    const withError = onLoss ? points.filter(step => Number.isFinite(step.val_loss_se) && Number.isFinite(step.val_loss)) : [];
+    const choice = cv && onLoss ? crossValidationChoice(points, cv) : null;
     const ys = [...points.flatMap(step => [step[pair.train], step[pair.val]]),
                 ...withError.flatMap(step => [step.val_loss - step.val_loss_se, step.val_loss + step.val_loss_se])];
-    const xs = points.map(xValue);
-    const showBudget = budget !== null && state.xField === "n_rules";
-    const scales = plotFrame(width, height, extent(showBudget ? [...xs, budget] : xs, { zero: true }), extent(ys),
-                             state.xField === "n_rules" ? "rules" : "antecedents", metricLabel(pair.name ?? "loss", loss));
+    const first = points[0]?.index ?? 0, last = points.at(-1)?.index ?? 0;
+    const stepTicks = (low, high, count) => niceTicks(low, high, count) // the steps' own numbers (-0 as 0)
+      .filter(tick => Number.isInteger(tick) && tick >= first && tick <= last).map(tick => tick + 0);
+    const scales = plotFrame(width, height, [first - 0.5, last + 0.5], extent(ys), "step (λ from largest to smallest)",
+                             metricLabel(pair.name ?? "loss", loss), { top: PATH_TOP, ticks: stepTicks });
     const { x, y } = scales;
-    const marker = (index, className, text, row = 0) => {
+    const right = width - MARGIN.right;
+    // vertical lines at steps, each label on a row of its own inside the plot: right of its line where it fits,
+    // else left of it, else as far right as it fits
+    let row = 0;
+    const labelStart = (at, text) => {
+      const size = labelWidth(text);
+      if (at + 4 + size <= right) return at + 4;
+      return at - 4 - size >= MARGIN.left + 2 ? at - 4 - size : Math.max(MARGIN.left + 2, right - size);
+    };
+    const marker = (index, className, text) => {
       const step = state.steps[index];
-      if (!step || !Number.isFinite(xValue(step))) return null;
-      return svg("g", null, svg("line", { class: className, x1: x(xValue(step)), x2: x(xValue(step)), y1: scales.top, y2: scales.bottom }),
-                 text ? svg("text", { class: "label", x: x(xValue(step)) + 4, y: scales.top + 10 + 13 * row }, text) : null);
+      if (!step) return null;
+      const at = x(step.index);
+      const drawn = svg("g", { class: "marker", "data-step": step.index },
+        svg("line", { class: className, x1: at, x2: at, y1: scales.top, y2: scales.bottom }),
+        text ? svg("text", { class: "label on-plot", x: labelStart(at, text), y: scales.top + 12 + 13 * row }, text) : null);
+      if (text) row += 1;
+      return drawn;
     };
     const errorBar = step => {
-      const px = x(xValue(step)), low = y(step.val_loss - step.val_loss_se), high = y(step.val_loss + step.val_loss_se);
+      const px = x(step.index), low = y(step.val_loss - step.val_loss_se), high = y(step.val_loss + step.val_loss_se);
       return svg("g", null, svg("line", { x1: px, x2: px, y1: low, y2: high }),
                  svg("line", { x1: px - 3, x2: px + 3, y1: low, y2: low }), svg("line", { x1: px - 3, x2: px + 3, y1: high, y2: high }));
     };
+    // the budget bounds terms: a line after the last step within it, where the path went past it
+    const past = budget !== null ? points.findIndex(step => step.n_terms > budget) : -1;
+    const budgetAt = past > 0 ? (x(points[past - 1].index) + x(points[past].index)) / 2 : null;
+    const markers = [];
+    if (cv) {
+      const chosenMark = index => (index === selected ? " (chosen)" : "");
+      if (cv.best_min === cv.best_1se) {
+        markers.push(marker(cv.best_min, `cv-min-step cv-1se-step${cv.best_min === selected ? " chosen" : ""}`,
+                            `lowest mean and 1 SE rule: step ${cv.best_min}${chosenMark(cv.best_min)}`));
+      } else {
+        markers.push(marker(cv.best_1se, `cv-1se-step${cv.best_1se === selected ? " chosen" : ""}`, `1 SE rule: step ${cv.best_1se}${chosenMark(cv.best_1se)}`),
+                     marker(cv.best_min, `cv-min-step${cv.best_min === selected ? " chosen" : ""}`, `lowest mean: step ${cv.best_min}${chosenMark(cv.best_min)}`));
+      }
+      if (selected !== null && selected !== cv.best_min && selected !== cv.best_1se) markers.push(marker(selected, "selected-step", `selected: step ${selected}`));
+    } else if (selected !== null) {
+      markers.push(marker(selected, "selected-step", `selected: step ${selected}`));
+    }
+    const focus = state.shown ?? selected;
+    if (state.shown !== null && state.shown !== selected && !(cv && [cv.best_min, cv.best_1se].includes(state.shown))) {
+      markers.push(marker(state.shown, "focused-step", null));
+    }
+    // the threshold's label above its line, or below it where the markers' labels are
+    const thresholdY = choice ? y(choice.threshold) : null;
+    const labelRows = scales.top + 13 * row + 4;
+    const thresholdLabelY = thresholdY === null ? null : thresholdY - 16 > labelRows ? thresholdY - 5
+      : Math.max(thresholdY, labelRows) + 14;
     const series = [[pair.train, "train"], [pair.val, "validation"]].filter(([key]) => key);
     const chart = svg("svg", {
       width, height, viewBox: `0 0 ${width} ${height}`, "aria-labelledby": `${id}-title`,
       ...(onShow ? { tabindex: 0, role: "slider", "aria-valuemin": 0, "aria-valuemax": state.steps.length - 1,
-                     "aria-valuenow": state.shown ?? selected ?? 0,
-                     "aria-valuetext": stepValueText(state.steps[state.shown ?? selected ?? 0], loss) } : { role: "img" }),
+                     "aria-valuenow": focus ?? 0, "aria-valuetext": stepValueText(state.steps[focus ?? 0], loss) } : { role: "img" }),
     },
-      svg("title", { id: `${id}-title` }, `${label}: ${metricLabel(pair.name ?? "loss", loss)} against ${state.xField === "n_rules" ? "rules" : "antecedents"}`
+      svg("title", { id: `${id}-title` }, `${label}: ${metricLabel(pair.name ?? "loss", loss)} by step, ${topName()} along the top`
           + (onShow ? "; arrow keys choose a step" : "")),
       scales.group,
-      showBudget ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
+      topAxis(points, state.top, x, scales.top, width),
+      budgetAt !== null ? svg("line", { class: "budget", x1: budgetAt, x2: budgetAt, y1: scales.top, y2: scales.bottom }) : null,
       withError.length ? svg("g", { class: "error-bars" }, withError.map(errorBar)) : null,
-      cv ? marker(cv.best_min, "cv-min-step", "lowest mean", 1) : null,
-      cv ? marker(cv.best_1se, "cv-1se-step", "1 SE", 2) : null,
-      marker(selected, "selected-step", "selected"),
-      state.shown !== selected ? marker(state.shown, "focused-step", null) : null,
+      choice ? svg("g", { class: "cv-threshold" },
+        svg("line", { x1: MARGIN.left, x2: right, y1: thresholdY, y2: thresholdY }),
+        svg("text", { class: "label on-plot", x: right - 4, y: thresholdLabelY, "text-anchor": "end" },
+            `lowest mean + 1 SE = ${formatNumber(choice.threshold)}`)) : null,
+      markers,
       series.map(([key, name]) => svg("g", null,
-        polyline(points.map(step => [x(xValue(step)), y(step[key])]), `series-${name}`),
+        polyline(points.map(step => [x(step.index), y(step[key])]), `series-${name}`),
         points.filter(step => Number.isFinite(step[key])).map(step => svg("circle", {
-          class: `dot-${name}`, cx: x(xValue(step)), cy: y(step[key]),
-          r: step === state.steps[state.shown ?? selected] ? 5.5 : 3 })))));
+          class: `dot-${name}`, cx: x(step.index), cy: y(step[key]), "data-step": step.index,
+          r: step === state.steps[focus] ? 5.5 : 3 })))));
     if (onShow) listen(chart, scales, width);
     plot.replaceChildren(chart, tooltip);
     legendSlot.replaceChildren(legend([
       ...series.map(([, name]) => [`${name} ${metricLabel(pair.name, loss)}`, name === "train" ? "var(--train)" : "var(--validation)"]),
-      ...(selected !== null ? [["selected step", "var(--selected)"]] : []),
       ...(withError.length ? [[`± 1 standard error (${cv?.folds ?? "the"} folds)`, "var(--validation)"]] : []),
-      ...(cv ? [["lowest mean loss", "#7c3aed", true], ["one standard error rule", "#0e7490", true]] : []),
-      ...(showBudget ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
+      ...(cv ? [[`lowest mean loss (step ${cv.best_min})`, "var(--cv-min)", true],
+                [`one standard error rule (step ${cv.best_1se})`, "var(--cv-1se)", true]] : []),
+      ...(choice ? [[`lowest mean + 1 SE (${formatNumber(choice.threshold)})`, "var(--cv-1se)", true]] : []),
+      ...(selected !== null && !(cv && [cv.best_min, cv.best_1se].includes(selected)) ? [[`selected step (${selected})`, "var(--selected)"]] : []),
+      ...(cv && selected !== null ? [[`chosen: step ${selected} (solid)`, cv.best_min === selected ? "var(--cv-min)" : "var(--cv-1se)"]] : []),
+      ...(budgetAt !== null ? [[`rule budget: at most ${formatCount(budget)} terms`, "#6b7280", true]] : [])]));
   }
 
   function listen(chart, scales, width) {
@@ -302,7 +436,8 @@ function stepValueText(step, loss) {
 
 /**
  * A grid's cells on one plot: each cell's validation metric (the training one where it has none) against
- * its rules, the best cell drawn heavier and each cell's selected step dotted.
+ * its terms (rules and linear terms, as the budget counts them), the best cell drawn heavier and each cell's
+ * selected step dotted.
  * `cells`: [{label, steps, selected, best}].
  */
 export function gridChart({ cells, budget = null, loss = null }) {
@@ -315,20 +450,20 @@ export function gridChart({ cells, budget = null, loss = null }) {
   drawAtWidth(plot, () => {
     const { width, height } = plotSize(plot);
     const all = cells.flatMap(cell => cell.steps);
-    const scales = plotFrame(width, height, extent([...all.map(step => step.n_rules), ...(budget !== null ? [budget] : [])], { zero: true }),
-                             extent(all.map(step => step[key])), "rules", yTitle);
+    const scales = plotFrame(width, height, extent([...all.map(step => step.n_terms), ...(budget !== null ? [budget] : [])], { zero: true }),
+                             extent(all.map(step => step[key])), "terms (rules + linear terms)", yTitle);
     const { x, y } = scales;
     plot.replaceChildren(svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-                                      "aria-label": `Every cell's path: ${yTitle} against rules` },
+                                      "aria-label": `Every cell's path: ${yTitle} against terms` },
       scales.group,
       budget !== null ? svg("line", { class: "budget", x1: x(budget), x2: x(budget), y1: scales.top, y2: scales.bottom }) : null,
       cells.map((cell, index) => svg("g", null,
-        polyline(cell.steps.map(step => [x(step.n_rules), y(step[key])]), `cell${cell.best ? " best" : ""}`, `stroke:${color(index)}`),
-        cell.steps[cell.selected] ? svg("circle", { cx: x(cell.steps[cell.selected].n_rules), cy: y(cell.steps[cell.selected][key]),
+        polyline(cell.steps.map(step => [x(step.n_terms), y(step[key])]), `cell${cell.best ? " best" : ""}`, `stroke:${color(index)}`),
+        cell.steps[cell.selected] ? svg("circle", { cx: x(cell.steps[cell.selected].n_terms), cy: y(cell.steps[cell.selected][key]),
                                                     r: cell.best ? 6 : 4, fill: color(index) }) : null))));
   });
   return h("div", null, plot, legend([...cells.map((cell, index) => [cell.best ? `${cell.label} (chosen)` : cell.label, color(index)]),
-                                      ...(budget !== null ? [[`rule budget (${budget})`, "#6b7280", true]] : [])]));
+                                      ...(budget !== null ? [[`rule budget: at most ${formatCount(budget)} terms`, "#6b7280", true]] : [])]));
 }
 
 /** The points of a step function through `values` at `times` (constant until the next time), as an SVG path. */

@@ -3,7 +3,8 @@
 
 import { get, jobEvents } from "./api.js";
 import { showBatchChunk, showBatchJob } from "./batch.js";
-import { gridChart, metricLabel, metricPairs, metricsText, pathChart, survivalCard } from "./chart.js";
+import { crossValidationSentence, gridChart, metricLabel, metricPairs, metricsText, pathChart, survivalCard,
+         termsText } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
 import { cancelJob, isActive, progressMeter } from "./jobs.js";
@@ -34,10 +35,29 @@ function overview(job) {
 /** The loss a job's path fits (its `loss_info`: name, metrics and their labels), which names its metrics. */
 const lossOf = job => job.loss_info ?? null;
 
-/** The selected step of a finished path or grid job and every readable metric of it: "Selected step 12 (9 rules):
- * validation R² 0.5234, RMSE 2.141, MAE 1.52, MSE 4.58". */
-const selectedText = job => `Selected step ${job.summary.selected} (${formatCount(job.summary.n_rules)} rules): `
+/** The selected step of a finished path or grid job and every readable metric of it: "Selected step 12 (9 terms: 7
+ * rules, 2 linear terms): validation R² 0.5234, RMSE 2.141, MAE 1.52, MSE 4.58". */
+const selectedText = job => `Selected step ${job.summary.selected} (${termsText(job.summary)}): `
   + metricsText(job.summary, lossOf(job), { named: true });
+
+/** The phases a job's timings name (the worker's timers), in words. */
+const TIMINGS = {
+  queue_wait: "queue wait (before the job started)",
+  folds: "folds (first fold's start to last fold's end)",
+  wait_after_folds: "wait for a worker after the folds",
+  cells: "cells (first cell's start to last cell's end)",
+  wait_after_cells: "wait for a worker after the cells",
+  load_forest: "load forest",
+  train: "train forest",
+  load_data: "load data",
+  matrix_build: "leaf matrix",
+  path: "path",
+  refit: "refit on every row",
+  rules: "rules of every step",
+  stability: "stability fits",
+  store: "store result",
+  total: "total (submission to end)",
+};
 
 function progressFacts(job) {
   const { progress } = job;
@@ -47,13 +67,16 @@ function progressFacts(job) {
     .map(pair => [`validation ${metricLabel(pair.name, loss)} now`, formatNumber(progress[pair.val], 5), pair.val]);
   return definitions([
     ["phase", progress.phase, "phase"],
+    ["folds finished", job.kind === "cv" && job.cells && progress.unfinished !== undefined
+      ? `${job.cells.length - progress.unfinished} of ${job.cells.length}` : null, "folds"],
     ["lambda step", progress.step !== undefined ? `${progress.step} of ≤${progress.n_steps}` : null, "step"],
-    ["rules now", progress.n_rules !== undefined ? formatCount(progress.n_rules) : null, "n_rules"],
+    ["terms now", progress.n_terms !== undefined ? termsText(progress) : null, "n_terms"],
     ["λs now", progress.lambda_s !== undefined ? formatNumber(progress.lambda_s) : null],
     [`train ${metricLabel("loss", loss)} now`, progress.train_loss !== undefined ? formatNumber(progress.train_loss, 5) : null],
     ...current,
     ["best so far", progress.best ? `${metricsText(progress.best, loss, { count: 2, named: true })} at step `
-      + `${progress.best.step} (${progress.best.n_rules} rules)` : null, "best"],
+      + `${progress.best.step} (${termsText(progress.best)})` : null, "best"],
+    ["stability fits", progress.n_fits !== undefined ? `${progress.fit} of ${progress.n_fits}` : null, "fits"],
     ["cells running", progress.unfinished !== undefined ? formatCount(progress.unfinished) : null],
   ]);
 }
@@ -82,7 +105,7 @@ function settings(job) {
 }
 
 function timings(job) {
-  const rows = Object.entries(job.timings).map(([phase, seconds]) => [fieldLabel(phase), formatDuration(seconds)]);
+  const rows = Object.entries(job.timings).map(([phase, seconds]) => [TIMINGS[phase] ?? fieldLabel(phase), formatDuration(seconds), `timing-${phase}`]);
   if (job.cache_hit !== null && job.cache_hit !== undefined) rows.push(["leaf matrix cached", job.cache_hit ? "yes" : "no"]);
   return rows.length ? definitions(rows) : h("p", { class: "muted" }, "Not started yet.");
 }
@@ -124,7 +147,7 @@ function gridSection(result, loss, signal) {
                                        cell.job_id === result.best_cell_id ? h("span", { class: "tag selected" }, " chosen") : null) },
       { label: "Status", cell: cell => statusBadge(cell.status) },
       { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
-      { label: "Rules", numeric: true, cell: cell => cell.summary ? formatCount(cell.summary.n_rules) : "—" },
+      { label: "Terms", cell: cell => cell.summary ? termsText(cell.summary) : "—" },
       { label: "Validation", cell: cell => (cell.summary ? metricsText(cell.summary, loss, { count: 2 }) : "—") },
       { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
     chartSlot);
@@ -143,7 +166,9 @@ function stepsTable(result, jobId, loss) {
     columns: [
       { label: "Step", cell: step => link(`/dashboard/jobs/${jobId}/steps/${step.index}`, `step ${step.index}`) },
       { label: "λs", numeric: true, cell: step => formatNumber(step.lambda_s) },
+      { label: "Terms", numeric: true, cell: step => formatCount(step.n_terms) },
       { label: "Rules", numeric: true, cell: step => formatCount(step.n_rules) },
+      ...(result.steps.some(step => step.n_linear) ? [{ label: "Linear terms", numeric: true, cell: step => formatCount(step.n_linear) }] : []),
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
       { label: `Train ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
       { label: `Validation ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
@@ -179,7 +204,9 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       definitions([["steps", formatCount(result.steps.length)], ["selected step", String(result.selected), "selected"],
                    ["loss", result.parameters.path.loss, "loss"],
                    ["classes", result.classes ? result.classes.join(", ") : null, "classes"],
-                   ["rule budget", result.parameters.path.max_rules ?? "none"], ["stopped by", fieldLabel(result.stop_reason)],
+                   ["rule budget", (result.parameters.path.max_rules ?? null) === null ? "none"
+                     : `at most ${formatCount(result.parameters.path.max_rules)} terms (rules + linear terms)`, "max_rules"],
+                   ["stopped by", fieldLabel(result.stop_reason)],
                    ["λ max", formatNumber(result.lambda_max)], ["training rows", formatCount(result.n_train)],
                    result.cv
                      ? ["validation", `${result.cv.folds}-fold cross-validation, step by ${result.cv.selection === "1se" ? "the one standard error rule" : result.cv.selection}`, "cv"]
@@ -188,6 +215,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       sourceNote,
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
+      result.cv ? h("p", { id: "cv-choice" }, crossValidationSentence(result, lossOf(job))) : null,
       h("details", null, h("summary", null, `Every step (${result.steps.length})`), table)),
     result.survival ? survivalCard(result.survival, dataset, `The selected step ${result.selected} on the `
       + `${result.cv ? "rows it was refitted on (in sample)" : `${formatCount(result.n_val)} validation rows`}: their `
@@ -247,11 +275,12 @@ export function showJob(main, { jobId, step }, context) {
     details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
     cancel.hidden = !isActive(job);
     const p = job.progress;
-    if ((job.kind === "path" || job.kind === "cv") && p.step && p.n_rules !== undefined) {
+    if ((job.kind === "path" || job.kind === "cv") && p.step && p.n_terms !== undefined) {
       // every metric the progress carries (the losses; R², RMSE and MAE of regression; AUC, accuracy and Brier
       // score of classifiers; MAE of counts)
       const metrics = Object.fromEntries(Object.entries(p).filter(([key]) => /^(train|val)_/.test(key)));
-      livePoints[p.step - 1] = { index: p.step - 1, n_rules: p.n_rules, lambda_s: p.lambda_s, ...metrics };
+      livePoints[p.step - 1] = { index: p.step - 1, n_terms: p.n_terms, n_rules: p.n_rules, n_linear: p.n_linear,
+                                 lambda_s: p.lambda_s, ...metrics };
       const points = livePoints.filter(Boolean);
       if (!liveChart && isActive(job)) {
         liveChart = pathChart({ steps: points, budget: job.spec.path.max_rules, label: "Path so far", loss: lossOf(job) });

@@ -1,8 +1,8 @@
 // Jobs: every job with its live status and progress, kept current by the jobs' server-sent events.
 
 import { get, jobEvents, post } from "./api.js";
-import { metricsText } from "./chart.js";
-import { dataTable, formatCount, formatTime, h, idText, link, pageHeading, problemAlert, statusBadge,
+import { metricsText, termsText } from "./chart.js";
+import { dataTable, formatTime, h, idText, link, pageHeading, problemAlert, statusBadge,
          tableRow } from "./dom.js";
 
 const MAX_STREAMS = 4; // a browser holds about 6 connections per host: leave some for the page's requests
@@ -10,21 +10,23 @@ const LIST_REFRESH_MS = 5000;
 
 export const isActive = job => job.status === "queued" || job.status === "running";
 
-/** A parent job counted by its cells: a grid's, or a cross-validation's folds until it refits on every row. */
-const byCells = job => Boolean(job.cells) && (job.kind === "grid" || (job.kind === "cv" && !job.progress.n_steps));
+/** A parent job (a grid, a cross-validation) while it is queued behind its cells: it counts them as they end (a
+ * cross-validation then refits on every row, builds the rules and measures their stability: its own phases). */
+const byCells = job => Boolean(job.cells) && job.status === "queued" && job.kind !== "batch";
 
-/** Where a job stands, in words: "step 12 of ≤50 · 9 rules", "3 of 4 cells done", the phase. */
+/** The cells of a parent queued behind them that have ended (none is known to have ended until one reports). */
+const cellsEnded = job => job.cells.length - (job.progress.unfinished ?? job.cells.length);
+
+/** Where a job stands, in words, after its phase: "path: step 12 of ≤50 · 9 rules", "folds: 3 of 5 finished",
+ * "stability: 6 of 10 half-sample fits"; once done, its steps and what stopped its path. */
 function progressText(job) {
   const progress = job.progress;
-  if (byCells(job)) {
-    const unfinished = isActive(job) ? (progress.unfinished ?? job.cells.length) : 0;
-    return `${job.cells.length - unfinished} of ${job.cells.length} ${job.kind === "cv" ? "folds" : "cells"} done`;
-  }
+  if (byCells(job)) return `${job.kind === "cv" ? "folds" : "cells"}: ${cellsEnded(job)} of ${job.cells.length} finished`;
   if (job.summary?.stop_reason) return `${job.summary.n_steps} steps, stopped by ${job.summary.stop_reason.replaceAll("_", " ")}`;
+  if (progress.n_fits) return `${progress.phase}: ${progress.fit ?? 0} of ${progress.n_fits} half-sample fits`;
   if (progress.n_steps) {
-    const rules = progress.n_rules ?? null;
     return `${progress.phase === "done" ? "" : `${progress.phase}: `}step ${progress.step ?? 0} of ≤${progress.n_steps}`
-      + (rules !== null ? ` · ${formatCount(rules)} rules` : "");
+      + (progress.n_terms !== undefined ? ` · ${termsText(progress)}` : "");
   }
   return progress.phase;
 }
@@ -32,8 +34,8 @@ function progressText(job) {
 /** A progress bar and its text; the bar is full once the job has ended. */
 export function progressMeter(job) {
   const progress = job.progress;
-  const [value, max] = byCells(job)
-    ? [job.cells.length - (isActive(job) ? progress.unfinished ?? job.cells.length : 0), job.cells.length]
+  const [value, max] = byCells(job) ? [cellsEnded(job), job.cells.length]
+    : progress.n_fits ? [progress.fit ?? 0, progress.n_fits]
     : [progress.step ?? 0, progress.n_steps ?? 0];
   const bar = isActive(job) && !max ? h("progress", { "aria-label": `${job.id} progress` })
     : h("progress", { max: Math.max(max, 1), value: isActive(job) ? value : Math.max(max, 1), "aria-label": `${job.id} progress` });
@@ -42,13 +44,13 @@ export function progressMeter(job) {
 
 /** The readable validation metrics (chart.js metricsText) of a job's selected step once done, or of its current
  * and best steps while it runs: "R² 0.5234, RMSE 2.141 at 12 rules", "AUC 0.81, accuracy 0.52 · best AUC 0.83
- * (9 rules)". */
+ * (9 terms: 7 rules, 2 linear terms)". */
 function metricsCell(job) {
   const { progress, summary } = job;
   const loss = job.loss_info ?? null;
-  if (summary && "val_loss" in summary) return `${metricsText(summary, loss, { count: 2 })} at ${summary.n_rules} rules`;
+  if (summary && "val_loss" in summary) return `${metricsText(summary, loss, { count: 2 })} at ${termsText(summary)}`;
   if (progress.train_loss === undefined && !progress.best) return "—";
-  const best = progress.best ? ` · best ${metricsText(progress.best, loss, { count: 1 })} (${progress.best.n_rules} rules)` : "";
+  const best = progress.best ? ` · best ${metricsText(progress.best, loss, { count: 1 })} (${termsText(progress.best)})` : "";
   return `${metricsText(progress, loss, { count: 2 })}${best}`;
 }
 

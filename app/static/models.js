@@ -165,8 +165,6 @@ export function showModel(main, { modelId }, { signal, navigate }) {
     const survival = h("div");
     fill(survival, async () => (await survivalSection(model, signal)) ?? []);
     const scored = h("div", { "aria-live": "polite", id: "score" });
-    // the step's count of terms is the metrics' n_rules: with linear terms, say how many are linear
-    const metrics = model.n_linear ? { ...model.metrics, n_linear: model.n_linear } : model.metrics;
     return { title: `Model ${model.name} v${model.version}`, content: [
       h("div", { class: "columns" },
         card("Model", definitions([
@@ -180,7 +178,7 @@ export function showModel(main, { modelId }, { signal, navigate }) {
           ["dataset", link(`/dashboard/datasets/${source.dataset_id}`, idText(source.dataset_id))],
           ["forest", link(`/dashboard/forests/${source.forest_id}`, idText(source.forest_id))],
           ["grid cell", source.grid_cell ? link(`/dashboard/jobs/${source.grid_cell}`, idText(source.grid_cell)) : null]])),
-        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(metrics, model.loss_info))))),
+        card("Metrics", h("div", { id: "model-metrics" }, definitions(stepFactPairs(model.metrics, model.loss_info))))),
       survival,
       card("Predict one row", h("p", { class: "muted" }, "The columns the rules and linear terms read, most important first; "
         + "leave a value empty for a missing one."),

@@ -14,9 +14,14 @@ const TREES_PER_REQUEST = 100; // the most GET /v1/forests/{id}/trees answers at
 /** Every fact of a step record (or a model's metrics) that it carries, metrics included whatever the loss
  * (named as `loss` measures them): [term, text, field]. */
 export function stepFactPairs(step, loss = null) {
-  // with linear terms, n_rules counts every selected term (the budget's count): rules and linear terms
-  const pairs = [[step.n_linear ? "terms (rules and linear)" : "rules", formatCount(step.n_rules), "n_rules"],
-                 ["linear terms", formatCount(step.n_linear), "n_linear"],
+  // the terms the rule budget counts: rules and linear terms (one count where a record stored before they were
+  // told apart does not say which are which)
+  const split = Number.isFinite(step.n_rules) && Number.isFinite(step.n_linear);
+  const counts = !split ? [["terms (rules + linear terms)", formatCount(step.n_terms), "n_terms"]]
+    : step.n_linear ? [["terms", formatCount(step.n_terms), "n_terms"], ["rules", formatCount(step.n_rules), "n_rules"],
+                       ["linear terms", formatCount(step.n_linear), "n_linear"]]
+    : [["rules", formatCount(step.n_rules), "n_rules"]];
+  const pairs = [...counts,
                  ["trees", formatCount(step.n_trees), "n_trees"],
                  ["antecedents", formatCount(step.n_antecedents), "n_antecedents"],
                  ["longest rule", `${formatCount(step.longest_rule)} ${step.longest_rule === 1 ? "condition" : "conditions"}`,
@@ -28,10 +33,19 @@ export function stepFactPairs(step, loss = null) {
   }
   pairs.push(["objective", formatNumber(step.objective, 6), "objective"], ["solver passes", formatCount(step.n_iter), "n_iter"],
              ["converged", step.converged ? "yes" : "no", "converged"], ["time", formatDuration(step.seconds), "seconds"]);
-  const shown = new Set([...pairs.map(pair => pair[2]), "index", "step"]);
+  const shown = new Set([...pairs.map(pair => pair[2]), "index", "step", "n_rules", "n_linear", "n_terms"]);
   const others = Object.entries(step).filter(([key, value]) => !shown.has(key) && typeof value === "number")
     .map(([key, value]) => [fieldLabel(key), formatNumber(value, 6), key]);
   return [...pairs.filter(([, , key]) => key in step), ...others];
+}
+
+/** Where a step's rules say fewer rules than it selected: rules of the same conditions (from several trees) are
+ * said once, their contributions added. */
+function mergedNote(rules) {
+  const said = rules.rules.rules.length;
+  if (!Number.isFinite(rules.n_rules) || rules.n_rules === said) return null;
+  return h("p", { class: "muted", id: "merged-rules" }, `The step selected ${formatCount(rules.n_rules)} rules; those with `
+    + `the same conditions are said once here, their contributions added: ${formatCount(said)} rules.`);
 }
 
 /** A model name the API accepts, from the dataset's file name and target: "abalone-rings". */
@@ -123,7 +137,8 @@ export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
             rules.selected ? null : stepLink(result.selected, "selected step"), stepLink(k + 1, "next step →"))),
         h("div", { id: "step-facts" }, definitions(stepFactPairs(rules, loss))),
         h("details", null, h("summary", null, "Promote this step to a model"), promoteForm(jobId, k, dataset, navigate)),
-        h("h3", null, `Rules (${rules.rules.rules.length})`),
+        h("h3", { id: "rules-title" }, `Rules (${rules.rules.rules.length})`),
+        mergedNote(rules),
         h("p", { id: "intercept" }, classLabels(rules.rules) ? "Intercept per class (log-odds): " : "Intercept: ",
           h("span", { class: "mono" }, interceptText(rules.rules))),
         rules.stability ? h("p", { id: "rule-stability", class: "muted" }, `Rule stability: the rule sets of two disjoint halves `

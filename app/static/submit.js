@@ -7,7 +7,7 @@ import { field, onSubmit } from "./forms.js";
 
 const LABELS = {
   penalty: "Penalty", gamma: "γ (MCP concavity)", fusion_ratio: "Fusion ratio (λf / λs)", lambda_f: "Fixed λf",
-  max_rules: "Rule budget (most rules)", n_lambdas: "λ steps", lambda_min_ratio: "Smallest λ / λ max",
+  max_rules: "Rule budget (most terms)", n_lambdas: "λ steps", lambda_min_ratio: "Smallest λ / λ max",
   lambdas: "Explicit λs grid", tol: "Tolerance", max_iter: "Most passes per step", block_selection: "Block selection",
   inner_iters: "Fused steps per tree visit", mcp_scaling: "MCP scaling",
   candidates: "Candidate rules", max_rule_length: "Longest rule (conditions)", linear_terms: "Linear terms",

@@ -39,7 +39,7 @@ API_KEY = "dashboard-test-key"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
 SIZES = {"1280": {"width": 1280, "height": 800}, "400": {"width": 400, "height": 800}}
 # a job that runs for a few seconds, so that its progress arrives step by step
-JOB_SETTINGS = {"Trees": "800", "Depth": "4", "Rule budget (most rules)": "40", "λ steps": "200"}
+JOB_SETTINGS = {"Trees": "800", "Depth": "4", "Rule budget (most terms)": "40", "λ steps": "200"}
 ROW = FIRST_ABALONE_ROW
 
 
@@ -221,7 +221,8 @@ def test_the_whole_product_from_the_browser(served, browser):
     # the rules table (leaves merged), then the linear terms' (linear terms are on by default)
     expect(page.locator("#step table.data tbody tr[data-rule]")).to_have_count(len(rules["rules"]["rules"]))
     linear = rules["rules"].get("linear", [])
-    assert rules["n_linear"] == len(linear) and rules["n_rules"] == len(rules["rules"]["rules"]) + len(linear)
+    assert rules["n_linear"] == len(linear) and rules["n_rules"] == len(rules["rules"]["rules"])
+    assert rules["n_terms"] == rules["n_rules"] + rules["n_linear"]
     expect(page.locator("#linear-terms table.data tbody tr[data-linear]")).to_have_count(len(linear))
     expect(page.locator("#step .tree-figure").first).to_be_visible()  # the trees load after the rules
     all_trees = page.get_by_role("button", name=re.compile("Draw all"))
@@ -327,7 +328,7 @@ def test_a_multiclass_and_a_count_job_show_per_class_rules_and_their_metrics(ser
     metric = page.locator(".chart").first.locator("..").get_by_label("Metric")
     assert metric.locator("option").all_inner_texts() == ["log loss", "AUC", "accuracy", "Brier score"]
     metric.select_option(label="AUC")
-    expect(page.locator(".chart svg title").first).to_contain_text("AUC against rules")
+    expect(page.locator(".chart svg title").first).to_contain_text("AUC by step, terms along the top")
     expect(page.locator("#step-facts dd[data-field='val_auc']")).to_be_visible()
 
     # the selected step's rules: one column per class, the intercept per class
@@ -414,7 +415,7 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
     expect(linear).to_be_checked(checked=defaults["linear_terms"])
     longest.fill("2")  # candidates left on auto: every node, cut to two conditions
     linear.check()
-    for label, value in {"Trees": "30", "λ steps": "20", "Rule budget (most rules)": "12"}.items():
+    for label, value in {"Trees": "30", "λ steps": "20", "Rule budget (most terms)": "12"}.items():
         page.get_by_label(label, exact=True).fill(value)
     shoot(page, "terms-form")
     # (a click right after full-page screenshots does not reach the button in headless chromium: keys do)
@@ -512,7 +513,7 @@ def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_us
     assert metric.locator("option").all_inner_texts() == ["MSE", "R²", "RMSE", "MAE"]
     expect(metric).to_have_value("r2")
     chart = page.locator(".chart svg[role=slider]")
-    expect(chart.locator("title")).to_contain_text("R² against rules")
+    expect(chart.locator("title")).to_contain_text("R² by step, terms along the top")
     dots = chart.locator("circle.dot-validation")
     expect(dots).to_have_count(len(steps))
 
@@ -523,7 +524,7 @@ def test_a_regression_reads_in_r2_and_the_form_asks_for_the_columns_the_model_us
     assert highest_dot("val_r2") == max(step["val_r2"] for step in steps)
     page.screenshot(path="/tmp/dashboard-r2-chart.png", full_page=True)
     metric.select_option(label="RMSE")
-    expect(chart.locator("title")).to_contain_text("RMSE against rules")
+    expect(chart.locator("title")).to_contain_text("RMSE by step, terms along the top")
     expect(page.locator(".legend").first).to_contain_text("validation RMSE")
     assert highest_dot("val_rmse") == max(step["val_rmse"] for step in steps)
     page.screenshot(path="/tmp/dashboard-rmse-chart.png", full_page=True)
@@ -622,7 +623,7 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
     settings = {
         "Trees": "30",
         "λ steps": "20",
-        "Rule budget (most rules)": "12",
+        "Rule budget (most terms)": "12",
         "Cross-validation folds": "3",
         "Stability: half-sample fits": "4",
     }

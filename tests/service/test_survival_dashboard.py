@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 SHOTS = Path(os.environ.get("SURVIVAL_SCREENSHOTS") or tempfile.mkdtemp(prefix="survival-dashboard-"))
 # a small forest and a short path: the job ends in seconds
-JOB_SETTINGS = {"Trees": "20", "Depth": "3", "Rule budget (most rules)": "10", "λ steps": "25"}
+JOB_SETTINGS = {"Trees": "20", "Depth": "3", "Rule budget (most terms)": "10", "λ steps": "25"}
 
 
 def shoot(page, name: str) -> None:

@@ -1,0 +1,269 @@
+"""Issue 37, items 4 to 6, in a real browser: a cross-validated path on scikit-learn's diabetes table (5 folds, the
+one standard error rule, linear terms on, half-sample fits) as a person sees it.
+
+- The chart shows why its step was chosen: the threshold one standard error above the lowest mean, the lowest-mean
+  step and the chosen step each drawn where their dots are, steps drawn one per x (no zig-zag), the terms along the
+  top where each step's dots are, no two labels on top of each other; a sentence gives the numbers, checked against
+  the job's steps recomputed here.
+- Counts say terms, rules and linear terms apart (headline, step table, step facts, jobs list), checked against an
+  independent count of the step's rules (a rule has conditions, a linear term none).
+- Progress names every phase (folds, refit, stability fits) and the timings card each phase's time, checked
+  against the jobs' own recorded timestamps.
+
+Screenshots at 1280x800 and 400 px wide under test-artifacts/cv-dashboard/.
+"""
+
+import re
+from itertools import combinations, pairwise
+
+import pytest
+
+from tests.support.browser import Served, launch_chromium, new_page, shoot, sign_in
+
+FOLDS, FITS = 5, 2
+# a forest large enough that every phase (folds, refit, each stability fit) outlasts the page's 0.25 s of polling
+JOB = {
+    "forest": {"n_estimators": 300, "max_depth": 4, "max_features": 1.0, "random_state": 0},
+    "n_lambdas": 60,
+    "max_rules": 40,
+    "patience": None,  # on to the budget: linear terms come first on this table, then rules beside them
+    "cv_folds": FOLDS,
+    "selection": "1se",
+    "validation": {"seed": 0},
+    "stability_resamples": FITS,
+}
+NUMBER = r"(-?[\d.]+(?:e[+-]?\d+)?)"
+DURATION = re.compile(r"^([\d.]+) (ms|s)$")
+
+
+@pytest.fixture(scope="module")
+def served():
+    with Served() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launch_chromium() as chromium:
+        yield chromium
+
+
+def terms_text(record: dict) -> str:
+    """The counts as the dashboard words them (chart.js termsText)."""
+
+    def counted(count: int, noun: str) -> str:
+        return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+    if record.get("n_rules") is None or record.get("n_linear") is None:
+        return counted(record["n_terms"], "term")
+    if not record["n_linear"]:
+        return counted(record["n_rules"], "rule")
+    return (
+        f"{counted(record['n_terms'], 'term')}: {counted(record['n_rules'], 'rule')}, "
+        f"{counted(record['n_linear'], 'linear term')}"
+    )
+
+
+def record_progress_texts(page) -> None:
+    """Keep every text the page shows in a progress field, in order, in window.progressSeen."""
+    page.evaluate("""() => {
+        window.progressSeen = [];
+        const note = () => {
+            for (const element of document.querySelectorAll("[data-field=progress]")) {
+                if (window.progressSeen.at(-1) !== element.textContent) window.progressSeen.push(element.textContent);
+            }
+        };
+        note();
+        new MutationObserver(note).observe(document.body, { subtree: true, childList: true, characterData: true });
+    }""")
+
+
+def seconds_shown(text: str) -> float:
+    value, unit = DURATION.match(text).groups()
+    return float(value) / (1000 if unit == "ms" else 1)
+
+
+def chart_texts(chart) -> list[dict]:
+    """Every text of the chart with its box (the page's own layout)."""
+    return chart.evaluate("""svg => [...svg.querySelectorAll("text")].filter(t => t.textContent).map(t => {
+        const box = t.getBoundingClientRect();
+        return { text: t.textContent, x: box.x, y: box.y, width: box.width, height: box.height };
+    })""")
+
+
+def assert_no_label_overlaps(chart) -> None:
+    texts = chart_texts(chart)
+    for a, b in combinations(texts, 2):
+        apart = (
+            a["x"] + a["width"] <= b["x"] + 0.5
+            or b["x"] + b["width"] <= a["x"] + 0.5
+            or a["y"] + a["height"] <= b["y"] + 0.5
+            or b["y"] + b["height"] <= a["y"] + 0.5
+        )
+        assert apart, f"chart labels overlap: {a} and {b}"
+
+
+def dot_x(chart, step: int) -> float:
+    return float(chart.locator(f"circle.dot-validation[data-step='{step}']").get_attribute("cx"))
+
+
+def check_the_chart(chart, steps: list[dict], cv: dict, selected: int, threshold: float) -> None:
+    """The chart as drawn at the page's width: lines where their steps' dots are, no zig-zag, terms along the top
+    at their steps, every tick the step under it, no two labels overlapping."""
+    for marker, step in ((".cv-min-step", cv["best_min"]), (".cv-1se-step", cv["best_1se"])):
+        line = chart.locator(f"line{marker}")
+        assert line.count() == 1
+        assert float(line.get_attribute("x1")) == pytest.approx(dot_x(chart, step), abs=0.01)
+        assert ("chosen" in line.get_attribute("class").split()) == (step == selected)
+    if cv["best_min"] != cv["best_1se"]:  # the two choices stand apart, each visible
+        assert abs(dot_x(chart, cv["best_min"]) - dot_x(chart, cv["best_1se"])) >= 4
+    label = chart.locator(".cv-threshold text").text_content()
+    assert float(re.search(rf"= {NUMBER}$", label).group(1)) == pytest.approx(threshold, rel=6e-4)
+
+    validation = chart.locator("polyline.series-validation").get_attribute("points").split()
+    xs = [float(point.split(",")[0]) for point in validation]
+    assert len(xs) == len(steps) and all(a < b for a, b in pairwise(xs))  # one x per step, left to right
+
+    at_x = {round(dot_x(chart, step["index"]), 2): step for step in steps}
+    counts = chart.locator(".top-axis g[data-count]")
+    assert counts.count() >= 2
+    for k in range(counts.count()):
+        count = counts.nth(k)
+        x = float(count.locator("line").get_attribute("x1"))
+        assert count.locator("text").text_content() == str(at_x[round(x, 2)]["n_terms"])
+    ticks = chart.locator("g.axis > text[text-anchor='middle']")  # the bottom axis: step numbers and its title
+    for k in range(ticks.count()):
+        tick = ticks.nth(k)
+        if tick.text_content().isdigit():
+            assert float(tick.get_attribute("x")) == pytest.approx(dot_x(chart, int(tick.text_content())), abs=0.01)
+    assert_no_label_overlaps(chart)
+
+
+def test_a_cross_validated_path_shows_why_its_step_was_chosen_with_honest_counts_and_progress(served, browser):
+    from playwright.sync_api import expect
+    from sklearn.datasets import load_diabetes
+
+    errors: list[str] = []
+    page = new_page(browser, errors)
+    base, api = served.base_url, served.api
+    table = load_diabetes(as_frame=True).frame.to_csv(index=False).encode()
+    dataset = api.post("/v1/datasets?target=target", content=table, headers={"Content-Type": "text/csv"}).json()
+    sign_in(page, base, "/dashboard/jobs")
+    submitted = api.post("/v1/jobs", json={"dataset_id": dataset["id"], **JOB})
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    record_progress_texts(page)
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=600_000)
+
+    # progress named every phase as it went: folds as they ended, the refit's steps, the stability fits
+    seen = page.evaluate("window.progressSeen")
+    # (the refit, a fraction of a second here, may pass between two of the page's reads: tests/service/
+    # test_job_progress.py follows every progress write)
+    folds = [int(m.group(1)) for m in (re.match(rf"folds: (\d) of {FOLDS} finished$", t) for t in seen) if m]
+    fits = [int(m.group(1)) for m in (re.match(rf"stability: (\d) of {FITS} half-sample fits$", t) for t in seen) if m]
+    assert folds and folds == sorted(folds) and fits == sorted(fits) and 1 <= max(fits) <= FITS, seen
+    phases = [text.split(":")[0] for text in seen if ":" in text]
+    order = [phase for k, phase in enumerate(phases) if k == 0 or phase != phases[k - 1]]
+    assert [phase for phase in order if phase in ("folds", "refit", "stability")] in (
+        ["folds", "refit", "stability"],
+        ["folds", "stability"],
+    ), seen
+
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    cells = [api.get(f"/v1/jobs/{cell}").json() for cell in job["cells"]]
+    steps, cv, selected = result["steps"], result["cv"], result["selected"]
+
+    # the timings are the records' own timestamps: the parent's work began with its first fold
+    timings = job["timings"]
+    first, last = min(c["started_at"] for c in cells), max(c["finished_at"] for c in cells)
+    assert timings["queue_wait"] == pytest.approx(first - job["created_at"], abs=1e-6)
+    assert timings["folds"] == pytest.approx(last - first, abs=1e-6)
+    assert timings["wait_after_folds"] == pytest.approx(job["started_at"] - last, abs=1e-6)
+    assert timings["total"] == pytest.approx(job["finished_at"] - job["created_at"], abs=1e-6)
+    assert timings["refit"] + timings["stability"] + timings["rules"] <= job["finished_at"] - job["started_at"]
+    for cell in cells:  # each fold waited in the queue from its submission to its start
+        assert cell["timings"]["queue_wait"] == pytest.approx(cell["started_at"] - cell["queued_at"], abs=1e-6)
+    card = page.locator("section.card", has=page.get_by_role("heading", name="Timings", exact=True))
+    for field, words in {
+        "queue_wait": "queue wait (before the job started)",
+        "folds": "folds (first fold's start to last fold's end)",
+        "wait_after_folds": "wait for a worker after the folds",
+        "refit": "refit on every row",
+        "stability": "stability fits",
+        "total": "total (submission to end)",
+    }.items():
+        shown = card.locator(f"dd[data-field='timing-{field}']")
+        expect(shown.locator("xpath=preceding-sibling::dt")).to_have_text(words)
+        assert seconds_shown(shown.inner_text()) == pytest.approx(timings[field], rel=6e-3, abs=6e-4)
+
+    # the choice, recomputed from the steps: within the budget, the lowest mean loss and one standard error above it
+    within = [step for step in steps if step["n_terms"] <= JOB["max_rules"]]
+    lowest = min(within, key=lambda step: step["val_loss"])
+    threshold = lowest["val_loss"] + lowest["val_loss_se"]
+    rule = next(step for step in within if step["val_loss"] <= threshold)
+    assert (cv["best_min"], cv["best_1se"], selected) == (lowest["index"], rule["index"], rule["index"])
+    sentence = page.locator("#cv-choice").inner_text()
+    found = re.search(
+        rf"the lowest mean validation MSE is {NUMBER} ± {NUMBER} \(one standard error over {FOLDS} folds\) at step "
+        rf"(\d+) \((.+?)\); one standard error above it is {NUMBER}; the (sparsest|first) step under that line is "
+        rf"step (\d+) \((.+?)\), chosen by the one standard error rule\.$",
+        sentence,
+    )
+    assert found, sentence
+    assert float(found.group(1)) == pytest.approx(lowest["val_loss"], rel=6e-4)
+    assert float(found.group(2)) == pytest.approx(lowest["val_loss_se"], rel=6e-4)
+    assert (int(found.group(3)), found.group(4)) == (lowest["index"], terms_text(lowest))
+    assert float(found.group(5)) == pytest.approx(threshold, rel=6e-4)
+    assert (int(found.group(7)), found.group(8)) == (rule["index"], terms_text(rule))
+    sparsest = all(step["n_terms"] >= rule["n_terms"] for step in within if step["val_loss"] <= threshold)
+    assert found.group(6) == ("sparsest" if sparsest else "first")
+
+    chart = page.locator(".chart svg[role=slider]")
+    expect(chart.locator("title")).to_contain_text("MSE by step, terms along the top")
+    check_the_chart(chart, steps, cv, selected, threshold)
+
+    # counts: every step's terms are its rules and linear terms, counted again from the terms of its rules answer (a
+    # rule has conditions, each selected rule one member of the rule that says its conditions; a linear term none)
+    for step in steps:
+        answer = api.get(f"/v1/jobs/{job_id}/steps/{step['index']}/rules").json()["rules"]
+        with_conditions = [rule for rule in answer["rules"] if rule["conditions"]]
+        assert len(with_conditions) == len(answer["rules"])
+        assert step["n_rules"] == sum(len(rule["members"]) for rule in with_conditions)
+        assert (
+            step["n_linear"] == len(answer.get("linear", [])) and step["n_terms"] == step["n_rules"] + step["n_linear"]
+        )
+    assert any(step["n_rules"] and step["n_linear"] for step in steps)  # steps with both kinds of term
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{selected}/rules").json()
+    linear = rules["rules"].get("linear", [])
+    assert rules["n_linear"] == len(linear) > 0 and rules["n_terms"] == steps[selected]["n_terms"] <= JOB["max_rules"]
+    summary = job["summary"]
+    assert (summary["n_terms"], summary["n_rules"], summary["n_linear"]) == (
+        rules["n_terms"],
+        rules["n_rules"],
+        rules["n_linear"],
+    )
+    expect(page.locator("#selected-summary")).to_contain_text(f"Selected step {selected} ({terms_text(summary)}): ")
+    for field in ("n_terms", "n_rules", "n_linear"):
+        expect(page.locator(f"#step-facts dd[data-field='{field}']")).to_have_text(f"{rules[field]:,}")
+    expect(page.locator("#rules-title")).to_have_text(f"Rules ({len(rules['rules']['rules'])})")
+    expect(page.locator("#linear-title")).to_have_text(f"Linear terms ({len(linear)})")
+    expect(page.locator("dd[data-field='max_rules']")).to_have_text(
+        f"at most {JOB['max_rules']} terms (rules + linear terms)"
+    )
+    page.get_by_text(f"Every step ({len(steps)})").click()
+    row = page.locator(f"tr[data-step='{selected}']")
+    for header, field in (("Terms", "n_terms"), ("Rules", "n_rules"), ("Linear terms", "n_linear")):
+        expect(row.locator(f"td[data-label='{header}']")).to_have_text(f"{steps[selected][field]:,}")
+    shoot(page, "cv-dashboard", "cv-job")
+    for width in ("400",):  # the chart drawn narrow keeps its lines at their steps and its labels apart
+        page.set_viewport_size({"width": int(width), "height": 800})
+        page.wait_for_timeout(400)
+        check_the_chart(chart, steps, cv, selected, threshold)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    page.goto(f"{base}/dashboard/jobs")
+    expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text(f"at {terms_text(summary)}")
+    shoot(page, "cv-dashboard", "jobs")
+    assert errors == []
