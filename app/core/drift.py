@@ -5,8 +5,8 @@ A model's **training profile** (:func:`training_profile`) is taken once, at prom
 its job ran on (at most PROFILE_ROWS of them, an even sample): how many rows each rule fires on, and each
 column's rows per bin. A numeric column's bins are its training deciles, bin k ``(e_k-1, e_k]`` with each edge
 halfway between a decile and the next larger training value (``solver.binning.quantile_edges``, the points where the
-forests split): no training value lies on an edge, so a value read back from its text one unit in the last place off
-lands in its training bin, and ties merge bins (a binary column has two, ``<= 0.5`` and ``> 0.5`` for 0/1). A
+forests split): no training value profiled lies on an edge, so a value read back from its text one unit in the last
+place off lands in its training bin, and ties merge bins (a binary column has two, ``<= 0.5`` and ``> 0.5`` for 0/1). A
 categorical column's bins are its levels; both kinds have a last bin for missing values.
 
 A profile records how its edges were cut (``TrainingProfile.version``, PROFILE_VERSION); one stored with the

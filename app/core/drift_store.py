@@ -80,7 +80,7 @@ class DriftStore:
             row = counts[k // len(sources)]
             for name, value in window.items():
                 index = position.get(name.decode() if isinstance(name, bytes) else name)
-                if index is not None:  # a field of another layout: none while a model never changes
+                if index is not None:  # a field of another layout: an earlier profile version's (Layout.field_names)
                     row[index] += int(value)
         return starts, counts
 

@@ -181,6 +181,16 @@ def test_every_entrance_reads_the_same_text_as_the_same_float64(entrance):
         assert got == expected[name], f"{name}: {len(wrong)} values differ, as {wrong[:3]}"
 
 
+def test_target_exposure_and_offset_given_as_text_read_as_the_features_do():
+    texts = [t for t in PLAIN if float(t) > 0]
+    records = [{"x": k % 5, "y": t, "exposure": t, "offset": t} for k, t in enumerate(texts)]
+    settings = Settings(max_rows=10_000)
+    _, frame = parse_table(json.dumps(records).encode(), "application/json", None, None, settings)
+    _, _, y, _, _, rows = validate_table(frame, "y", settings, "regression", exposure="exposure", offset="offset")
+    expected = _float_bits([float(t) for t in texts])
+    assert _float_bits(y) == _float_bits(rows["exposure"]) == _float_bits(rows["offset"]) == expected
+
+
 def test_pandas_default_csv_parser_is_what_the_upload_no_longer_uses():
     # the issue's cause, measured: pandas' default float parser is not correctly rounded on these texts
     default = pd.read_csv(io.StringIO(_csv(True)))["plain"].to_numpy()
