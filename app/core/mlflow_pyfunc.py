@@ -93,7 +93,8 @@ class FireRulesModel:
 
     def _times(self, params: dict[str, Any] | None) -> list[float]:
         """The times of the curves asked for (none: the hazard ratios), as floats, each once (a column each), finite
-        and >= 0 as the service's scoring takes them (app.core.model_scoring.check_times)."""
+        and >= 0; the module's survival() refuses a time past the training rows' last follow-up, as the service's
+        scoring does (app.core.model_scoring.check_times)."""
         times = [float(time) for time in (params or {}).get("times") or ()]
         if not all(math.isfinite(time) and time >= 0 for time in times):
             raise ValueError(f"times must be finite numbers >= 0, got {times}")
