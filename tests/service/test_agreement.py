@@ -34,7 +34,7 @@ def diabetes_table() -> tuple[bytes, str]:
 @pytest.mark.parametrize("table", [abalone_table, diabetes_table], ids=["abalone (text column Sex)", "diabetes"])
 def test_service_and_library_select_the_same_step_and_rules(stack, table):
     data, target = table()
-    frame = pd.read_csv(io.BytesIO(data))
+    frame = pd.read_csv(io.BytesIO(data), float_precision="round_trip")  # its numbers as the service reads them
     X, y = frame.drop(columns=[target]), frame[target]
     library = FireRegressor(**FOREST, **PATH).fit(X, y)
 
