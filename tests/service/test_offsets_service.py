@@ -59,8 +59,10 @@ def test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_an
     job_id, result = run_job(stack, dataset.json()["id"])
     assert result["parameters"]["path"]["loss"] == "poisson"
 
-    # the table as the service holds it: the uploaded CSV read back (a float's last bit may change in the round trip)
-    table = pd.read_csv(io.BytesIO(frame.drop(columns=["expo"]).to_csv(index=False).encode()))
+    # the table as the service holds it: the uploaded CSV read back as the service reads it (correctly rounded)
+    table = pd.read_csv(
+        io.BytesIO(frame.drop(columns=["expo"]).to_csv(index=False).encode()), float_precision="round_trip"
+    )
     X, y, offset = table[["a", "b", "c", "d"]], table["visits"].to_numpy(), table["lo"].to_numpy()
     library = FireRegressor(loss="poisson", **FOREST, **PATH, validation_fraction=0.25).fit(X, y, offset=offset)
     assert result["selected"] == library.selected_step_
