@@ -349,7 +349,7 @@ def test_l1_path_is_sklearns_lasso_on_the_dense_columns(regression, kind, cap, l
         step, lam = path.steps[k], path.steps[k].lambda_s
         ours = squared_objective(dense, y, path.coef(k), path.intercepts[k], lam)
         assert ours == pytest.approx(step.objective, rel=1e-9)
-        assert step.converged and step.n_rules == np.count_nonzero(path.coef(k))
+        assert step.converged and step.n_terms == np.count_nonzero(path.coef(k))
         reference = lasso_objective(dense, y, lam)
         assert abs(ours - reference) <= 1e-6 * reference, (k, ours, reference)
     if linear:
@@ -685,8 +685,8 @@ def test_regressor_with_linear_terms_scores_as_its_rules_and_counts_them(estimat
     np.testing.assert_allclose(model.predict(X), by_hand(rules, X), rtol=0, atol=1e-9)
     linear = model.coef_[-X.shape[1] :]  # the 4 numeric columns' terms come after the rule columns
     assert rules.n_linear == np.count_nonzero(linear) >= 1
-    assert model.selected_["n_rules"] == np.count_nonzero(model.coef_)
-    assert model.selected_["n_rules"] >= rules.n_terms > rules.n_rules
+    assert model.selected_["n_terms"] == np.count_nonzero(model.coef_)
+    assert model.selected_["n_terms"] >= rules.n_terms > rules.n_rules
 
 
 def test_classifiers_and_poisson_on_nodes_with_linear_terms_fit_and_predict(estimator_table):
@@ -701,8 +701,8 @@ def test_classifiers_and_poisson_on_nodes_with_linear_terms_fit_and_predict(esti
         assert proba.shape == (len(X), len(np.unique(labels))) and np.all(np.isfinite(proba))
         np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
         assert set(model.predict(X)) <= set(np.unique(labels))
-        assert model.selected_["n_rules"] <= 10 and model.rule_ensemble_.n_linear >= 1
-        assert model.selected_["n_rules"] == np.count_nonzero(
+        assert model.selected_["n_terms"] <= 10 and model.rule_ensemble_.n_linear >= 1
+        assert model.selected_["n_terms"] == np.count_nonzero(
             np.reshape(model.coef_, (len(model.coef_), -1)).any(axis=1)
         )
     counts = np.random.default_rng(10).poisson(np.exp(0.4 * X[:, 0] + 0.3 * X[:, 3])).astype(float)
