@@ -171,9 +171,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
 
 @functools.cache
 def redoc_script() -> bytes:
-    script = (DOCS_ASSETS / "redoc.standalone.js").read_bytes()
-    assert REDOC_LOGO in script, "ReDoc's script no longer draws the logo from where it did: see REDOC_LOGO"
-    return script.replace(REDOC_LOGO, b"data:,")
+    # a newer ReDoc that draws its logo from elsewhere is caught by tests/service/test_docs_offline.py, not here
+    return (DOCS_ASSETS / "redoc.standalone.js").read_bytes().replace(REDOC_LOGO, b"data:,")
 
 
 def install_docs(app: FastAPI) -> None:

@@ -174,10 +174,10 @@ class PathSpec(_Spec):
             "'squared' (regression), 'logistic' (binary classification: y holds 0/1 labels and the rules add "
             "log-odds of label 1), 'multinomial' (K classes: y holds class codes 0..K-1, each rule adds one log-odds "
             "amount per class and is in or out for all classes at once), 'poisson' (counts or rates: y >= 0, the "
-            "rules multiply the rate; exposure as sample_weight), 'tweedie' (amounts with many zeros: y >= 0, the "
-            "rules multiply the mean; see power), 'gamma' (positive amounts: y > 0, the rules multiply the mean) or "
-            "'cox' (time to an event: y holds +time where the event happened, -time where censored; the rules "
-            "multiply the hazard, solver.losses.cox)"
+            "rules multiply the rate; an exposure enters as row weights), 'tweedie' (amounts with many zeros: y >= 0, "
+            "the rules multiply the mean; see power), 'gamma' (positive amounts: y > 0, the rules multiply the mean) "
+            "or 'cox' (time to an event: y holds +time where the event happened, -time where censored; the rules "
+            "multiply the hazard)"
         ),
     )
     power: float = field(

@@ -11,6 +11,14 @@ import { cancelJob, isActive, progressMeter } from "./jobs.js";
 import { stepPanel } from "./step.js";
 
 const CELL_RESULTS_AT_ONCE = 4;
+// why a path ended (solver.path's stop_reason), in words
+const STOP_REASONS = {
+  completed: "the last λ of the grid",
+  max_rules: "the rule budget: the next step held more terms",
+  past_its_best: "patience: steps past its best step, with twice its terms, found no better one",
+  callback: "a cancel",
+};
+const stopReason = reason => STOP_REASONS[reason] ?? fieldLabel(reason);
 
 function datasetOf(job) {
   return job.spec.dataset_id ?? job.spec.recipe?.dataset_id;
@@ -149,7 +157,7 @@ function gridSection(result, loss, signal) {
       { label: "Selected step", numeric: true, cell: cell => cell.summary ? cell.summary.selected : "—" },
       { label: "Terms", cell: cell => cell.summary ? termsText(cell.summary) : "—" },
       { label: "Validation", cell: cell => (cell.summary ? metricsText(cell.summary, loss, { count: 2 }) : "—") },
-      { label: "Stopped by", cell: cell => cell.summary?.stop_reason ?? "—" }] }),
+      { label: "Stopped by", cell: cell => (cell.summary ? stopReason(cell.summary.stop_reason) : "—") }] }),
     chartSlot);
 }
 
@@ -206,7 +214,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
                    ["classes", result.classes ? result.classes.join(", ") : null, "classes"],
                    ["rule budget", (result.parameters.path.max_rules ?? null) === null ? "none"
                      : `at most ${formatCount(result.parameters.path.max_rules)} terms (rules + linear terms)`, "max_rules"],
-                   ["stopped by", fieldLabel(result.stop_reason)],
+                   ["stopped by", stopReason(result.stop_reason)],
                    ["λ max", formatNumber(result.lambda_max)], ["training rows", formatCount(result.n_train)],
                    result.cv
                      ? ["validation", `${result.cv.folds}-fold cross-validation, step by ${result.cv.selection === "1se" ? "the one standard error rule" : result.cv.selection}`, "cv"]
