@@ -37,7 +37,7 @@ import pytest
 TESTS = Path(__file__).parent
 OUTSIDE_FAST = {"contract", "browser", "slow"}
 # a test that uses one of these (directly or through another fixture, e.g. own_queue) talks to a real Redis
-INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings"}
+INTEGRATION_FIXTURES = {"api", "stack", "isolated_settings", "served"}
 # markers (separated by spaces) of every test of a module, by its path under tests/
 MODULE_MARKERS = {
     "service/test_batch_dashboard.py": "browser integration",

@@ -1,8 +1,10 @@
-"""Fixtures of the service tests: the API alone, the API with workers, queues of a test's own."""
+"""Fixtures of the service tests: the API alone, the API with workers, queues of a test's own, and for the browser
+tests the API served over HTTP with its workers and Debian's chromium (a module's own, each)."""
 
 import pytest
 from redis import Redis
 
+from tests.support.browser import Served, launch_chromium
 from tests.support.jobs import train_forest
 from tests.support.service import ServiceStack, make_settings, remove_session_keys
 
@@ -12,6 +14,20 @@ def api():
     """The API alone (no workers): for uploads, storage and error handling."""
     with ServiceStack(make_settings(), n_workers=0) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def served():
+    """The API on a loopback port with two workers and an API key, for one browser test module."""
+    with Served() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless chromium, for one browser test module."""
+    with launch_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture(scope="session")

@@ -14,24 +14,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.browser import Served, launch_chromium, new_page, shoot, sign_in
+from tests.support.browser import Served, new_page, shoot, sign_in
 
 pytestmark = pytest.mark.integration
 
 FOLDER = "batch"
 PROGRESS = re.compile(r"^([\d,]+) of ([\d,]+) rows · ([\d,]+) of ([\d,]+) chunks?( · [\d,]+ failed)?$")
-
-
-@pytest.fixture(scope="module")
-def served():
-    with Served() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def diabetes() -> pd.DataFrame:

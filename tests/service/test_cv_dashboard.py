@@ -18,7 +18,7 @@ from itertools import combinations, pairwise
 
 import pytest
 
-from tests.support.browser import Served, launch_chromium, new_page, shoot, sign_in
+from tests.support.browser import new_page, shoot, sign_in
 
 FOLDS, FITS = 5, 2
 # a forest large enough that every phase (folds, refit, each stability fit) outlasts the page's 0.25 s of polling
@@ -34,18 +34,6 @@ JOB = {
 }
 NUMBER = r"(-?[\d.]+(?:e[+-]?\d+)?)"
 DURATION = re.compile(r"^([\d.]+) (ms|s)$")
-
-
-@pytest.fixture(scope="module")
-def served():
-    with Served() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def terms_text(record: dict) -> str:

@@ -10,106 +10,30 @@ wide are saved under test-artifacts/dashboard/.
 
 import itertools
 import re
-import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
-import uvicorn
-from redis import Redis
 
-from app.main import create_app
 from solver import PathSpec
 from solver.encoding import ColumnSpec, TableEncoding
 from solver.rule_text import RuleWording, column_groups
 from solver.rule_types import Condition
-from tests.support.data import ABALONE, ELEVATORS, FIRST_ABALONE_ROW, REPO_ROOT
-from tests.support.service import WorkerProcess, make_settings, remove_session_keys
+from tests.support.browser import API_KEY, SIZES
+from tests.support.browser import shoot as shoot_in
+from tests.support.data import ABALONE, ELEVATORS, FIRST_ABALONE_ROW
 from tests.support.synthetic import GRADES, grades_table, visits_table
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-API_KEY = "dashboard-test-key"
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
-SIZES = {"1280": {"width": 1280, "height": 800}, "400": {"width": 400, "height": 800}}
 # a job that runs for a few seconds, so that its progress arrives step by step
 JOB_SETTINGS = {"Trees": "800", "Depth": "4", "Rule budget (most terms)": "40", "λ steps": "200"}
 ROW = FIRST_ABALONE_ROW
 
 
-class Served:
-    """The API on a loopback port (uvicorn in a thread) and two `fire-rules worker` processes."""
-
-    def __init__(self):
-        self.settings = make_settings(api_keys=[API_KEY])
-        self.redis = Redis.from_url(self.settings.redis_url)
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.base_url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(self.settings), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-        self.workers = [WorkerProcess(self.settings) for _ in range(2)]
-        self.api = httpx.Client(base_url=self.base_url, headers={"X-API-Key": API_KEY}, timeout=30)
-
-    def __enter__(self) -> "Served":
-        self.thread.start()
-        try:
-            deadline = time.monotonic() + 30
-            while not self.server.started:
-                assert time.monotonic() < deadline, "uvicorn did not start"
-                time.sleep(0.05)
-            for worker in self.workers:
-                worker.wait_registered(self.redis)
-        except BaseException:
-            self.__exit__(None, None, None)  # no worker is left behind
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.api.close()
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        for worker in self.workers:
-            worker.process.terminate()  # all at once: each then waits for its own warm shutdown
-        for worker in self.workers:
-            worker.stop()
-        remove_session_keys(self.redis, self.settings)
-
-
-@pytest.fixture(scope="module")
-def served():
-    with Served() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
 def shoot(page, name: str) -> None:
-    """Full-page screenshots at 1280x800 and 400 px wide, each without a horizontal scroll bar."""
-    assert "[object " not in page.inner_text("body"), f"{name} shows an object where it means its content"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for label, size in SIZES.items():
-        page.set_viewport_size(size)
-        page.wait_for_timeout(400)  # charts and trees are drawn again at the new width
-        scroll_width = page.evaluate("document.documentElement.scrollWidth")
-        assert scroll_width <= size["width"], f"{name} scrolls sideways at {label} px: {scroll_width}"
-        page.screenshot(path=ARTIFACTS / f"{name}-{label}.png", full_page=True)
-    page.set_viewport_size(SIZES["1280"])
+    shoot_in(page, "dashboard", name)
 
 
 def fact(page, field: str, scope: str = "#step-facts") -> str:

@@ -4,25 +4,20 @@ until it scores 400 rows whose Shell_weight is shifted past the training table's
 Shell_weight as flagged, with its bins, the rules table and the charts over time; a PSI threshold of 100 set from the
 card's form unflags it, and a PSI of -1 is refused with the message beside its field.
 
-Screenshots of the card go to a temporary folder (DRIFT_SCREENSHOTS names another), printed.
+Screenshots of the card are saved under test-artifacts/drift/.
 """
 
-import os
 import re
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.service.test_dashboard import API_KEY, SIZES, browser, served  # noqa: F401 (fixtures)
+from tests.support.browser import API_KEY, ARTIFACTS, SIZES, shoot
 from tests.support.data import ABALONE, abalone_frame
 from tests.support.jobs import SMALL_FOREST
 
 pytestmark = pytest.mark.integration
-
-SHOTS = Path(os.environ.get("DRIFT_SCREENSHOTS") or tempfile.mkdtemp(prefix="drift-dashboard-"))
 
 
 def wait_for(api, job_id: str, timeout: float = 120.0) -> dict:
@@ -54,20 +49,11 @@ def promoted_model(api) -> dict:
 
 
 def shoot_card(page, name: str) -> None:
-    """The Drift card at 1280 px and 400 px wide, the page without a horizontal scroll bar."""
-    assert "[object " not in page.inner_text("#drift"), f"{name} shows an object where it means its content"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for label, size in SIZES.items():
-        page.set_viewport_size(size)
-        page.wait_for_timeout(400)  # charts are drawn again at the new width
-        scroll_width = page.evaluate("document.documentElement.scrollWidth")
-        assert scroll_width <= size["width"], f"{name} scrolls sideways at {label} px: {scroll_width}"
-        page.locator("#drift").screenshot(path=SHOTS / f"{name}-{label}.png")
-    page.set_viewport_size(SIZES["1280"])
-    print(f"screenshots: {SHOTS / name}-*.png")
+    """The Drift card at 1280 px and 400 px wide (test-artifacts/drift/), the page without a horizontal scroll bar."""
+    shoot(page, "drift", name, element="#drift")
 
 
-def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_the_card(served, browser):  # noqa: F811
+def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_the_card(served, browser):
     from playwright.sync_api import expect
 
     api = served.api
@@ -108,7 +94,7 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
 
     page.reload()  # the model document's flags of the last day, in the Model card
     expect(page.locator("dd[data-field='drift']")).to_contain_text("Shell_weight")
-    page.locator("#view .columns").first.screenshot(path=SHOTS / "drift-model-facts-1280.png")
+    page.locator("#view .columns").first.screenshot(path=ARTIFACTS / "drift" / "drift-model-facts-1280.png")
     card.get_by_role("button", name="Refresh").click()
     headline = card.locator("#drift-headline")
     expect(headline).to_contain_text("400 rows counted in the last 24 hours")
@@ -163,6 +149,6 @@ def test_the_drift_card_flags_a_shifted_column_and_its_thresholds_are_set_from_t
     expect(psi_input).to_have_attribute("aria-invalid", "true")
     expect(form.locator(".field-error")).to_contain_text("must be a number > 0, not -1")
     expect(form.get_by_role("alert")).to_be_visible()
-    form.screenshot(path=SHOTS / "drift-thresholds-422-1280.png")
+    form.screenshot(path=ARTIFACTS / "drift" / "drift-thresholds-422-1280.png")
     assert api.get(f"/v1/models/{model['id']}/monitoring").json()["psi"] == 100
     assert not errors, errors

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import pandas as pd
 import pytest
 
-from tests.support.browser import Served, launch_chromium, new_page, shoot, sign_in
+from tests.support.browser import Served, new_page, shoot, sign_in
 from tests.support.synthetic import png_image, smokers_table
 
 pytestmark = pytest.mark.integration
@@ -26,12 +26,6 @@ VIEWS = ["/dashboard/jobs", "/dashboard/jobs/new", "/dashboard/datasets", "/dash
 def served():
     with Served(n_workers=1) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def upload(served, frame: pd.DataFrame, name: str) -> dict:

@@ -18,24 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.browser import Served, launch_chromium, new_page, shoot, sign_in
+from tests.support.browser import new_page, shoot, sign_in
 
 pytestmark = pytest.mark.integration
 
 FOLDER = "survival"
 FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
-
-
-@pytest.fixture(scope="module")
-def served():
-    with Served() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def rossi() -> pd.DataFrame:

@@ -5,39 +5,27 @@ path chart on the C-index, its Survival card (the validation rows' Kaplan–Meie
 curve) and its rules as hazard factors, then the model promoted from it; and an amount table with an exposure column
 uploaded from the form, whose Tweedie job (the power offered for Tweedie only) reads its rules as factors of the mean.
 
-Screenshots at 1280x800 and 400 px wide go to a temporary folder (SURVIVAL_SCREENSHOTS names another), printed.
+Screenshots at 1280x800 and 400 px wide are saved under test-artifacts/survival-dashboard/.
 """
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.service.test_dashboard import API_KEY, SIZES, browser, served  # noqa: F401 (fixtures)
+from tests.support.browser import SIZES, sign_in
+from tests.support.browser import shoot as shoot_in
 
 pytestmark = pytest.mark.integration
 
-SHOTS = Path(os.environ.get("SURVIVAL_SCREENSHOTS") or tempfile.mkdtemp(prefix="survival-dashboard-"))
 # a small forest and a short path: the job ends in seconds
 JOB_SETTINGS = {"Trees": "20", "Depth": "3", "Rule budget (most terms)": "10", "λ steps": "25"}
 
 
 def shoot(page, name: str) -> None:
-    """Full-page screenshots at 1280x800 and 400 px wide, each without a horizontal scroll bar."""
-    assert "[object " not in page.inner_text("body"), f"{name} shows an object where it means its content"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for label, size in SIZES.items():
-        page.set_viewport_size(size)
-        page.wait_for_timeout(400)  # charts are drawn again at the new width
-        scroll_width = page.evaluate("document.documentElement.scrollWidth")
-        assert scroll_width <= size["width"], f"{name} scrolls sideways at {label} px: {scroll_width}"
-        page.screenshot(path=SHOTS / f"{name}-{label}.png", full_page=True)
-    page.set_viewport_size(SIZES["1280"])
-    print(f"screenshots: {SHOTS / name}-*.png")
+    shoot_in(page, "survival-dashboard", name)
 
 
 def whas500_csv(path: Path) -> Path:
@@ -65,12 +53,6 @@ def claims_csv(path: Path, n: int = 400) -> Path:
     prior = 0.1 * rng.normal(size=n)
     pd.DataFrame({"age": age, "city": city, "years": years, "prior": prior, "amount": amount}).to_csv(path, index=False)
     return path
-
-
-def sign_in(page, base: str, path: str) -> None:
-    page.goto(f"{base}{path}")
-    page.get_by_label("API key").fill(API_KEY)
-    page.get_by_role("button", name="Use", exact=True).click()
 
 
 def upload(page, file: Path, task: str, target: str, **columns: str) -> str:
@@ -106,7 +88,7 @@ def submit_from_form(page, settings: dict, choices: dict) -> str:
     return page.url.rsplit("/", 1)[1]
 
 
-def test_a_cox_job_from_the_form_shows_its_c_index_survival_curves_and_hazard_factors(served, browser, tmp_path):  # noqa: F811
+def test_a_cox_job_from_the_form_shows_its_c_index_survival_curves_and_hazard_factors(served, browser, tmp_path):
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport=SIZES["1280"])
@@ -180,7 +162,7 @@ def test_a_cox_job_from_the_form_shows_its_c_index_survival_curves_and_hazard_fa
     assert not errors, errors
 
 
-def test_an_amount_upload_with_exposure_and_offset_and_a_tweedie_job_from_the_form(served, browser, tmp_path):  # noqa: F811
+def test_an_amount_upload_with_exposure_and_offset_and_a_tweedie_job_from_the_form(served, browser, tmp_path):
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport=SIZES["1280"])

@@ -107,17 +107,22 @@ def sign_in(page, base_url: str, path: str) -> None:
     page.get_by_role("button", name="Use", exact=True).click()
 
 
-def shoot(page, folder: str, name: str) -> Path:
-    """Full-page screenshots at 1280x800 and 400 px wide under test-artifacts/{folder}/, each without a horizontal
-    scroll bar and without "[object ...]" on the page; the path of the wide one."""
-    assert "[object " not in page.inner_text("body"), f"{name} shows an object where it means its content"
+def shoot(page, folder: str, name: str, element: str | None = None) -> Path:
+    """Full-page screenshots (of the ``element`` a selector names, where given) at 1280x800 and 400 px wide under
+    test-artifacts/{folder}/, the page without a horizontal scroll bar and what is shot without "[object ...]"; the
+    path of the wide one."""
+    shown = page.locator(element or "body")
+    assert "[object " not in shown.inner_text(), f"{name} shows an object where it means its content"
     directory = ARTIFACTS / folder
     directory.mkdir(parents=True, exist_ok=True)
     for label, size in SIZES.items():
         page.set_viewport_size(size)
-        page.wait_for_timeout(400)  # charts are drawn again at the new width
+        page.wait_for_timeout(400)  # charts and trees are drawn again at the new width
         scroll_width = page.evaluate("document.documentElement.scrollWidth")
         assert scroll_width <= size["width"], f"{name} scrolls sideways at {label} px: {scroll_width}"
-        page.screenshot(path=directory / f"{name}-{label}.png", full_page=True)
+        if element is None:
+            page.screenshot(path=directory / f"{name}-{label}.png", full_page=True)
+        else:
+            shown.screenshot(path=directory / f"{name}-{label}.png")
     page.set_viewport_size(SIZES["1280"])
     return directory / f"{name}-1280.png"
