@@ -238,6 +238,6 @@ def test_errors_are_problems_with_the_protocols_error_message(stack, triton, mod
     body = assert_problem(stack.client.post("/v2/models/oip-rings/infer", json=unknown_category), 422, "inputs.Sex")
     assert body["error"].startswith(body["detail"]) and "unknown categories ['Q']" in body["error"]
     body = assert_problem(stack.client.post("/v2/models/oip-rings/infer", content=b"{"), 400, "body")
-    assert body["error"].startswith("The inference request does not validate. body: Invalid JSON")
+    assert body["error"].startswith("The inference request does not validate. body: is not valid JSON")
     body = assert_problem(stack.client.get("/v2/models/oip-rings/versions/staging"), 404, "alias")
     assert body["errors"][0]["field"] == "path.alias"
