@@ -126,7 +126,9 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
         best = steps[eligible[lowest]]
         if best.val_loss is None or best.val_loss_se is None:
             return eligible[lowest]
-        return next(k for k in eligible if steps[k].val_loss <= best.val_loss + best.val_loss_se)
+        threshold = best.val_loss + best.val_loss_se
+        # (the lowest itself where the threshold is NaN: a fold whose loss overflowed compares false everywhere)
+        return next((k for k in eligible if steps[k].val_loss <= threshold), eligible[lowest])
     if selection in ("auc", "cindex"):  # the highest metric
         has_val = all(getattr(steps[k], f"val_{selection}") is not None for k in eligible)
         rows = "val" if has_val else "train"

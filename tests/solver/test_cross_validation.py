@@ -110,6 +110,8 @@ def test_the_one_standard_error_rule_on_made_up_steps():
     assert best_step(steps, 5, "loss") == 2
     assert best_step(steps, 5, "1se") == 1  # within 5 terms the lowest is 0.58 (se 0.03): 0.60 <= 0.61
     assert best_step([steps[0]], None, "1se") == 0
+    overflowed = [step(0, 0, 1.0, float("nan")), step(1, 2, float("nan"), 0.05)]  # a fold's loss overflowed
+    assert best_step(overflowed, None, "1se") == 0  # the lowest, not StopIteration
 
 
 def test_cross_validation_settings_are_checked():
