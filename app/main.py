@@ -18,7 +18,8 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from pydantic.json_schema import models_json_schema
 
-from app.api.deps import CpuLane, require_redis, require_tenant
+from app.api.cpu_lanes import CpuLanes
+from app.api.deps import require_redis, require_tenant
 from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
@@ -138,7 +139,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         lifespan=lifespan,
     )
     app.state.core = core
-    app.state.cpu = CpuLane(core.settings.cpu_threads)
+    app.state.cpu = CpuLanes(core.settings.cpu_threads, tenants=core.tenant_keys.required)
     app.state.metrics_registry = install_metrics(app, core)
     app.add_middleware(BodyLimitMiddleware, limit_for=body_limit(core.settings))
     install_problem_handlers(app)

@@ -10,6 +10,7 @@ the cache with the full warm-up; once it is done the worker loads the kernels in
 import fcntl
 import hashlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -22,21 +23,26 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from rq import Worker
+from rq import Queue, Worker
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
 from rq.serializers import JSONSerializer
+from rq.worker import WorkerStatus
 
 from app.core.config import LOG_FORMAT, Settings
 from app.core.connections import BACKOFF_CAP_SECONDS, REDIS_FAILURES, connect, data_redis
+from app.core.keys import Keys
 from app.core.processes import die_with_parent
-from app.core.queues import TASKS, make_queue
+from app.core.queues import TASKS, JobQueues, make_queue
 from app.core.records import JobRecords
 from app.core.workers import READY, WARMING, WorkerRegistry
 from worker import tasks
 
 log = logging.getLogger(__name__)
 RECONNECT_CAP_SECONDS = 10.0
-# RQ blocks on its queues for worker_ttl - 15 s between beats: beat every heartbeat_seconds when idle too
+# RQ's dequeue timeout is worker_ttl - 15 s: an idle worker beats every heartbeat_seconds
 RQ_DEQUEUE_MARGIN_SECONDS = 15
+IDLE_POLL_SECONDS = 0.1  # an idle worker looks at its pools' queues this often (a take is one Lua script)
 WARM_UP_PASSES = 50  # of each warm-up path step (warm_solver)
 BACKGROUND_WARM_UP_NICE = 10  # the cache-filling child yields the cores to work horses running jobs
 
@@ -216,20 +222,34 @@ class Presence:
 
 
 class FireWorker(Worker):
-    """Refreshes its presence and the running FIRE job's heartbeat from the worker process itself.
+    """Takes the jobs of its pools' tenant queues in turn, and refreshes its presence and the running FIRE job's
+    heartbeat from the worker process itself.
 
-    The work horse cannot be trusted to do it: a numba kernel holds the GIL for as long as it runs, which would
+    Jobs are taken with ``JobQueues.take`` (app/core/queues.py), not RQ's dequeue: the tenants' queues are found as
+    tenants appear and served in turn, and a taken job is marked with this worker's presence name in the same step,
+    so that the API's watchdog queues it again within seconds if this worker dies before the job is claimed; the
+    mark goes once the run ends. The RQ queues it is built with are its pools' own (what it registers with).
+
+    The work horse cannot be trusted to beat: a numba kernel holds the GIL for as long as it runs, which would
     starve a heartbeat thread there. The parent only waits on the horse, so its beats stop exactly when the horse
     or the whole machine is gone. A Redis failure while a job runs is logged, not fatal: the horse keeps working
     and the parent keeps waiting for it.
     """
 
     def __init__(
-        self, *args, records: JobRecords, presence: Presence, warm_up: BackgroundWarmUp | None = None, **kwargs
+        self,
+        *args,
+        records: JobRecords,
+        presence: Presence,
+        job_queues: JobQueues,
+        warm_up: BackgroundWarmUp | None = None,
+        **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.records = records
         self.presence = presence
+        self.job_queues = job_queues
+        self.pools = [queue.name for queue in self.queues]
         self.warm_up = warm_up
         self.shutdown_requested = False
         self.dequeuing = False
@@ -243,11 +263,76 @@ class FireWorker(Worker):
                 self.warm_up.load()
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        """The next job of the pools' queues (in the pools' order, each pool's tenants in turn) and its queue, or
+        None where they are empty in burst mode (``timeout`` None); beats every ``timeout`` seconds while it waits,
+        looking at the queues every IDLE_POLL_SECONDS. A lost Redis is waited out with backoff, as RQ's own does."""
         self.dequeuing = True
+        self.set_state(WorkerStatus.IDLE)
+        self.procline("Listening on " + ",".join(self.pools))
+        beat_at, backoff = -math.inf, 1.0
         try:
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            while True:
+                try:
+                    if time.monotonic() - beat_at >= (timeout or 0):
+                        self.heartbeat()
+                        beat_at = time.monotonic()
+                        if self.should_run_maintenance_tasks:
+                            self.run_maintenance_tasks()
+                    taken = self.take()
+                except REDIS_FAILURES as error:
+                    log.warning("worker %s: Redis unreachable (%s); next try in %.0f s", self.name, error, backoff)
+                    time.sleep(backoff)
+                    backoff = min(2 * backoff, RECONNECT_CAP_SECONDS)
+                    continue
+                backoff = 1.0
+                if taken is not None:
+                    job, queue = taken
+                    self.log.info("Worker %s: %s: %s", self.name, queue.name, job.id)
+                    self.heartbeat()
+                    return taken
+                if timeout is None:
+                    return None
+                time.sleep(IDLE_POLL_SECONDS)
         finally:
             self.dequeuing = False
+
+    def take(self) -> tuple[Job, Queue] | None:
+        """Take the next job (marked taken by this worker) and its RQ job; None where every queue is empty."""
+        for pool in self.pools:
+            while (taken := self.job_queues.take(pool, self.presence.name)) is not None:
+                name, rq_id = taken
+                try:
+                    job = self.job_class.fetch(rq_id, connection=self.connection, serializer=self.serializer)
+                except NoSuchJobError:
+                    self.job_queues.release(rq_id)  # deleted while it waited: take the next one
+                    continue
+                return job, self.queue_class(
+                    name, connection=self.connection, job_class=self.job_class, serializer=self.serializer
+                )
+        return None
+
+    def execute_job(self, job, queue):
+        try:
+            super().execute_job(job, queue)
+        finally:
+            try:
+                self.job_queues.release(job.id)
+            except REDIS_FAILURES as error:  # the mark outlives this worker: the watchdog drops it then
+                log.warning("worker %s: job %s left marked taken (%s)", self.name, job.id, error)
+
+    def clean_registries(self):
+        """RQ's cleanup of its registries (runs whose worker died, expired results) for every queue of the pools,
+        the tenants' included: RQ would clean only the queues the worker was built with."""
+        own = self.queues
+        self.queues = [
+            self.queue_class(name, connection=self.connection, job_class=self.job_class, serializer=self.serializer)
+            for pool in self.pools
+            for name in self.job_queues.names(pool)
+        ]
+        try:
+            super().clean_registries()
+        finally:
+            self.queues = own
 
     def maintain_heartbeats(self, job, execution):
         try:
@@ -322,6 +407,7 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
                 serializer=JSONSerializer,
                 records=records,
                 presence=presence,
+                job_queues=JobQueues(Keys.from_settings(settings), rq_redis),
                 warm_up=warm_up,
                 job_monitoring_interval=settings.heartbeat_seconds,
                 worker_ttl=settings.heartbeat_seconds + RQ_DEQUEUE_MARGIN_SECONDS,

@@ -3,10 +3,10 @@ the lane that runs CPU work off the event loop."""
 
 from typing import Annotated
 
-import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from app.api.cpu_lanes import CpuLane
 from app.api.problems import ProblemError
 from app.core.container import Core
 from app.core.errors import FieldFault
@@ -93,19 +93,9 @@ async def require_redis(request: Request) -> None:
     request.app.state.core.redis_health.check()
 
 
-class CpuLane:
-    """Runs CPU work (parsing uploads, large scoring bodies) in worker threads, at most ``threads`` at once;
-    more wait their turn without holding the event loop."""
-
-    def __init__(self, threads: int):
-        self.limiter = anyio.CapacityLimiter(threads)
-
-    async def run(self, function, *args):
-        return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
-
-
 async def get_cpu(request: Request) -> CpuLane:
-    return request.app.state.cpu
+    """The process's CPU lanes as the request's tenant uses them (app/api/cpu_lanes.py)."""
+    return CpuLane(request.app.state.cpu, await request_tenant(request))
 
 
 CpuDep = Annotated[CpuLane, Depends(get_cpu)]

@@ -14,7 +14,7 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.api.deps import CpuLane
+from app.api.cpu_lanes import CpuLane
 from app.api.schemas import PredictRequest, ScoringParams, columns_from_rows
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, Unsupported
@@ -158,4 +158,4 @@ async def run_scoring(
         # loop (p99 0.8-1.0 s, p90 75 ms under 50 clients that never pause; 0.25-0.36 s with this)
         await asyncio.sleep(0)
         return score(cached, *args)
-    return await cpu.run(score, cached, *args)
+    return await cpu.score(score, cached, *args)

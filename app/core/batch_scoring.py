@@ -522,7 +522,7 @@ class BatchScoring:
             upload.file.seek(0)
             check_schema(scoring.encoding, pq.ParquetFile(upload.file).schema_arrow)
         job_id = new_job_id()
-        self.submission._admit(tenant, job_id)  # one submission, however many chunks
+        self.submission._admit(tenant, job_id)  # one submission (its chunks are counted as they are read)
         chunks = read_chunks(upload, input_columns(scoring, options.id_column), chunk_rows) if upload else stored
         cells: list[JobRecord] = []
         n_rows = 0
@@ -537,6 +537,7 @@ class BatchScoring:
                             )
                         ],
                     )
+                self.submission._admit_more(tenant, job_id, 1)  # a work unit each (FIRE_MAX_ACTIVE_UNITS)
                 self.parts.put_input(job_id, chunk, table)
                 cells.append(self._queue_chunk(scoring, options, tenant, job_id, chunk, n_rows, table.num_rows))
                 n_rows += table.num_rows
@@ -546,7 +547,7 @@ class BatchScoring:
             for cell in cells:
                 self.jobs.delete(cell.id, tenant=tenant)
             self.parts.delete(job_id, len(cells) + 1)
-            self.redis.zrem(self.keys.active_jobs(tenant), job_id)  # not admitted after all
+            self.records.withdraw(tenant, job_id)  # not admitted after all
             raise
         spec = BatchJobSpec(
             model_id=scoring.id,

@@ -72,6 +72,13 @@ class Settings(BaseSettings):
     max_lambdas: int = Field(1_000, description="Steps of one path (422).")
     max_grid_cells: int = Field(64, description="Cells of one grid (422).")
     max_active_jobs: int = Field(32, description="Queued or running submissions per tenant (429 past it).")
+    max_active_units: int = Field(
+        20_000,
+        ge=1,
+        description="Queued or running work units per tenant, each a job's piece a worker runs: a batch's chunks, a "
+        "cross-validation's folds and refit, a grid's cells, a path, a forest to train, each stability fit (429 past "
+        "it; 413 for one submission of more). The default admits the largest batch (FIRE_MAX_BATCH_CHUNKS) and more.",
+    )
     max_json_bytes: int = Field(1 * MiB, description="A JSON request body other than scoring (413).")
     max_scoring_bytes: int = Field(32 * MiB, description="A scoring request body (413).")
     max_scoring_rows: int = Field(100_000, description="Rows of one scoring request (413).")

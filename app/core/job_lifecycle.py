@@ -20,9 +20,11 @@ from rq.serializers import JSONSerializer
 from app.core.config import Settings
 from app.core.errors import Conflict, FieldFault, NotFound
 from app.core.job_documents import ACTIVE, QUEUED, RUNNING, TERMINAL, JobKind, JobRecord, JobSpec, LostAttempt, Progress
-from app.core.queues import TASKS, make_queue, rq_job_id
+from app.core.keys import Keys
+from app.core.queues import TASKS, JobQueues, job_of, make_queue, rq_job_id, tenant_queue
 from app.core.records import JobRecords, now
 from app.core.results import ResultStore
+from app.core.workers import WorkerRegistry
 
 _RQ_LOST = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED}
 # RQ's own alarm in the work horse fires this long after FIRE_JOB_TIMEOUT: it stops a phase that has no
@@ -36,7 +38,9 @@ class JobLifecycle:
         self.redis = redis
         self.records = records
         self.results = results
-        self.queue = make_queue(settings.queue_name, redis)
+        self.pool = settings.queue_name
+        self.queues = JobQueues(Keys.from_settings(settings), redis)
+        self.workers = WorkerRegistry(settings, redis)
 
     # ---- recording and queueing ---------------------------------------------------------------------------------
 
@@ -60,7 +64,7 @@ class JobLifecycle:
             status=QUEUED,
             attempt=1,
             spec=spec,
-            queue=self.queue.name,
+            queue=self.pool,
             rq_job_id=rq_job_id(job_id, 1),
             parent_id=parent_id,
             cells=cells,
@@ -73,8 +77,10 @@ class JobLifecycle:
         return record
 
     def enqueue(self, record: JobRecord, depends_on: list[str] | None = None) -> None:
-        """Queue one run of a job on the queue it was submitted to (retries stay with their workers)."""
-        make_queue(record.queue, self.redis).enqueue(
+        """Queue one run of a job on its tenant's queue in the pool it was submitted to (``record.queue``: retries
+        and parents stay with the pool's workers, and take their tenant's turns, app/core/queues.py)."""
+        queue = make_queue(tenant_queue(record.queue, record.tenant), self.redis)
+        queue.enqueue(
             TASKS[record.kind],
             record.id,
             record.attempt,
@@ -84,6 +90,7 @@ class JobLifecycle:
             failure_ttl=self.settings.result_ttl_seconds,
             depends_on=Dependency(jobs=depends_on, allow_failure=True) if depends_on else None,
         )
+        self.queues.announce(queue.name)
 
     # ---- reading (no side effects) ------------------------------------------------------------------------------
 
@@ -128,7 +135,29 @@ class JobLifecycle:
 
     def watch_running(self) -> int:
         """One watchdog pass over the queued and running jobs; returns how many it had to recover."""
-        return sum(self._recover(record) for record in self.records.unfinished())
+        return self._recover_taken() + sum(self._recover(record) for record in self.records.unfinished())
+
+    def _recover_taken(self) -> int:
+        """Queue again each job whose run a worker took from its queue and then stopped beating (killed or crashed)
+        while the job still waits on that run (not claimed: a claimed run's heartbeat tells), and drop the marks of
+        workers that stopped; how many jobs it queued again. A worker is lost FIRE_HEARTBEAT_TTL_SECONDS after its
+        last beat, so a job taken by a worker that died before its claim is queued again within that and one
+        FIRE_WATCHDOG_SECONDS, not after RQ's cleanup minutes later."""
+        taken = self.queues.taken()
+        if not taken:
+            return 0
+        alive = self.workers.alive_names()
+        recovered = 0
+        for rq_id, worker in taken.items():
+            if worker in alive:
+                continue  # its run goes on, or ends and the worker drops the mark
+            record = self.records.get(job_of(rq_id))
+            if record is not None and record.status == QUEUED and record.rq_job_id == rq_id:
+                reason = "the worker that took the job from its queue stopped (killed or crashed) before starting it"
+                recovered += self._retry_or_fail(record, reason)
+                self._discard_run(rq_id)
+            self.queues.release(rq_id)
+        return recovered
 
     def _recover(self, record: JobRecord) -> bool:
         """Retry a job whose worker is lost once more, or fail it with the reason; re-queue a parent that waits on a
@@ -142,6 +171,10 @@ class JobLifecycle:
         reason = self._lost_reason(record)
         if reason is None:
             return False
+        return self._retry_or_fail(record, reason)
+
+    def _retry_or_fail(self, record: JobRecord, reason: str) -> bool:
+        """Queue a lost attempt's job again, or fail it once FIRE_MAX_JOB_ATTEMPTS were lost; whether this did."""
         lost = LostAttempt(attempt=record.attempt, lost_at=now(), reason=reason)
         if record.attempt >= self.settings.max_job_attempts:
             return self.records.fail_lost(record, lost)
@@ -149,6 +182,14 @@ class JobLifecycle:
         if retried is not None:
             self.enqueue(retried)
         return retried is not None
+
+    def _discard_run(self, rq_id: str) -> None:
+        """Delete RQ's job of a run whose worker was lost before it started it: no worker will end it, and RQ keeps
+        a job that was taken but not started forever."""
+        try:
+            Job.fetch(rq_id, connection=self.redis, serializer=JSONSerializer).delete(remove_from_queue=False)
+        except NoSuchJobError:
+            pass
 
     def _waits_on_a_lost_attempt(self, record: JobRecord) -> bool:
         """Whether a queued parent's RQ run waits on an RQ run of a cell that is no longer the cell's (its worker was

@@ -14,7 +14,7 @@ from pydantic import Field
 from app.core.blobs import Document
 from app.core.config import Settings
 from app.core.datasets import OFFSET_LOSSES, DatasetInfo, DatasetStore
-from app.core.errors import FieldFault, Invalid, NotFound, TooMany
+from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, TooMany
 from app.core.forests import (
     ForestRecipe,
     ForestStore,
@@ -80,6 +80,22 @@ class PathJobRequest(Document):
     )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
     stability_resamples: int | None = Field(None, description="half-sample fits of the stability measurement")
+
+
+def work_units(spec: TrainJobSpec | PathJobSpec, grid: Grid | None = None, *, trains: bool = False) -> int:
+    """A submission's work units, each a piece of it a worker runs: a forest to train (``trains``: a grid or a
+    cross-validation trains one first), each path fitted (a grid's cells; a cross-validation's folds and its refit
+    on every row) and each stability fit of each path that measures it. (A batch's are its chunks.)"""
+    if isinstance(spec, TrainJobSpec):
+        return 1
+    path = 1 + (spec.stability_resamples or 0)
+    if grid is not None:
+        paths = len(grid.gamma) * len(grid.fusion_ratio) * path
+    elif spec.path.cv_folds is not None:
+        paths = spec.path.cv_folds + path
+    else:
+        paths = path
+    return paths + int(trains)
 
 
 class JobSubmission:
@@ -150,10 +166,11 @@ class JobSubmission:
     def _submit_resolved(self, spec: PathJobSpec, grid: Grid | None, tenant: str, job_id: str) -> JobRecord:
         if grid is None and spec.path.cv_folds is None:
             return self._admitted("path", spec, tenant, job_id)
-        self._admit(tenant, job_id)  # a grid or a cross-validation counts once, however many cells it has
+        trains = spec.recipe is not None and self.forests.find(spec.forest_id) is None
+        self._admit(tenant, job_id, work_units(spec, grid, trains=trains))
         create = self.lifecycle.create
         train = None
-        if spec.recipe is not None and self.forests.find(spec.forest_id) is None:
+        if trains:
             train = create("train", TrainJobSpec(forest_id=spec.forest_id, recipe=spec.recipe), tenant)
         if grid is None:  # one cell per fold, on the worker pool; the parent refits on every row
             folds = [
@@ -195,24 +212,67 @@ class JobSubmission:
         )
 
     def _admitted(self, kind, spec, tenant: str, job_id: str) -> JobRecord:
-        """A submission of its own: counted against the tenant's limit, then recorded and queued."""
-        self._admit(tenant, job_id)
+        """A submission of its own: counted against the tenant's limits, then recorded and queued."""
+        self._admit(tenant, job_id, work_units(spec))
         return self.lifecycle.create(kind, spec, tenant, job_id=job_id)
 
-    def _admit(self, tenant: str, job_id: str) -> None:
-        limit = self.settings.max_active_jobs
-        if not self.records.admit(tenant, job_id, limit):
+    def _admit(self, tenant: str, job_id: str, units: int = 1) -> None:
+        """Count a submission of ``units`` work units (``work_units``) against the tenant's limits: at most
+        FIRE_MAX_ACTIVE_JOBS submissions and FIRE_MAX_ACTIVE_UNITS units queued or running at once (a 429 to retry
+        later past either; a submission larger than the units' limit on its own is refused, 413)."""
+        max_jobs, max_units = self.settings.max_active_jobs, self.settings.max_active_units
+        if units > max_units:
+            raise self._too_large(units)
+        admission = self.records.admit(tenant, job_id, units, max_jobs=max_jobs, max_units=max_units)
+        if admission.admitted:
+            return
+        if admission.jobs >= max_jobs:
+            fix = "wait for one to finish (or cancel one), or raise FIRE_MAX_ACTIVE_JOBS"
             raise TooMany(
-                f"You have {limit} jobs queued or running, the most allowed at once.",
-                [
-                    FieldFault(
-                        "tenant",
-                        f"{limit} active jobs",
-                        "wait for one to finish (or cancel one), or raise FIRE_MAX_ACTIVE_JOBS",
-                    )
-                ],
+                f"You have {max_jobs} jobs queued or running, the most allowed at once.",
+                [FieldFault("tenant", f"{max_jobs} active jobs", fix)],
                 retry_after=BUSY_RETRY_AFTER_SECONDS,
             )
+        raise self._too_many_units(admission.units, units)
+
+    def _admit_more(self, tenant: str, job_id: str, units: int) -> None:
+        """Count ``units`` more work units of an admitted submission (a batch's chunks, as its file is read) against
+        FIRE_MAX_ACTIVE_UNITS, as ``_admit`` does."""
+        max_units = self.settings.max_active_units
+        added, held, own = self.records.admit_more(tenant, job_id, units, max_units=max_units)
+        if added:
+            return
+        if own + units > max_units:
+            raise self._too_large(own + units)
+        raise self._too_many_units(held, units)
+
+    def _too_large(self, units: int) -> TooLarge:
+        return TooLarge(
+            f"This submission is {units} work units; a tenant may have at most "
+            f"{self.settings.max_active_units} queued or running.",
+            [
+                FieldFault(
+                    "tenant",
+                    f"{units} work units (chunks, folds, grid cells, stability fits)",
+                    "split the work over smaller submissions (larger chunks, fewer folds or resamples), or raise "
+                    "FIRE_MAX_ACTIVE_UNITS",
+                )
+            ],
+        )
+
+    def _too_many_units(self, held: int, units: int) -> TooMany:
+        max_units = self.settings.max_active_units
+        return TooMany(
+            f"You have {held} work units queued or running; {units} more would pass the {max_units} allowed at once.",
+            [
+                FieldFault(
+                    "tenant",
+                    f"{held} active work units, {units} more asked",
+                    "wait for some to finish (or cancel a job), or raise FIRE_MAX_ACTIVE_UNITS",
+                )
+            ],
+            retry_after=BUSY_RETRY_AFTER_SECONDS,
+        )
 
     # ---- the service's limits -----------------------------------------------------------------------------------
 

@@ -25,12 +25,19 @@ key                                   holds
                                       rows could not be scored (sorted set by chunk index)
 ``jobs``                              every job by creation time (sorted set): the metrics' view
 ``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
+``queues``                            every RQ queue a job was put on: the pools' tenant queues (set,
+                                      ``app.core.queues``)
+``queue-turn:{pool}``                 the pool's queue a worker took a job from last (string)
+``taken-jobs``                        runs workers took from a queue: RQ id -> the worker's name, until the
+                                      run ends (hash; the watchdog's view of a worker lost before the claim)
 ``leafcache:{forest}:{dataset}``      cached leaf indices of a dataset's rows in a forest (blob, cache Redis)
 ``stats``                             counters (hash): leaf-cache hits, misses and failures
 ``workers``, ``worker-states``        worker heartbeats (sorted set) and their last states (hash)
 scope ``datasets``/``forests``/       the tenant's datasets, forests, models, jobs by time (sorted sets)
 ``models``/``jobs``
 scope ``active-jobs``                 the tenant's admitted, unfinished submissions (sorted set)
+scope ``active-units``                their work units: submission -> chunks, folds, cells and stability fits
+                                      (hash)
 scope ``model-version:{name}``        the last version number given to a model name (counter)
 scope ``model-names``                 the tenant's model names by last change (sorted set, ``ModelRegistry``)
 scope ``model-name:{name}:versions``  version -> model id (hash); ``:aliases`` alias -> version (hash);
@@ -167,6 +174,20 @@ class Keys:
 
     def active_jobs(self, tenant: str) -> str:
         return f"{self.scope(tenant)}active-jobs"
+
+    def active_units(self, tenant: str) -> str:
+        return f"{self.scope(tenant)}active-units"
+
+    @property
+    def queues(self) -> str:
+        return f"{self.prefix}queues"
+
+    def queue_turn(self, pool: str) -> str:
+        return f"{self.prefix}queue-turn:{pool}"
+
+    @property
+    def taken_jobs(self) -> str:
+        return f"{self.prefix}taken-jobs"
 
     def idempotency(self, tenant: str, kind: str, key_hash: str) -> str:
         return f"{self.scope(tenant)}idempotency:{kind}:{key_hash}"

@@ -47,6 +47,7 @@ final: no transition leaves them.
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic_core import to_jsonable_python
 from redis import Redis
@@ -102,12 +103,76 @@ return 1
 """
 
 
+# The tenant's active work units (KEYS[1] its admitted submissions, sorted set by admission time; KEYS[2] their units,
+# hash): units of submissions no longer admitted are dropped, and a submission admitted before units were counted
+# counts one.
+_HELD = """
+local function held()
+  local units = 0
+  for _, job in ipairs(redis.call('HKEYS', KEYS[2])) do
+    if redis.call('ZSCORE', KEYS[1], job) then
+      units = units + tonumber(redis.call('HGET', KEYS[2], job))
+    else
+      redis.call('HDEL', KEYS[2], job)
+    end
+  end
+  return units + redis.call('ZCARD', KEYS[1]) - redis.call('HLEN', KEYS[2])
+end
+"""
+
+# admit: ARGV the job, its units, now, the limits of submissions and of units, then admitted submissions that
+# finished. Prunes those, then admits the job unless a limit would be passed. Returns {admitted 0/1, submissions,
+# units} as they were before the job.
+_ADMIT = (
+    _HELD
+    + """
+for i = 6, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
+local jobs = redis.call('ZCARD', KEYS[1])
+local units = held()
+if jobs + 1 > tonumber(ARGV[4]) or units + tonumber(ARGV[2]) > tonumber(ARGV[5]) then
+  return {0, jobs, units}
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return {1, jobs, units}
+"""
+)
+
+# admit_more: ARGV the job, more units, now, the limit of units. Adds them to the job's (and makes now its admission
+# time: a submission still adding is not pruned) unless the tenant's units would pass the limit. Returns {added 0/1,
+# the tenant's units, the job's} as they were.
+_ADMIT_MORE = (
+    _HELD
+    + """
+local own = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+local units = held()
+if units + tonumber(ARGV[2]) > tonumber(ARGV[4]) then return {0, units, own} end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], own + tonumber(ARGV[2]))
+return {1, units, own}
+"""
+)
+
+
 def _encode(value) -> str:
     return json.dumps(to_jsonable_python(value), separators=(",", ":"))
 
 
 def _decode(raw: Mapping[bytes | str, bytes | str]) -> JobRecord | None:
     return JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()}) if raw else None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What ``JobRecords.admit`` found: whether the job was admitted, and the tenant's active submissions and work
+    units before it."""
+
+    admitted: bool
+    jobs: int
+    units: int
 
 
 class JobRecords:
@@ -117,6 +182,8 @@ class JobRecords:
         self.keys = Keys.from_settings(settings)
         self._guarded_write = redis.register_script(_GUARDED_WRITE)
         self._cells_write = redis.register_script(_CELLS_WRITE)
+        self._admit = redis.register_script(_ADMIT)
+        self._admit_more = redis.register_script(_ADMIT_MORE)
 
     # ---- records and indexes ----------------------------------------------------------------------------------
 
@@ -149,10 +216,10 @@ class JobRecords:
         ids = members(self.redis.zrevrange(self.keys.jobs(tenant), 0, scanned - 1))
         return [record for record in self.get_many(ids) if record is not None and record.tenant == tenant][:limit]
 
-    def admit(self, tenant: str, job_id: str, limit: int) -> bool:
-        """Count ``job_id`` among the tenant's active submissions unless that makes more than ``limit``.
-        Submissions that finished (or vanished) are pruned first; two admissions racing for the last place
-        may both be refused, never both admitted."""
+    def admit(self, tenant: str, job_id: str, units: int, *, max_jobs: int, max_units: int) -> Admission:
+        """Count ``job_id`` (of ``units`` work units) among the tenant's active submissions unless that makes more
+        than ``max_jobs`` submissions or ``max_units`` units. Submissions that finished (or vanished) are pruned
+        first; the check and the count are one step, so two admissions racing for the last places never pass both."""
         key = self.keys.active_jobs(tenant)
         admitted_ids = scored_members(self.redis.zrange(key, 0, -1, withscores=True))
         with self.redis.pipeline(transaction=False) as pipe:
@@ -165,16 +232,24 @@ class JobRecords:
             for (member, admitted), status in zip(admitted_ids, statuses)
             if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)
         ]
+        admitted, jobs, held = self._admit(
+            keys=[key, self.keys.active_units(tenant)], args=[job_id, units, now(), max_jobs, max_units, *finished]
+        )
+        return Admission(bool(admitted), jobs, held)
+
+    def admit_more(self, tenant: str, job_id: str, units: int, *, max_units: int) -> tuple[bool, int, int]:
+        """Add ``units`` to an admitted submission's (a batch's chunks, as the file is read) unless that makes the
+        tenant's more than ``max_units``: whether they were added, the tenant's units and the submission's before."""
+        keys = [self.keys.active_jobs(tenant), self.keys.active_units(tenant)]
+        added, held, own = self._admit_more(keys=keys, args=[job_id, units, now(), max_units])
+        return bool(added), held, own
+
+    def withdraw(self, tenant: str, job_id: str) -> None:
+        """``job_id`` is not admitted after all (its submission failed before it was recorded)."""
         with self.redis.pipeline(transaction=True) as pipe:
-            if finished:
-                pipe.zrem(key, *finished)
-            pipe.zadd(key, {job_id: now()})
-            pipe.zcard(key)
-            count = pipe.execute()[-1]
-        if count > limit:
-            self.redis.zrem(key, job_id)
-            return False
-        return True
+            pipe.zrem(self.keys.active_jobs(tenant), job_id)
+            pipe.hdel(self.keys.active_units(tenant), job_id)
+            pipe.execute()
 
     def active(self, tenant: str) -> list[JobRecord]:
         """The tenant's admitted submissions (a grid stands for its cells), as far as they still exist."""
@@ -200,6 +275,7 @@ class JobRecords:
                 self.keys.active_jobs(record.tenant),
             }:
                 pipe.zrem(index, record.id)
+            pipe.hdel(self.keys.active_units(record.tenant), record.id)
             pipe.execute()
 
     # ---- transitions (see the module's docstring) ---------------------------------------------------------------

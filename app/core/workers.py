@@ -60,6 +60,11 @@ class WorkerRegistry:
             pipe.hdel(self.keys.worker_states, name)
             pipe.execute()
 
+    def alive_names(self) -> set[str]:
+        """The names of every worker whose last beat is within the heartbeat TTL."""
+        since = time.time() - self.settings.heartbeat_ttl_seconds
+        return set(members(self.redis.zrangebyscore(self.keys.worker_beats, since, "+inf")))
+
     def alive(self, queue: str) -> list[WorkerPresence]:
         """Workers of ``queue`` whose last beat is within the heartbeat TTL."""
         since = time.time() - self.settings.heartbeat_ttl_seconds

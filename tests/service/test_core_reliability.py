@@ -61,7 +61,7 @@ def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_k
     assert core.jobs.get(retried.id, tenant=TENANT).attempt == 1  # a read changes nothing
     assert core.jobs.watch_running() == 1
     requeued = core.jobs.get(retried.id, tenant=TENANT)
-    assert requeued.attempt == 2 and requeued.rq_job_id in core.jobs.queue.job_ids
+    assert requeued.attempt == 2 and requeued.rq_job_id in core.jobs.queues.job_ids(core.settings.queue_name)
 
 
 def test_a_submission_that_stored_nothing_frees_its_idempotency_key(core, dataset, monkeypatch):

@@ -259,7 +259,7 @@ def test_cancel_queued_jobs_and_grids(idle_queue, abalone):
         canceled = idle_queue.client.post(f"/v1/jobs/{job['id']}/cancel")
         assert canceled.status_code == 202 and canceled.json()["status"] == "canceled"
     assert all(idle_queue.client.get(f"/v1/jobs/{cell}").json()["status"] == "canceled" for cell in grid["cells"])
-    assert idle_queue.client.app.state.core.jobs.queue.count == 0
+    assert idle_queue.client.app.state.core.jobs.queues.queued(idle_queue.settings.queue_name) == 0
 
 
 def test_readiness_needs_redis_and_a_worker(stack, idle_queue):

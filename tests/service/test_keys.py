@@ -46,6 +46,7 @@ def test_the_keys_are_the_documented_ones():
         "p:workers",
         "p:worker-states",
     ]
+    assert [keys.queues, keys.queue_turn("fire"), keys.taken_jobs] == ["p:queues", "p:queue-turn:fire", "p:taken-jobs"]
     assert keys.leaf_cache("fo_1", "ds_1") == "p:leafcache:fo_1:ds_1"
     assert keys.leaf_caches(forest_id="fo_1") == "p:leafcache:fo_1:*"
     assert keys.leaf_caches(dataset_id="ds_1") == "p:leafcache:*:ds_1"
@@ -56,11 +57,21 @@ def test_the_keys_are_the_documented_ones():
             keys.models(tenant),
             keys.jobs(tenant),
             keys.active_jobs(tenant),
+            keys.active_units(tenant),
             keys.model_version(tenant, "m"),
             keys.idempotency(tenant, "job", "h"),
         ] == [
             scope + name
-            for name in ("datasets", "forests", "models", "jobs", "active-jobs", "model-version:m", "idempotency:job:h")
+            for name in (
+                "datasets",
+                "forests",
+                "models",
+                "jobs",
+                "active-jobs",
+                "active-units",
+                "model-version:m",
+                "idempotency:job:h",
+            )
         ]
 
 
@@ -90,6 +101,9 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
         keys.worker_states,
         keys.drift_window(ANY, ANY, ANY, ANY),
         keys.drift_models,
+        keys.queues,
+        keys.queue_turn(ANY),
+        keys.taken_jobs,
     ]
     for tenant in (DEFAULT_TENANT, ANY):
         others += [
@@ -98,6 +112,7 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
             keys.models(tenant),
             keys.jobs(tenant),
             keys.active_jobs(tenant),
+            keys.active_units(tenant),
             keys.model_version(tenant, ANY),
             keys.model_names(tenant),
             keys.name_versions(tenant, ANY),

@@ -148,16 +148,21 @@ def alive(pid: int) -> bool:
 class WorkerProcess:
     """A `fire-rules worker` in its own process group, so a kill takes its work horse too."""
 
-    def __init__(self, settings: Settings, env: dict[str, str] | None = None):
+    def __init__(
+        self, settings: Settings, env: dict[str, str] | None = None, argv: list[str] | None = None, stderr=None
+    ):
+        """``argv``: another command that runs a worker (default `fire-rules worker`); ``stderr``: where its log
+        goes (default a pipe, read when it exits early: a worker that logs more than the pipe holds, 64 KiB, stops
+        until it is read)."""
         self.settings = settings
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker"],
+            argv or [sys.executable, "-m", "app.cli", "worker"],
             env={**settings_env(settings), **(env or {})},
             cwd=REPO_ROOT,
             start_new_session=True,
             preexec_fn=END_WITH_THIS_RUN,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.PIPE if stderr is None else stderr,
         )
 
     def wait_registered(self, redis: Redis, timeout: float = 300.0) -> None:
@@ -166,7 +171,8 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         while not any(w.pid == self.process.pid for w in Worker.all(queue=queue)):
             if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited: {self.process.stderr.read().decode()[-3000:]}")
+                log = self.process.stderr.read().decode()[-3000:] if self.process.stderr else "(its log went elsewhere)"
+                raise RuntimeError(f"worker exited: {log}")
             if time.monotonic() > deadline:
                 raise TimeoutError("worker did not register")
             time.sleep(0.1)

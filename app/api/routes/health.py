@@ -27,7 +27,7 @@ def readyz(core: CoreDep):
     require_redis_answers(core)
     try:
         workers = core.workers.alive(core.settings.queue_name)
-        queued = core.jobs.queue.count
+        queued = core.jobs.queues.queued(core.settings.queue_name)
     except REDIS_FAILURES as error:
         core.redis_health.mark_down()
         raise ProblemError(
