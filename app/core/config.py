@@ -99,7 +99,8 @@ class Settings(BaseSettings):
     cpu_threads: int = Field(
         2,
         ge=1,
-        description="Uploads and large scoring bodies parsed at once, off the event loop; more wait their turn.",
+        description="Threads of each of the API's two lanes of CPU work off the event loop (uploads and batch files; "
+        "scoring bodies); more wait their turn, and with API keys a tenant holds at most all of a lane's but one.",
     )
     inline_scoring_bytes: int = Field(
         64 * 1024, description="Scoring bodies up to this size are scored on the event loop (faster than a thread hop)."
