@@ -140,7 +140,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     )
     app.state.core = core
     app.state.cpu = CpuLanes(core.settings.cpu_threads, tenants=core.tenant_keys.required)
-    app.state.metrics_registry = install_metrics(app, core)
+    app.state.metrics = install_metrics(app, core)
     app.add_middleware(BodyLimitMiddleware, limit_for=body_limit(core.settings))
     install_problem_handlers(app)
     protected = [Depends(require_tenant), Depends(require_redis)]

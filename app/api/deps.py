@@ -37,17 +37,20 @@ async def get_core(request: Request) -> Core:
 CoreDep = Annotated[Core, Depends(get_core)]
 
 
-def _unauthorized() -> ProblemError:
+def _unauthorized(fix: str = "send a key the server lists, or it as a bearer token") -> ProblemError:
     return ProblemError(
         401,
         "A valid X-API-Key header (or Authorization: Bearer token) is required.",
-        [
-            FieldFault(
-                "header.X-API-Key", "missing or unknown key", "send a key the server lists, or it as a bearer token"
-            )
-        ],
+        [FieldFault("header.X-API-Key", "missing or unknown key", fix)],
         headers={"WWW-Authenticate": 'APIKey, Bearer realm="fire-rules"'},
     )
+
+
+def _presented(api_key: str | None, token: HTTPAuthorizationCredentials | None) -> bytes | None:
+    """The key the request presents: its X-API-Key header, else its bearer token; None without either."""
+    key = api_key if api_key is not None else None if token is None else token.credentials
+    # header values arrive decoded as latin-1: encoding them back gives the bytes the client sent
+    return None if key is None else key.encode("latin-1")
 
 
 def _tenant(request: Request, api_key: str | None, token: HTTPAuthorizationCredentials | None) -> str:
@@ -55,9 +58,8 @@ def _tenant(request: Request, api_key: str | None, token: HTTPAuthorizationCrede
     if not keys.required:
         tenant = DEFAULT_TENANT
     else:
-        key = api_key if api_key is not None else None if token is None else token.credentials
-        # header values arrive decoded as latin-1: encoding them back gives the bytes the client sent
-        found = None if key is None else keys.tenant_of(key.encode("latin-1"))
+        presented = _presented(api_key, token)
+        found = None if presented is None else keys.tenant_of(presented)
         if found is None:
             raise _unauthorized()
         tenant = found
@@ -85,6 +87,29 @@ async def request_tenant(request: Request) -> str:
 
 
 TenantDep = Annotated[str, Depends(request_tenant)]
+
+
+async def metrics_tenant(
+    request: Request,
+    api_key: Annotated[str | None, Security(api_key_header)] = None,
+    token: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+) -> str | None:
+    """Whose series a /metrics scrape shows: every tenant's (None) for an operator's key (FIRE_METRICS_KEYS), or
+    where no key is configured at all; a tenant's own for its key; any other request is a 401."""
+    keys = request.app.state.core.tenant_keys
+    if not keys.metrics_required:
+        return None
+    presented = _presented(api_key, token)
+    if presented is not None:
+        operator, tenant = keys.operator_of(presented), keys.tenant_of(presented)
+        if operator is not None:
+            return None
+        if tenant is not None:
+            return tenant
+    raise _unauthorized("send an operator's key (FIRE_METRICS_KEYS) or a tenant's key, as a bearer token or X-API-Key")
+
+
+MetricsTenantDep = Annotated[str | None, Depends(metrics_tenant)]
 
 
 async def require_redis(request: Request) -> None:

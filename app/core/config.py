@@ -51,6 +51,12 @@ class Settings(BaseSettings):
         "tenant, and `serve` binds to loopback only.",
     )
     api_keys_file: Path | None = Field(None, description="A file of the same entries, one per line (# comments).")
+    metrics_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated operator keys, `NAME=KEY`, `NAME=sha256:HEX` or bare `KEY` (as FIRE_API_KEYS): "
+        "each reads every tenant's /metrics series and nothing else. With any key configured (here or as a tenant's), "
+        "/metrics needs one, and a tenant's key sees its own series only; with none, /metrics is open.",
+    )
 
     # ---- limits (each a clear 4xx) ----
     max_upload_bytes: int = Field(256 * MiB, description="Upload body bytes (413).")
@@ -157,7 +163,7 @@ class Settings(BaseSettings):
         "the API stays responsive on a shared machine.",
     )
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "metrics_keys", mode="before")
     @classmethod
     def split_comma_separated(cls, value):
         if isinstance(value, str):

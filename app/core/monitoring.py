@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 DRAIN_SECONDS = 0.5
 SETTINGS_RECHECK_SECONDS = 10.0
 MAX_POINTS = 120  # points of a drift time series (windows are merged into as many)
+METRICS_MODELS_SCANNED = 1000  # a tenant's /metrics scrape looks for its models among this many last scored
 
 
 @dataclass
@@ -271,15 +272,19 @@ class ModelMonitoring:
             series=_series(profile, layout, starts, counts),
         )
 
-    def recent_reports(self) -> list[DriftReport]:
+    def recent_reports(self, tenant: str | None = None) -> list[DriftReport]:
         """The drift of the models last scored within FIRE_DRIFT_METRICS_SECONDS (at most FIRE_DRIFT_METRICS_MODELS,
-        the latest first) over that time: what /metrics exposes."""
+        the latest first) over that time: what /metrics exposes. ``tenant``: its own models only, looked for among
+        the last METRICS_MODELS_SCANNED models scored."""
         until = time.time()
         since = until - self.settings.drift_metrics_seconds
-        reports = []
-        for model_id in self.store.recent_models(since, self.settings.drift_metrics_models):
+        limit = self.settings.drift_metrics_models
+        reports: list[DriftReport] = []
+        for model_id in self.store.recent_models(since, limit if tenant is None else METRICS_MODELS_SCANNED):
+            if len(reports) == limit:
+                break
             model = self.models.find(model_id)
-            if model is None:
+            if model is None or tenant not in (None, model.tenant):
                 continue
             try:
                 reports.append(self._report(model, since, until))

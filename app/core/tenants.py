@@ -5,6 +5,9 @@ Keys are kept as SHA-256 digests only and compared in constant time against ever
 so that the plain key never sits in a file) or a bare ``KEY`` (a tenant of its own, named after its digest).
 With no entries there is no authentication and one tenant, :data:`DEFAULT_TENANT`.
 
+Operators' keys (``FIRE_METRICS_KEYS``, entries of the same form, ``NAME=KEY``) read every tenant's ``/metrics``
+series and nothing else; a tenant's key reads its own series there. No key is both a tenant's and an operator's.
+
 Data stored before tenants existed belongs to :data:`DEFAULT_TENANT`: give a key to the tenant named
 ``default`` to keep reaching it.
 """
@@ -48,8 +51,13 @@ def parse_entry(entry: str) -> TenantKey:
 
 
 class TenantKeys:
-    def __init__(self, keys: list[TenantKey]):
+    def __init__(self, keys: list[TenantKey], operators: list[TenantKey] | None = None):
         self.keys = keys
+        self.operators = operators or []
+        if {key.digest for key in self.keys} & {key.digest for key in self.operators}:
+            raise ValueError(
+                "a key is both a tenant's (FIRE_API_KEYS) and an operator's (FIRE_METRICS_KEYS): give each its own"
+            )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TenantKeys":
@@ -57,24 +65,45 @@ class TenantKeys:
         if settings.api_keys_file is not None:
             lines = Path(settings.api_keys_file).read_text().splitlines()
             entries += [line for line in (raw.split("#", 1)[0].strip() for raw in lines) if line]
-        keys = []
-        for number, entry in enumerate(entries, 1):
-            try:
-                keys.append(parse_entry(entry))
-            except ValueError as error:
-                raise ValueError(f"API key entry {number} (FIRE_API_KEYS, then FIRE_API_KEYS_FILE): {error}") from None
-        return cls(keys)
+        return cls(
+            _parsed(entries, "API key entry", "FIRE_API_KEYS, then FIRE_API_KEYS_FILE"),
+            _parsed(settings.metrics_keys, "metrics key entry", "FIRE_METRICS_KEYS"),
+        )
 
     @property
     def required(self) -> bool:
+        """Whether the tenants' routes need a key (else every request is :data:`DEFAULT_TENANT`'s)."""
         return bool(self.keys)
 
+    @property
+    def metrics_required(self) -> bool:
+        """Whether ``/metrics`` needs a key: any key configured, a tenant's or an operator's."""
+        return bool(self.keys or self.operators)
+
     def tenant_of(self, presented: bytes) -> str | None:
-        """The tenant of a presented key, or None. Every entry is compared, so the time taken does not depend
-        on which entry (if any) matches."""
-        digest = key_digest(presented)
-        found = None
-        for key in self.keys:
-            if hmac.compare_digest(digest, key.digest) and found is None:
-                found = key.tenant
-        return found
+        """The tenant of a presented key, or None (an operator's key is no tenant's)."""
+        return _holder(key_digest(presented), self.keys)
+
+    def operator_of(self, presented: bytes) -> str | None:
+        """The operator's name of a presented key (FIRE_METRICS_KEYS), or None."""
+        return _holder(key_digest(presented), self.operators)
+
+
+def _parsed(entries: list[str], what: str, where: str) -> list[TenantKey]:
+    keys = []
+    for number, entry in enumerate(entries, 1):
+        try:
+            keys.append(parse_entry(entry))
+        except ValueError as error:
+            raise ValueError(f"{what} {number} ({where}): {error}") from None
+    return keys
+
+
+def _holder(digest: bytes, keys: list[TenantKey]) -> str | None:
+    """The name of the entry whose digest this is. Every entry is compared, so the time taken does not depend on
+    which entry (if any) matches."""
+    found = None
+    for key in keys:
+        if hmac.compare_digest(digest, key.digest) and found is None:
+            found = key.tenant
+    return found

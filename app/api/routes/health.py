@@ -1,7 +1,7 @@
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.deps import CoreDep
+from app.api.deps import CoreDep, MetricsTenantDep
 from app.api.problems import ProblemError, problem_responses
 from app.api.schemas import Health, Readiness
 from app.core.connections import REDIS_FAILURES
@@ -65,11 +65,12 @@ def readyz(core: CoreDep):
 @router.get(
     "/metrics",
     response_class=Response,
-    summary="Prometheus metrics (text exposition format)",
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    summary="Prometheus metrics (text exposition format): every series for an operator's key, a tenant's own for "
+    "its key (open where no key is configured)",
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}, **problem_responses(401)},
 )
-def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request, tenant: MetricsTenantDep) -> Response:
+    return Response(request.app.state.metrics.exposition(tenant), media_type=CONTENT_TYPE_LATEST)
 
 
 def require_redis_answers(core: Core) -> None:
