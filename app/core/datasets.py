@@ -245,6 +245,13 @@ class DatasetStore:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
 
+    def load_offsets(self, dataset_id: str) -> np.ndarray | None:
+        """The dataset's offset column as uploaded (None: it has none)."""
+        arrays = self.blobs.get_arrays(self.keys.dataset_arrays(dataset_id))
+        if arrays is None:
+            raise NotFound("dataset", dataset_id)
+        return arrays.get("offset")
+
     def load_fit_arrays(
         self, dataset_id: str, path: PathSpec | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
