@@ -24,6 +24,7 @@ import zstandard
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from redis import Redis
 
+from app.core.errors import Unreadable
 from app.core.replies import members, values
 
 log = logging.getLogger(__name__)
@@ -55,15 +56,20 @@ class Document(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class DocumentUnreadable(ValueError):
-    """The document under ``key`` does not read as ``model`` (``cause``: why); counted in UNREADABLE."""
+class DocumentUnreadable(Unreadable):
+    """The document under ``key`` does not read as ``model`` (``cause``: why); counted in UNREADABLE. Its store says
+    in the words of its thing what replaces it, and whose it is; one that reaches the edge as it is answers a 409 that
+    names neither."""
 
     def __init__(self, key: str, model, cause: Exception):
         self.key = key
         self.model_name = getattr(model, "__name__", str(model))
         self.cause = cause
         UNREADABLE[self.model_name] += 1
-        super().__init__(f"{self.model_name} under {key} cannot be read: {brief(cause)}")
+        super().__init__(f"A stored {self.model_name} cannot be read ({brief(cause)}); the operator's log names it.")
+
+    def __str__(self) -> str:  # the log's words: where it is stored
+        return f"{self.model_name} under {self.key} cannot be read: {brief(self.cause)}"
 
 
 class DocumentUnwritable(ValueError):

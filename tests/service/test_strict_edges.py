@@ -525,6 +525,28 @@ def test_a_job_record_that_cannot_be_read_degrades_only_that_job(world):
     assert world.client.get("/v1/jobs", headers=ALICE).status_code == 200
 
 
+def test_a_dataset_or_result_that_cannot_be_read_is_a_409_of_its_own_and_the_same_upload_replaces_it(world):
+    data = visits_csv(30)
+    dataset = world.upload(data, "target=visits&task=count", ALICE, "text/csv")
+    world.core.blobs.put(
+        world.core.datasets.keys.dataset(dataset), b'{"id": "' + dataset.encode() + b'", "n_rows": -1}'
+    )
+    problem = assert_problem(world.client.get(f"/v1/datasets/{dataset}", headers=ALICE), 409, "path.dataset_id")
+    assert "upload the table again" in problem["errors"][0]["fix"], problem
+    assert_problem(world.client.get(f"/v1/datasets/{dataset}", headers=BOB), 404, "path.dataset_id")
+    listed = world.client.get("/v1/datasets", headers=ALICE)
+    assert listed.status_code == 200 and dataset not in [d["id"] for d in listed.json()]
+    again = world.client.post("/v1/datasets?target=visits&task=count", content=data, headers={**ALICE, **CSV})
+    assert again.status_code == 201 and again.json()["id"] == dataset, again.text
+    assert world.client.get(f"/v1/datasets/{dataset}", headers=ALICE).json()["n_rows"] == 30
+    job = world.job_ids["abalone"]
+    world.core.blobs.put(world.core.results.keys.job_result(job), b"[1, 2]")
+    problem = assert_problem(world.client.get(f"/v1/jobs/{job}/result", headers=ALICE), 409)
+    assert "cannot be read" in problem["detail"] and world.settings.key_prefix not in problem["detail"], problem
+    assert_problem(world.client.get(f"/v1/jobs/{job}/result", headers=BOB), 404, "path.job_id")
+    assert world.client.get(f"/v1/models/{world.model['id']}", headers=ALICE).status_code == 200
+
+
 def test_a_document_that_would_not_read_back_is_never_written(world):
     """Validated on write with the model its readers read it with: a value that would be stored as something else
     (a non-finite number as null) is refused before anything is stored."""
