@@ -76,10 +76,6 @@ TEST_MARKERS = {
     "service/test_offsets_service.py": {  # runs two jobs on the workers; the 422s are the quick ones
         "test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_and_scores_with_it": "slow",
     },
-    "service/test_strict_edges.py": {  # generated requests (schemathesis), hundreds and >= 5,000 of them
-        "test_hundreds_of_generated_requests_answer_no_5xx_and_no_non_finite_number": "slow",  # ~15 s
-        "test_thousands_of_generated_requests_answer_no_5xx_and_no_non_finite_number": "contract",  # ~4 min
-    },
     "service/test_survival_service.py": {  # the Cox job (module fixture) runs on the workers
         "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
         "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",
@@ -93,6 +89,9 @@ TEST_MARKERS = {
         "test_a_classifier_gives_labels_probabilities_and_explanations_as_predict": "slow",
         "test_only_the_model_s_tenant_sees_its_batch_jobs_and_results": "slow",
         "test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes": "slow",
+    },
+    "service/test_bounded_uploads.py": {  # starts `fire-rules serve` and sends it 16 gzip bombs
+        "test_gzip_bombs_on_every_route_are_refused_with_the_api_under_600_mb": "slow",
     },
     "service/test_cross_validation.py": {
         "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",

@@ -1,6 +1,7 @@
 """The size limit of request bodies that are not uploads: Content-Length is checked first, and a body without
 one (chunked) is counted as it arrives, so that no body larger than its limit is ever held in memory. The body
-is read here, up to its limit, and handed on to the route as it came."""
+is read here, up to its limit, and handed on to the route as it came. Such a body is read as it is sent: one that
+declares a Content-Encoding (gzip, say) is a 415 before any of it is read (uploads: ``app.api.uploads``)."""
 
 from collections.abc import Callable
 
@@ -23,7 +24,12 @@ class BodyLimitMiddleware:
         if limit is None:
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length", b"")
+        headers = dict(scope["headers"])
+        coding = headers.get(b"content-encoding", b"identity").strip().lower()
+        if coding != b"identity":
+            await self._refuse_coding(scope, receive, send, coding.decode("latin-1"))
+            return
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             await self._refuse(scope, receive, send, limit)
             return
@@ -52,5 +58,15 @@ class BodyLimitMiddleware:
             413,
             f"The request body is larger than the limit of {limit} bytes.",
             [FieldFault("body", "too large", "send a smaller body (split rows over several requests)")],
+        )
+        await response(scope, receive, send)
+
+    @staticmethod
+    async def _refuse_coding(scope, receive, send, coding: str) -> None:
+        response = problem_response(
+            Request(scope),
+            415,
+            f"Content-Encoding '{coding}' is not read here: this body is read as it is sent.",
+            [FieldFault("header.Content-Encoding", f"'{coding}' is not read", "send the body uncompressed")],
         )
         await response(scope, receive, send)

@@ -25,8 +25,6 @@ and ``linear_contributions`` (a model with linear terms): lists in Parquet, JSON
 
 import io
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Literal
@@ -53,10 +51,11 @@ from app.core.job_documents import (
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.job_submission import JobSubmission
 from app.core.keys import Keys
-from app.core.model_scoring import Rows, ScoringModel, check_times, column_faults, score_rows
+from app.core.model_scoring import ScoringModel, check_times, score_rows
 from app.core.models import ModelStore
 from app.core.records import JobRecords
 from app.core.registry import ModelRef
+from app.core.tables import parquet_inflated_bytes
 from solver.encoding import TableEncoding
 
 OutputFormat = Literal["parquet", "csv"]
@@ -148,13 +147,17 @@ def input_columns(scoring: ScoringModel, id_column: str | None) -> list[str]:
 
 
 def check_columns(scoring: ScoringModel, names: Sequence[str], id_column: str | None) -> None:
-    """The file's header holds the columns ``/predict`` takes (``column_faults``: each of the model's columns once,
-    its exposure and offset columns at most once, no other) and the id column; the faults name each one at fault."""
-    faults = column_faults(scoring, names, "columns", also=[] if id_column is None else [id_column])
-    if id_column is not None and id_column not in names:
+    """Every column of the model (and the id column) is in the file's header; the faults name each one missing."""
+    present = set(names)
+    missing = [name for name in scoring.encoding.column_names if name not in present]
+    faults = [
+        FieldFault(f"columns.{name}", "missing column", "send every column of the model's training table")
+        for name in missing
+    ]
+    if id_column is not None and id_column not in present:
         faults.append(FieldFault("id_column", f"no column '{id_column}' in the file", "name one of its columns"))
     if faults:
-        raise Invalid("The file's columns are not those the model scores.", faults)
+        raise Invalid("The file lacks columns the model needs.", faults)
 
 
 def check_schema(encoding: TableEncoding, schema: pa.Schema) -> None:
@@ -243,6 +246,58 @@ def _rebatched(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[p
         yield pa.Table.from_batches(pending)
 
 
+def check_parquet_size(metadata: pq.FileMetaData, columns: list[str], file_bytes: int, settings: Settings) -> None:
+    """A Parquet file's rows and what its ``columns`` take once read, from its metadata before any row is: at most
+    FIRE_MAX_BATCH_ROWS rows, and at most one per byte of the file (values that repeat compress to almost nothing: a
+    327 KB file held 10 million rows, each scored all the same); what they inflate to, at most FIRE_MAX_BATCH_BYTES
+    (``parquet_inflated_bytes``), as the text of a CSV is bounded."""
+    rows = metadata.num_rows
+    check_batch_rows(rows, settings)
+    if rows > file_bytes:
+        raise TooLarge(
+            f"The Parquet file holds {rows} rows in {file_bytes} bytes: more rows than bytes.",
+            [
+                FieldFault(
+                    "file",
+                    f"{rows} rows in {file_bytes} bytes",
+                    "send at most one row per byte of the file (values that repeat compress to almost nothing, yet "
+                    "each row is scored), or the rows as CSV",
+                )
+            ],
+        )
+    inflated = parquet_inflated_bytes(metadata, columns)
+    if inflated > settings.max_batch_bytes:
+        raise TooLarge(
+            f"The Parquet file's columns inflate to {inflated} bytes once read, more than the limit of "
+            f"{settings.max_batch_bytes}.",
+            [FieldFault("file", f"{inflated} bytes once read", "split the file or raise FIRE_MAX_BATCH_BYTES")],
+        )
+
+
+def check_batch_rows(rows: int, settings: Settings) -> None:
+    if rows > settings.max_batch_rows:
+        limit = settings.max_batch_rows
+        raise TooLarge(
+            f"The file has more than {limit} rows.",
+            [
+                FieldFault(
+                    "file",
+                    f"more than {limit} rows",
+                    f"split it into files of {limit} rows or raise FIRE_MAX_BATCH_ROWS",
+                )
+            ],
+        )
+
+
+def bounded_rows(chunks: Iterator[pa.Table], settings: Settings) -> Iterator[pa.Table]:
+    """The chunks, refused as soon as their rows pass FIRE_MAX_BATCH_ROWS (a CSV's are counted as they are read)."""
+    rows = 0
+    for table in chunks:
+        rows += table.num_rows
+        check_batch_rows(rows, settings)
+        yield table
+
+
 def dataset_chunks(
     datasets: DatasetStore, dataset_id: str, scoring: ScoringModel, chunk_rows: int
 ) -> tuple[list[str], Iterator[pa.Table]]:
@@ -309,7 +364,7 @@ def score_chunk(
     keep = _KeepEncoded(scoring.encoding)
     try:
         scores = score_rows(
-            replace(scoring, encoding=keep), lambda names: Rows(table, n_rows, "columns"), explain, n_rows, times
+            replace(scoring, encoding=keep), lambda names: (table, n_rows, "columns"), explain, n_rows, times
         )
     except Invalid as error:
         raise BatchRowsInvalid(_located(error, scoring, table, first_row)) from error
@@ -516,10 +571,14 @@ class BatchScoring:
         check_columns(scoring, names, options.id_column)
         if upload is not None and upload.format == "parquet":
             upload.file.seek(0)
-            check_schema(scoring.encoding, pq.ParquetFile(upload.file).schema_arrow)
+            parquet = pq.ParquetFile(upload.file)
+            check_schema(scoring.encoding, parquet.schema_arrow)
+            size = upload.file.seek(0, io.SEEK_END)
+            check_parquet_size(parquet.metadata, input_columns(scoring, options.id_column), size, self.settings)
         job_id = new_job_id()
         self.submission._admit(tenant, job_id)  # one submission (its chunks are counted as they are read)
         chunks = read_chunks(upload, input_columns(scoring, options.id_column), chunk_rows) if upload else stored
+        chunks = bounded_rows(chunks, self.settings)
         cells: list[JobRecord] = []
         n_rows = 0
         try:
@@ -715,8 +774,3 @@ class _Drain(io.RawIOBase):
         data = b"".join(self._parts)
         self._parts = []
         return data
-
-
-def spool_file(directory: str | None = None) -> IO[bytes]:
-    """A temporary file on this process's own disk (removed when closed) for an upload received in parts."""
-    return tempfile.TemporaryFile(dir=directory or os.environ.get("TMPDIR"))

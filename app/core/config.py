@@ -60,7 +60,11 @@ class Settings(BaseSettings):
 
     # ---- limits (each a clear 4xx) ----
     max_upload_bytes: int = Field(256 * MiB, description="Upload body bytes (413).")
-    max_inflated_bytes: int = Field(512 * MiB, description="Bytes a gzipped upload may inflate to (413).")
+    max_inflated_bytes: int = Field(
+        512 * MiB,
+        description="Bytes a gzipped upload may inflate to, and a Parquet table take once read (413, from its "
+        "metadata: pages uncompressed, or 8 bytes a cell).",
+    )
     max_rows: int = Field(5_000_000, description="Rows of an uploaded table (413).")
     max_columns: int = Field(5_000, description="Columns of an uploaded table (413).")
     max_categories: int = Field(
@@ -91,7 +95,16 @@ class Settings(BaseSettings):
     max_batch_bytes: int = Field(
         4096 * MiB,
         description="A batch scoring upload (POST /v1/models/{ref}/batch, 413): spooled to a temporary file and "
-        "split into chunks in Redis, never held whole in memory, hence its own limit beside FIRE_MAX_UPLOAD_BYTES.",
+        "split into chunks in Redis, never held whole in memory, hence its own limit beside FIRE_MAX_UPLOAD_BYTES. "
+        "A Parquet file's columns the model reads count as they take once read (from its metadata: pages "
+        "uncompressed, or 8 bytes a cell).",
+    )
+    max_batch_rows: int = Field(
+        20_000_000,
+        ge=1,
+        description="Rows of one batch scoring job (413): a Parquet file's from its metadata before any row is read "
+        "(and at most one row per byte of the file: values that repeat compress to almost nothing, yet each row is "
+        "scored), a CSV's counted as they are read.",
     )
     batch_chunk_rows: int = Field(
         100_000, ge=1, description="Rows of one chunk job of a batch scoring job, unless the request asks otherwise."

@@ -11,8 +11,9 @@ from pydantic import ConfigDict, Field
 from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo
-from app.core.errors import FieldFault, Invalid, NotFound, Unreadable, Unsupported
+from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
 from app.core.keys import Keys
+from app.core.tables import inflated_too_large
 from app.core.tenants import DEFAULT_TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split
@@ -167,8 +168,10 @@ def describe_forest(
     )
 
 
-def _format_error(error: ForestFormatError) -> Invalid | Unsupported:
+def _format_error(error: ForestFormatError, max_inflated_bytes: int) -> Invalid | Unsupported | TooLarge:
     field = f"file{error.field}" if error.field.startswith("/") else error.field
+    if error.reason == "too_large":  # the upload is at most FIRE_MAX_UPLOAD_BYTES: what it inflated to is too large
+        return inflated_too_large(max_inflated_bytes)
     faults = [FieldFault(field, error.detail, _EXPORT_FIX)]
     return Unsupported(error.detail, faults) if error.reason == "unsupported" else Invalid(error.detail, faults)
 
@@ -200,7 +203,7 @@ class ForestStore:
                 max_bytes=settings.max_inflated_bytes,
             )
         except ForestFormatError as error:
-            raise _format_error(error) from error
+            raise _format_error(error, settings.max_inflated_bytes) from error
         for count, limit, what, setting in (
             (ensemble.n_trees, settings.max_trees, "trees", "FIRE_MAX_TREES"),
             (ensemble.n_leaves, settings.max_leaves, "leaves", "FIRE_MAX_LEAVES"),
@@ -237,14 +240,8 @@ class ForestStore:
         return self.blobs.get_document(self.keys.forest(forest_id), ForestInfo)
 
     def get(self, forest_id: str, *, tenant: str, field: str = "forest_id") -> ForestInfo:
-        """The tenant's forest; another tenant's is not found (also where its document cannot be read: the tenant's
-        index says whose it is)."""
-        try:
-            info = self.find(forest_id)
-        except Unreadable:
-            if not self.blobs.indexed(self.keys.forests(tenant), forest_id):
-                raise NotFound("forest", forest_id, field) from None
-            raise
+        """The tenant's forest; another tenant's is not found."""
+        info = self.find(forest_id)
         if info is None or info.tenant != tenant:
             raise NotFound("forest", forest_id, field)
         return info

@@ -1,8 +1,9 @@
 """Uploaded tables: detect the format, parse it, validate the target and the features, encode them.
 
 Parsing is bounded before it is costly: a gzipped upload inflates up to ``max_inflated_bytes`` (checked as it
-inflates), a CSV's or Parquet file's header is checked (column count, repeated names) before its rows are
-read, and no more than ``max_rows + 1`` rows are parsed.
+inflates, into a temporary file: never whole in memory), and so does a Parquet file once read (its metadata says
+how much: :func:`parquet_inflated_bytes`); a CSV's or Parquet file's header is checked (column count, repeated
+names) before its rows are read, and no more than ``max_rows + 1`` rows are parsed.
 
 Numbers: the text of a number is read as the float64 nearest to it (correctly rounded, as Python's ``float`` reads
 it), by every way a table enters the service, so that the same text is the same float wherever it is sent: an
@@ -18,10 +19,10 @@ each entrance and compares the bits.
 import csv
 import io
 import json
-import math
-import zlib
+import tempfile
 from collections import Counter
-from typing import Literal, get_args
+from collections.abc import Collection, Iterator
+from typing import IO, TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,11 @@ from app.core.config import Settings
 from app.core.errors import FieldFault, Invalid, TooLarge, Unsupported
 from solver.encoding import TableEncoding, TableError
 from solver.fitting import class_labels
+from solver.formats.sniff import GZIP_MAGIC, INFLATE_STEP, CorruptGzip, InflatedTooLarge, gunzip_chunks
 from solver.losses.cox import signed_times
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 Task = Literal["classification", "regression", "multiclass", "count", "amount", "survival"]
 TASKS: tuple[Task, ...] = get_args(Task)
@@ -60,18 +65,11 @@ BINARY_SIGNATURES = {
     b"PK\x03\x04": "a ZIP archive (an Excel workbook, say)",
 }
 CHECKED_BYTES = 8192  # a text table's start holds no zero byte
+HEADER_BYTES = 1 << 20  # the most of a CSV's first line read to check its names before its rows are read
+CELL_BYTES = 8  # a cell of a table once read: a float64, an int64, a reference to a (shared) text
 MAX_ROWS_NAMED = 10
 # The tree learners compare features in float32: a value beyond its range would become infinite there.
 MAX_ABS_VALUE = float(np.finfo(np.float32).max)
-# Exposures and log-link offsets are factors of a rate: a log-link model answers exp(score + offset) × exposure, and
-# its fit divides the target by exp(offset) × exposure and weights the row by them (the library's
-# Loss.offset_target). Each such factor is held within [1/MAX_ABS_VALUE, MAX_ABS_VALUE], the range of every value of
-# a table: its logarithm within ±MAX_LOG_FACTOR = ln(MAX_ABS_VALUE) ≈ 88.72. float64's exp is finite up to
-# ln(float64's largest) ≈ 709.78, eight times that: a score, a fit's target or weight made of a few such factors
-# cannot overflow (exposure 1e308 was a rate of inf; 1e-320 a target of inf; offset 800 a weight of inf).
-MAX_LOG_FACTOR = math.log(MAX_ABS_VALUE)
-MIN_EXPOSURE, MAX_EXPOSURE = 1.0 / MAX_ABS_VALUE, MAX_ABS_VALUE
-EXPOSURE_RANGE = f"in [{MIN_EXPOSURE:.4g}, {MAX_EXPOSURE:.4g}]"
 # A text cell starting with one of these is a formula to a spreadsheet that opens an export (CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -117,32 +115,50 @@ def detect_format(data: bytes, content_type: str, filename: str | None, declared
     )
 
 
-def _gunzip(data: bytes, limit: int) -> bytes:
-    """The inflated bytes of every gzip member, refused as soon as they pass ``limit`` (a gzip bomb never
-    inflates further)."""
-    out: list[bytes] = []
-    remaining = data
+def inflated_too_large(limit: int) -> TooLarge:
+    return TooLarge(
+        f"The file inflates to more than {limit} bytes.",
+        [FieldFault("file", "too large once decompressed", "send a smaller file or raise FIRE_MAX_INFLATED_BYTES")],
+    )
+
+
+def _inflated(data: bytes, limit: int) -> Iterator[bytes]:
     try:
-        while remaining:
-            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out.append(decompressor.decompress(remaining, limit + 1 - sum(map(len, out))))
-            if sum(map(len, out)) > limit or decompressor.unconsumed_tail:
-                raise TooLarge(
-                    f"The file inflates to more than {limit} bytes.",
-                    [
-                        FieldFault(
-                            "file",
-                            "too large once decompressed",
-                            "send a smaller file or raise FIRE_MAX_INFLATED_BYTES",
-                        )
-                    ],
-                )
-            remaining = decompressor.unused_data  # the next member of a concatenated gzip file
-    except zlib.error as exc:
+        yield from gunzip_chunks(io.BytesIO(data), limit)
+    except InflatedTooLarge:
+        raise inflated_too_large(limit) from None
+    except CorruptGzip as exc:
         raise Invalid(
             f"The gzip stream is corrupt: {exc}", [FieldFault("file", "corrupt gzip", "re-compress the file")]
         ) from exc
-    return b"".join(out)
+
+
+def _gunzip(data: bytes, limit: int) -> IO[bytes]:
+    """A gzipped upload inflated into a temporary file on this process's disk, never whole in memory: counted
+    first, keeping none of it, so that one past ``limit`` (a gzip bomb) is refused having cost no memory or disk
+    beyond a step (``solver.formats.sniff.gunzip_chunks``), then written a step at a time."""
+    for _ in _inflated(data, limit):
+        pass
+    inflated = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it)
+    for chunk in _inflated(data, limit):
+        inflated.write(chunk)
+    inflated.seek(0)
+    return inflated
+
+
+def parquet_inflated_bytes(metadata: "pq.FileMetaData", columns: Collection[str] | None = None) -> int:
+    """What a Parquet file's ``columns`` (those it has; by default all) take once read, from its metadata before any
+    row is: their pages uncompressed, or CELL_BYTES a cell where that is more (a column of values that repeat is
+    stored as a count, almost no page, yet takes a cell a row once read)."""
+    names = set(metadata.schema.names) if columns is None else set(columns) & set(metadata.schema.names)
+    pages = 0
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            if chunk.path_in_schema.split(".")[0] in names:
+                pages += chunk.total_uncompressed_size
+    return max(pages, metadata.num_rows * len(names) * CELL_BYTES)
 
 
 def _too_many(what: str, count: str, limit: int, setting: str) -> TooLarge:
@@ -192,41 +208,66 @@ def check_text(data: bytes) -> None:
         )
 
 
-def _csv_header(data: bytes) -> list[str]:
-    first_line = data[: data.find(b"\n") + 1 if b"\n" in data else len(data)]
-    return next(csv.reader(io.StringIO(first_line.decode("utf-8", errors="replace"))), [])
+def _csv_header(source: IO[bytes]) -> list[str]:
+    """The names of a CSV's first line, read without its rows (at most HEADER_BYTES of it: a longer line's names
+    past them are checked by pandas as it reads the file)."""
+    line = source.readline(HEADER_BYTES)
+    source.seek(0)
+    names = next(csv.reader(io.StringIO(line.decode("utf-8", errors="replace"))), [])
+    return names if line.endswith(b"\n") or len(line) < HEADER_BYTES else names[:-1]  # the last name cut short
+
+
+def _blank(source: IO[bytes]) -> bool:
+    """Whether a file holds nothing but whitespace (read a step at a time, until its first other byte)."""
+    blank = all(not block.strip() for block in iter(lambda: source.read(INFLATE_STEP), b""))
+    source.seek(0)
+    return blank
 
 
 def parse_table(
     data: bytes, content_type: str, filename: str | None, declared_format: str | None, settings: Settings
 ) -> tuple[str, pd.DataFrame]:
-    if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data, settings.max_inflated_bytes)
-    if is_pickle(data):
+    """The upload's format and its rows. A gzipped upload is inflated into a temporary file (bounded as it
+    inflates) and read from there: the inflated table is never held whole in memory besides what pandas reads."""
+    if data[:2] == GZIP_MAGIC:
+        with _gunzip(data, settings.max_inflated_bytes) as inflated:
+            return _parse_file(inflated, content_type, filename, declared_format, settings)
+    return _parse_file(io.BytesIO(data), content_type, filename, declared_format, settings)
+
+
+def _parse_file(
+    source: IO[bytes], content_type: str, filename: str | None, declared_format: str | None, settings: Settings
+) -> tuple[str, pd.DataFrame]:
+    head = source.read(CHECKED_BYTES)
+    source.seek(0)
+    if is_pickle(head):
         raise Unsupported(
             "Pickled data is never loaded (it can run code).",
             [FieldFault("file", "pickle", "send CSV, Parquet or JSON records")],
         )
-    if not data.strip():
+    if _blank(source):
         raise Invalid("The upload is empty.", [FieldFault("file", "empty", "send a table")])
-    table_format = detect_format(data, content_type, filename, declared_format)
+    table_format = detect_format(head, content_type, filename, declared_format)
     if table_format != "parquet":
-        check_text(data)
+        check_text(head)
     try:
         if table_format == "csv":
             # pandas would rename a repeated header (a, a -> a, a.1): the header is checked as sent
-            check_header(_csv_header(data), settings)
-            frame = pd.read_csv(io.BytesIO(data), nrows=settings.max_rows + 1, float_precision="round_trip")
+            check_header(_csv_header(source), settings)
+            frame = pd.read_csv(source, nrows=settings.max_rows + 1, float_precision="round_trip")
         elif table_format == "parquet":
             import pyarrow.parquet as pq
 
-            metadata = pq.read_metadata(io.BytesIO(data))
+            metadata = pq.read_metadata(source)
             check_header(list(metadata.schema.names), settings)
             if metadata.num_rows > settings.max_rows:
                 raise _too_many("rows", str(metadata.num_rows), settings.max_rows, "FIRE_MAX_ROWS")
-            frame = pd.read_parquet(io.BytesIO(data))
+            if parquet_inflated_bytes(metadata) > settings.max_inflated_bytes:  # bounded as a gzipped upload is
+                raise inflated_too_large(settings.max_inflated_bytes)
+            source.seek(0)
+            frame = pd.read_parquet(source)
         else:
-            records = json.loads(data)
+            records = json.load(source)
             if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
                 raise ValueError("expected a JSON array of objects (records)")
             if len(records) > settings.max_rows:
@@ -492,36 +533,23 @@ def _event_flag(value) -> bool | None:
 
 
 def pop_exposure(frame: pd.DataFrame, exposure: str) -> np.ndarray:
-    """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: numbers in
-    [MIN_EXPOSURE, MAX_EXPOSURE] (> 0, and a factor a rate can take without overflowing); Invalid naming the column
-    and its first bad row otherwise. A path fits the rate target / exposure with the exposure as row weights."""
+    """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: finite numbers
+    > 0; Invalid naming the column and its first bad row otherwise. A path fits the rate target / exposure with
+    the exposure as row weights."""
     return _pop_numbers(
-        frame, exposure, "exposure", exposure_in_range, f"a number {EXPOSURE_RANGE}",
+        frame, exposure, "exposure", lambda values: values > 0, "a number > 0",
         "fill these rows with their exposure (> 0)",
     )  # fmt: skip
 
 
 def pop_offset(frame: pd.DataFrame, offset: str) -> np.ndarray:
     """The offset column (a known part of each row's score: the log of an exposure, a prior model's score), taken
-    out of ``frame``: a number within ±MAX_ABS_VALUE on every row (a log-link path asks for ±MAX_LOG_FACTOR: job
-    submission checks it); Invalid naming the column and its first bad row otherwise. A path fits with it added to
-    every row's score (the library's ``Loss.offset_target``)."""
+    out of ``frame``: a finite number on every row; Invalid naming the column and its first bad row otherwise. A path
+    fits with it added to every row's score (the library's ``Loss.offset_target``)."""
     return _pop_numbers(
-        frame, offset, "offset", lambda values: np.abs(values) <= MAX_ABS_VALUE,
-        f"a number within ±{MAX_ABS_VALUE:.4g}", "fill these rows with their offset (0 adds nothing to the score)",
+        frame, offset, "offset", lambda values: values == values, "a finite number",
+        "fill these rows with their offset (0 adds nothing to the score)",
     )  # fmt: skip
-
-
-def exposure_in_range(values: np.ndarray) -> np.ndarray:
-    """Whether each exposure is in [MIN_EXPOSURE, MAX_EXPOSURE] (NaN is not)."""
-    return (values >= MIN_EXPOSURE) & (values <= MAX_EXPOSURE)
-
-
-def max_offset(link: str) -> float:
-    """The largest offset, in absolute value, a model of ``link`` scores or fits with: MAX_LOG_FACTOR for the log link
-    (the offset is the logarithm of a factor of the rate), else (squared: an amount added to the prediction) the range
-    of every value of a table."""
-    return MAX_LOG_FACTOR if link == "log" else MAX_ABS_VALUE
 
 
 def _pop_numbers(frame: pd.DataFrame, column_name: str, field: str, valid, must_be: str, fill: str) -> np.ndarray:

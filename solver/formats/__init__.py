@@ -18,10 +18,11 @@ are the same up to how the training library wrote them (LightGBM: spaces as ``_`
 returns the renames for the forest's provenance (:mod:`.names`).
 
 Pickles (plain, joblib, compressed) are recognized and refused; a gzip-compressed upload of any
-supported format is accepted, decompressed within ``max_bytes`` (:mod:`.sniff`). Every failure is
-a :class:`ForestFormatError` (a ``ValueError``) with ``reason`` (``"unsupported"``: not a format we
-accept, pickles included; ``"invalid"``: a recognized format whose content is invalid or
-unsupported), ``field`` (a JSON pointer into the upload, ``"file"`` or ``"format"``) and ``detail``.
+supported format is accepted, decompressed within ``max_bytes`` (:mod:`.sniff`; refused as soon as
+it inflates past them). Every failure is a :class:`ForestFormatError` (a ``ValueError``) with
+``reason`` (``"unsupported"``: not a format we accept, pickles included; ``"invalid"``: a recognized
+format whose content is invalid or unsupported; ``"too_large"``: past ``max_bytes``), ``field`` (a
+JSON pointer into the upload, ``"file"`` or ``"format"``) and ``detail``.
 """
 
 from ..forest import TreeEnsemble
@@ -92,7 +93,9 @@ def load_forest(
     "lightgbm", "sklearn") must match the content. Raises :class:`ForestFormatError`."""
     data = as_bytes(data)
     if len(data) > max_bytes:
-        raise ForestFormatError("file", f"the file has {len(data)} bytes, more than the limit of {max_bytes}.")
+        raise ForestFormatError(
+            "file", f"the file has {len(data)} bytes, more than the limit of {max_bytes}.", "too_large"
+        )
     declared = _declared(declared_format)
     fmt, payload = sniff(data, filename, max_bytes)
     if isinstance(payload, ForestFormatError):

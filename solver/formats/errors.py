@@ -11,14 +11,15 @@ from ..forest_schema import ForestSchemaError, Tree
 class ForestFormatError(SchemaError):
     """An upload that cannot be turned into a forest.
 
-    ``reason``: ``"unsupported"`` (not a format we accept, pickles included) or ``"invalid"`` (a
-    recognized format whose content is invalid or unsupported). ``field``: a JSON pointer into the
+    ``reason``: ``"unsupported"`` (not a format we accept, pickles included), ``"invalid"`` (a
+    recognized format whose content is invalid or unsupported) or ``"too_large"`` (the file, or what
+    it inflates to, is larger than ``max_bytes``). ``field``: a JSON pointer into the
     upload such as ``/learner/gradient_booster/model/trees/3/left_children/5``, ``"file"`` for the
     upload as a whole, or ``"format"`` for the declared format. ``detail``: what is wrong and how
     to fix it.
     """
 
-    def __init__(self, field: str, detail: str, reason: Literal["unsupported", "invalid"] = "invalid"):
+    def __init__(self, field: str, detail: str, reason: Literal["unsupported", "invalid", "too_large"] = "invalid"):
         super().__init__(field, detail)
         self.reason = reason
 

@@ -1,16 +1,36 @@
 """What an upload is, read from its bytes: compression (gzip is unpacked, bounded), pickles
-(recognized, never loaded), zip archives (skops), UBJSON (XGBoost) and the JSON formats."""
+(recognized, never loaded), zip archives (skops), UBJSON (XGBoost) and the JSON formats.
+
+Gzip is inflated by :func:`gunzip_chunks`, at most INFLATE_STEP bytes at a time, and refused as soon as the bytes
+inflated pass the limit: a gzip bomb costs the time to inflate up to the limit and never more memory than one step.
+A service can inflate its uploads with the same bound (fire-rules' does, for its tables)."""
 
 import bz2
-import gzip
 import io
 import json
 import lzma
 import zipfile
 import zlib
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any
 
 from .errors import ForestFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+INFLATE_STEP = 1 << 20  # compressed bytes read, and inflated bytes produced, per step of gunzip_chunks
+
+
+class InflatedTooLarge(ValueError):
+    """A gzip stream that inflates to more than ``limit`` bytes (found while inflating, before more is)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the gzip content inflates to more than the limit of {limit} bytes")
+        self.limit = limit
+
+
+class CorruptGzip(ValueError):
+    """A gzip stream that cannot be inflated (a bad header or checksum, or cut short)."""
+
 
 FIX_HINT = (
     "Upload one of: a skops file (skops.io.dump), an XGBoost JSON/UBJSON model "
@@ -18,7 +38,7 @@ FIX_HINT = (
     "(json.dump(booster.dump_model(), f)) or a fire-forest JSON (TreeEnsemble.to_dict())."
 )
 _COMPRESSION_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
+    (GZIP_MAGIC, "gzip"),
     (b"BZh", "bz2"),
     (b"\xfd7zXZ\x00", "xz"),
     (b"\x5d\x00\x00", "lzma"),
@@ -174,17 +194,58 @@ def _peek_decompressed(data: bytes, compression: str, n: int = 64) -> bytes:
     return b""
 
 
+def gunzip_chunks(source: IO[bytes], max_bytes: int) -> Iterator[bytes]:
+    """The inflated bytes of every member of the gzip stream ``source`` (concatenated members are one file), at most
+    INFLATE_STEP at a time. Raises InflatedTooLarge as soon as they pass ``max_bytes``, CorruptGzip where the stream
+    is not gzip or ends inside a member."""
+    inflated = 0
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending, in_member = b"", False
+    while True:
+        if not pending:
+            pending = source.read(INFLATE_STEP)
+            if not pending:
+                break
+        try:
+            out = decompressor.decompress(pending, INFLATE_STEP)
+        except zlib.error as e:
+            raise CorruptGzip(str(e)) from None
+        in_member = True
+        inflated += len(out)
+        if inflated > max_bytes:
+            raise InflatedTooLarge(max_bytes)
+        if out:
+            yield out
+        if decompressor.eof:  # the next member, if any, starts in what this one left unused
+            pending, in_member = decompressor.unused_data, False
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        else:
+            pending = decompressor.unconsumed_tail
+    if in_member:
+        raise CorruptGzip("the gzip stream ends inside a member (the file is cut short)")
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """The inflated bytes of a gzip file: counted first, keeping none of them (a bomb is refused with no more memory
+    than a step), then inflated into one buffer of that size."""
+    size = sum(len(chunk) for chunk in gunzip_chunks(io.BytesIO(data), max_bytes))
+    out = io.BytesIO()
+    for chunk in gunzip_chunks(io.BytesIO(data), size):
+        out.write(chunk)
+    return out.getvalue()
+
+
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-            out = f.read(max_bytes + 1)
-    except (OSError, EOFError, zlib.error) as e:
+        return gunzip(data, max_bytes)
+    except CorruptGzip as e:
         raise ForestFormatError(
             "file", f"corrupt gzip data: {e}. Re-compress the file or upload it uncompressed."
         ) from None
-    if len(out) > max_bytes:
-        raise ForestFormatError("file", f"the gzip content expands beyond the limit of {max_bytes} bytes.")
-    return out
+    except InflatedTooLarge:
+        raise ForestFormatError(
+            "file", f"the gzip content expands beyond the limit of {max_bytes} bytes.", "too_large"
+        ) from None
 
 
 def _zip_names(data: bytes) -> list[str] | None:

@@ -4,22 +4,23 @@ the scored rows downloaded as Parquet or CSV (app/core/batch_scoring.py says how
 - ``POST /v1/models/{ref}/batch``: ``ref`` a model id, a model name (its latest version, as ``/predict`` by name), or
   ``name@alias``, ``name@3`` (a version), ``name@latest``;
   the body a multipart upload (one file part named ``file``), a raw CSV or Parquet body, or JSON naming a dataset
-  (``{"dataset_id": ...}``). Uploads are spooled to this process's disk, counted against FIRE_MAX_BATCH_BYTES.
+  (``{"dataset_id": ...}``). Uploads are spooled to this process's disk (``app.api.uploads``), counted against
+  FIRE_MAX_BATCH_BYTES.
 - ``GET /v1/models/batch/{job_id}``: where it stands; ``.../result``: the scored rows, streamed;
   ``POST .../cancel``; ``DELETE``: the job, its chunk jobs and every stored part.
 """
 
 import json
-from typing import IO, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import FiniteFloat, ValidationError
-from python_multipart.multipart import File, create_form_parser
+from pydantic import ValidationError
 
 from app.api.batch_schemas import BatchDatasetRequest, BatchLinks, BatchProgressView, BatchView
 from app.api.deps import CoreDep, CpuDep, TenantDep
-from app.api.problems import ProblemError, problem_responses
+from app.api.problems import problem_responses
+from app.api.uploads import receive_file
 from app.core.batch_scoring import (
     MEDIA_TYPES,
     BatchInput,
@@ -27,7 +28,6 @@ from app.core.batch_scoring import (
     OutputFormat,
     detect_input_format,
     parse_ref,
-    spool_file,
 )
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, TooLarge
@@ -35,7 +35,6 @@ from app.core.job_documents import ACTIVE, BatchJobSpec, JobRecord, JobState
 
 router = APIRouter(prefix="/v1/models", tags=["batch scoring"])
 BATCH_PREFIX = "/v1/models/"
-MEMORY_PART_BYTES = 1024 * 1024  # a multipart file part larger than this goes to disk as it arrives
 
 _BATCH_BODY = {
     "requestBody": {
@@ -76,69 +75,6 @@ def batch_view(core: Core, record: JobRecord) -> BatchView:
     )
 
 
-def _too_large(limit: int) -> TooLarge:
-    return TooLarge(
-        f"The batch file is larger than the limit of {limit} bytes.",
-        [FieldFault("file", "too large", "split the file or raise FIRE_MAX_BATCH_BYTES")],
-    )
-
-
-async def _receive(request: Request, limit: int) -> tuple[IO[bytes], str, str | None]:
-    """The body's file spooled to disk as it arrives (multipart: its one part named 'file'): (file, content type,
-    file name)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    content_type = request.headers.get("content-type", "application/octet-stream")
-    received = 0
-    if not content_type.startswith("multipart/form-data"):
-        spooled = spool_file()
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                spooled.close()
-                raise _too_large(limit)
-            spooled.write(chunk)
-        spooled.seek(0)
-        return spooled, content_type.split(";")[0].strip().lower(), None
-    files: list[File] = []
-    try:
-        parser = create_form_parser(
-            {"Content-Type": content_type.encode("latin-1")},
-            on_field=lambda part: None,
-            on_file=files.append,
-            config={"MAX_MEMORY_FILE_SIZE": MEMORY_PART_BYTES},
-        )
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                raise _too_large(limit)
-            parser.write(chunk)
-        parser.finalize()
-    except TooLarge:
-        for part in files:
-            part.close()
-        raise
-    except Exception as exc:
-        raise ProblemError(
-            400,
-            f"The multipart body could not be parsed: {exc}",
-            [FieldFault("body", "malformed multipart", "send multipart/form-data with one file part named 'file'")],
-        ) from exc
-    if len(files) != 1:
-        for part in files:
-            part.close()
-        raise Invalid(
-            f"Expected exactly one file part, got {len(files)}.",
-            [FieldFault("file", "one file part required", "attach the file as form field 'file'")],
-        )
-    part = files[0]
-    spooled = part.file_object
-    spooled.seek(0)
-    filename = part.file_name.decode(errors="replace") if part.file_name else None
-    return spooled, "application/octet-stream", filename
-
-
 @router.post(
     "/{ref}/batch",
     status_code=202,
@@ -167,7 +103,7 @@ async def submit_batch(
         int | None, Query(ge=1, le=10_000_000, description="rows per chunk job (default FIRE_BATCH_CHUNK_ROWS)")
     ] = None,
     times: Annotated[
-        list[FiniteFloat] | None,
+        list[float] | None,
         Query(
             description="a Cox model: add S(t | x) at each of these times (repeat the parameter), each from 0 to the "
             "last follow-up time of the model's training rows"
@@ -201,14 +137,10 @@ async def submit_batch(
             ) from error
         record = await cpu.run(lambda: core.batches.submit(target, options, tenant=tenant, dataset_id=asked.dataset_id))
     else:
-        spooled, media_type, filename = await _receive(request, core.settings.max_batch_bytes)
-        try:
-            head = spooled.read(8)
-            spooled.seek(0)
-            upload = BatchInput(spooled, detect_input_format(head, media_type, filename, input_format), filename)  # type: ignore[arg-type]
+        with await receive_file(request, core.settings.max_batch_bytes, "FIRE_MAX_BATCH_BYTES") as received:
+            found = detect_input_format(received.head(8), received.content_type, received.filename, input_format)
+            upload = BatchInput(received.file, found, received.filename)  # type: ignore[arg-type]
             record = await cpu.run(lambda: core.batches.submit(target, options, tenant=tenant, upload=upload))
-        finally:
-            spooled.close()
     response.headers["Location"] = f"/v1/models/batch/{record.id}"
     return await cpu.run(batch_view, core, record)
 

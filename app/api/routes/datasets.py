@@ -4,7 +4,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import ProblemError, problem_responses
-from app.api.uploads import receive_upload
+from app.api.uploads import receive_file
 from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault
 from app.core.tables import TASKS, Task
@@ -97,28 +97,28 @@ async def upload_dataset(
         ),
     ] = None,
 ):
-    upload = await receive_upload(request, core.settings.max_upload_bytes)
-    target = target or upload.fields.get("target")
-    if not target:
-        raise ProblemError(
-            422,
-            "Name the target column.",
-            [FieldFault("query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")],
+    with await receive_file(request, core.settings.max_upload_bytes, "FIRE_MAX_UPLOAD_BYTES") as upload:
+        target = target or upload.fields.get("target")
+        if not target:
+            raise ProblemError(
+                422,
+                "Name the target column.",
+                [FieldFault("query.target", "missing", "pass ?target=COLUMN (or a 'target' form field)")],
+            )
+        info, created = await cpu.run(
+            lambda: core.datasets.create(
+                upload.read(),
+                tenant=tenant,
+                target=target,
+                content_type=upload.content_type,
+                filename=upload.filename,
+                declared_format=format or upload.fields.get("format"),
+                task=task or upload.fields.get("task"),
+                event=event or upload.fields.get("event"),
+                exposure=exposure or upload.fields.get("exposure"),
+                offset=offset or upload.fields.get("offset"),
+            )
         )
-    info, created = await cpu.run(
-        lambda: core.datasets.create(
-            upload.data,
-            tenant=tenant,
-            target=target,
-            content_type=upload.content_type,
-            filename=upload.filename,
-            declared_format=format or upload.fields.get("format"),
-            task=task or upload.fields.get("task"),
-            event=event or upload.fields.get("event"),
-            exposure=exposure or upload.fields.get("exposure"),
-            offset=offset or upload.fields.get("offset"),
-        )
-    )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{info.id}"
     return info

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.schemas import JobView, TrainForestRequest
-from app.api.uploads import receive_upload
+from app.api.uploads import receive_file
 from app.core.forests import ForestInfo, ForestTrees
 
 router = APIRouter(prefix="/v1/forests", tags=["forests"])
@@ -66,16 +66,16 @@ async def upload_forest(
     format: Annotated[str | None, Query(description="fire-json, xgboost-json, lightgbm-json or skops")] = None,
     dataset_id: Annotated[str | None, Query(description="check the forest's features against this dataset")] = None,
 ):
-    upload = await receive_upload(request, core.settings.max_upload_bytes)
-    info, created = await cpu.run(
-        lambda: core.forests.upload(
-            upload.data,
-            tenant=tenant,
-            filename=upload.filename,
-            declared_format=format or upload.fields.get("format"),
-            dataset=core.datasets.get(dataset_id, tenant=tenant) if dataset_id else None,
+    with await receive_file(request, core.settings.max_upload_bytes, "FIRE_MAX_UPLOAD_BYTES") as upload:
+        info, created = await cpu.run(
+            lambda: core.forests.upload(
+                upload.read(),
+                tenant=tenant,
+                filename=upload.filename,
+                declared_format=format or upload.fields.get("format"),
+                dataset=core.datasets.get(dataset_id, tenant=tenant) if dataset_id else None,
+            )
         )
-    )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/forests/{info.id}"
     return info
