@@ -25,11 +25,16 @@ from .spec import PathSpec
 FOLD_MEANS = ("val_loss", *(f"val_{name}" for name in METRIC_NAMES))
 
 
+def check_fold_rows(n_rows: int, n_folds: int) -> None:
+    """A ValueError where ``n_rows`` rows cannot be dealt into ``n_folds`` folds of at least one row each."""
+    if n_rows < n_folds:
+        raise ValueError(f"{n_folds} folds need at least {n_folds} rows, got {n_rows}")
+
+
 def fold_of_rows(n_rows: int, n_folds: int, seed: int) -> np.ndarray:
     """The fold (0..K-1) of each of ``n_rows`` rows: a seeded permutation dealt in turn, so fold sizes differ by
     at most one row."""
-    if n_rows < n_folds:
-        raise ValueError(f"{n_folds} folds need at least {n_folds} rows, got {n_rows}")
+    check_fold_rows(n_rows, n_folds)
     folds = np.empty(n_rows, dtype=np.int64)
     folds[np.random.default_rng(seed).permutation(n_rows)] = np.arange(n_rows) % n_folds
     return folds

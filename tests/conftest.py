@@ -76,6 +76,10 @@ TEST_MARKERS = {
     "service/test_offsets_service.py": {  # runs two jobs on the workers; the 422s are the quick ones
         "test_a_poisson_job_with_an_offset_is_the_library_fit_and_the_exposure_fit_and_scores_with_it": "slow",
     },
+    "service/test_strict_edges.py": {  # generated requests (schemathesis), hundreds and >= 5,000 of them
+        "test_hundreds_of_generated_requests_answer_no_5xx_and_no_non_finite_number": "slow",  # ~15 s
+        "test_thousands_of_generated_requests_answer_no_5xx_and_no_non_finite_number": "contract",  # ~4 min
+    },
     "service/test_survival_service.py": {  # the Cox job (module fixture) runs on the workers
         "test_a_cox_job_agrees_with_the_library_and_carries_survival_curves": "slow",
         "test_scoring_a_cox_model_gives_hazard_ratios_and_survival_curves": "slow",

@@ -8,7 +8,7 @@ from app.core.job_documents import JobState
 class BatchDatasetRequest(BaseModel):
     """A stored dataset to score (instead of an uploaded file); the options are the query's."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"dataset_id": "ds_0123"}]})
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"dataset_id": "ds_0123"}]})
 
     dataset_id: str = Field(description="a dataset of yours (POST /v1/datasets): its rows in their original columns")
 

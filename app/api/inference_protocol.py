@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from fastapi import Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.api.problems import ProblemError, problem_responses, validation_faults
 from app.core.errors import FieldFault
@@ -74,7 +74,13 @@ class ModelMetadata(BaseModel):
     outputs: list[TensorMetadata]
 
 
-class RequestInput(BaseModel):
+class StrictRequest(BaseModel):
+    """A part of a request: strict, as every body of this API (``"3"`` is no integer, ``3.0`` no shape)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class RequestInput(StrictRequest):
     name: str
     shape: list[int]
     datatype: str
@@ -82,12 +88,12 @@ class RequestInput(BaseModel):
     data: list | None = Field(None, description="the elements, row-major (flat or nested); none: binary data")
 
 
-class RequestOutput(BaseModel):
+class RequestOutput(StrictRequest):
     name: str
     parameters: dict[str, Any] = {}
 
 
-class InferenceRequest(BaseModel):
+class InferenceRequest(StrictRequest):
     id: str | None = None
     parameters: dict[str, Any] = Field({}, description="binary_data_output: the outputs' default; others ignored")
     inputs: list[RequestInput]
@@ -315,7 +321,9 @@ def answer(scores: Scores, scoring: ScoringModel, request_id: str | None, output
             output["data"] = data
         described.append(output)
     identity = {"model_name": scoring.name, "model_version": str(scoring.version)}
-    header = json.dumps({**identity, **({} if request_id is None else {"id": request_id}), "outputs": described})
+    # allow_nan=False: never a body JSON cannot read (score_rows refuses a row whose answer is not finite)
+    document = {**identity, **({} if request_id is None else {"id": request_id}), "outputs": described}
+    header = json.dumps(document, allow_nan=False)
     if not chunks:
         return Response(header, media_type="application/json")
     content = header.encode() + b"".join(chunks)

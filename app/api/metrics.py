@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from app.api.drift_metrics import DriftCollector
+from app.core.blobs import UNREADABLE
 from app.core.connections import REDIS_FAILURES
 from app.core.container import Core
 from app.core.errors import Unavailable
@@ -68,6 +69,15 @@ class ServiceCollector:
             for result, count in cache_counts.items():
                 cache.add_metric([result], count)
             yield cache
+            unreadable = CounterMetricFamily(
+                "fire_unreadable_documents",
+                "Reads of stored documents that could not be read, by the document's model, since this process "
+                "started: each left out of what read it (a listing, the drift figures) or a 409 on its own route",
+                labels=["document"],
+            )
+            for document, count in sorted(UNREADABLE.items()):
+                unreadable.add_metric([document], count)
+            yield unreadable
 
 
 class Metrics:

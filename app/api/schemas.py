@@ -20,6 +20,7 @@ from app.core import job_submission
 from app.core.errors import FieldFault, Invalid
 from app.core.forests import ValidationSplit
 from app.core.job_documents import Grid, JobState, LossView
+from app.core.model_scoring import Rows
 from solver.losses import LOSSES
 from solver.path import PathStep
 from solver.spec import (
@@ -91,7 +92,8 @@ def spec_faults(error: SpecError, wire: Mapping[str, tuple[str, ...]] | None = N
 
 
 class StrictBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # every number finite: JSON's 1e400 (and Python's Infinity and NaN) read as infinite is refused at its field
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class SettingsBody(StrictBody):
@@ -333,6 +335,13 @@ class PathJobRequest(SettingsBody):
                 faults.append(
                     (("validation", "dataset_id"), "cv_folds validates on folds of the dataset: drop one of them")
                 )
+            if "fraction" in self.validation.model_fields_set:
+                faults.append(
+                    (
+                        ("validation", "fraction"),
+                        "cv_folds validates on folds of every row, holding no fraction out: drop one of them",
+                    )
+                )
             if self.grid is not None:
                 faults.append((("grid",), "a grid of cross-validated paths is not offered: drop grid or cv_folds"))
         if self.stability_resamples is not None:
@@ -370,13 +379,13 @@ class PromoteRequest(StrictBody):
     )
 
 
-class DataframeSplit(BaseModel):
+class DataframeSplit(StrictBody):
     columns: list[str]
     data: list[list[Any]]
     index: list[Any] | None = None
 
 
-class ScoringParams(BaseModel):
+class ScoringParams(StrictBody):
     """MLflow's ``params`` of a scoring body."""
 
     explain: bool = Field(False, description="as the explain query parameter of /predict (ignored by /invocations)")
@@ -396,8 +405,6 @@ class ScoringParams(BaseModel):
             "(`survival`, a row of len(times) per row) beside its hazard ratio; a 422 for other models"
         ),
     )
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class PredictRequest(StrictBody):
@@ -461,13 +468,13 @@ class PredictRequest(StrictBody):
             )
         return self
 
-    def table(self, column_names: list[str]) -> tuple[dict, int, str]:
-        """(column -> values, n_rows, body field holding the rows) of whichever of the four shapes was sent."""
+    def table(self, column_names: list[str]) -> Rows:
+        """The rows of whichever of the four shapes was sent (``column_names``: the order of a list of rows)."""
         if self.dataframe_split is not None:
             split = self.dataframe_split
-            return *columns_from_rows(split.columns, split.data, "dataframe_split.data"), "dataframe_split.columns"
+            return columns_from_rows(split.columns, split.data, "dataframe_split.columns", "dataframe_split.data")
         if self.dataframe_records is not None:
-            return *_columns_from_records(self.dataframe_records, "dataframe_records"), "dataframe_records"
+            return _columns_from_records(self.dataframe_records, "dataframe_records")
         name = "instances" if self.instances is not None else "inputs"
         payload = self.instances if self.instances is not None else self.inputs
         assert payload is not None  # check_exactly_one: the body holds one of the four shapes
@@ -478,18 +485,18 @@ class PredictRequest(StrictBody):
                     "Columns of different lengths.",
                     [FieldFault(name, f"lengths {sorted(lengths)}", "send equally long columns")],
                 )
-            return payload, lengths.pop() if lengths else 0, name
+            return Rows(payload, lengths.pop() if lengths else 0, name)
         if payload and all(isinstance(row, dict) for row in payload):
-            return *_columns_from_records(payload, name), name
+            return _columns_from_records(payload, name)
         if all(isinstance(row, list) for row in payload):
-            return *columns_from_rows(column_names, payload, name), name
+            return columns_from_rows(column_names, payload, name)
         raise Invalid(
             f"'{name}' must be a list of records, a list of rows or an object of columns.",
             [FieldFault(name, "unrecognized shape", f"send rows in the column order {column_names}, or records")],
         )
 
 
-def _columns_from_records(records: list[dict], location: str) -> tuple[dict, int]:
+def _columns_from_records(records: list[dict], location: str) -> Rows:
     names = list(records[0]) if records else []
     faults = [
         FieldFault(
@@ -502,19 +509,22 @@ def _columns_from_records(records: list[dict], location: str) -> tuple[dict, int
     ][:10]
     if faults:
         raise Invalid("The records do not share their columns.", faults)
-    return {name: [row[name] for row in records] for name in names}, len(records)
+    return Rows({name: [row[name] for row in records] for name in names}, len(records), location)
 
 
-def columns_from_rows(names: list[str], rows: list[list], location: str) -> tuple[dict, int]:
+def columns_from_rows(names: list[str], rows: list[list], location: str, rows_location: str | None = None) -> Rows:
+    """Rows of values in the order of ``names`` (at ``rows_location``, default ``location``) as the columns named at
+    ``location``; a name given twice is kept in ``Rows.names`` (the column rule refuses it)."""
+    at = rows_location or location
     faults = [
-        FieldFault(f"{location}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
+        FieldFault(f"{at}[{i}]", f"{len(row)} values for {len(names)} columns", "send one value per column")
         for i, row in enumerate(rows)
         if len(row) != len(names)
     ][:10]
     if faults:
         raise Invalid("Rows and columns do not match.", faults)
     values: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
-    return dict(zip(names, values)), len(rows)
+    return Rows(dict(zip(names, values)), len(rows), location, names)
 
 
 # ---- responses ----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from app.api.cpu_lanes import CpuLane
 from app.api.schemas import PredictRequest, ScoringParams, columns_from_rows
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, Unsupported
-from app.core.model_scoring import Scores, ScoringModel, TableReader, check_times, score_rows
+from app.core.model_scoring import Rows, Scores, ScoringModel, TableReader, check_times, score_rows
 from app.core.registry import ModelRef
 
 JSON_TYPE, CSV_TYPE = "application/json", "text/csv"
@@ -63,7 +63,7 @@ def _parameter(part: str) -> tuple[str, str]:
     return key.strip().lower(), value.strip().strip('"')
 
 
-def _csv_table(body: bytes) -> tuple[dict, int, str]:
+def _csv_table(body: bytes) -> Rows:
     """Every value as text (an empty field is missing): numeric columns read it as a number (numpy's str -> float64,
     correctly rounded as every entrance reads numbers: ``app.core.tables``), categorical ones as the category it
     names, as the training table's encoding does for any table. Python's csv module: for one row
@@ -79,8 +79,9 @@ def _csv_table(body: bytes) -> tuple[dict, int, str]:
         ) from error
     if not names:
         raise Invalid("The CSV body is empty.", [FieldFault("body", "no header line", "start with the column names")])
-    table, n_rows = columns_from_rows(names, rows, "csv")
-    return {name: [None if value == "" else value for value in values] for name, values in table.items()}, n_rows, "csv"
+    read = columns_from_rows(names, rows, "csv")
+    read.table = {name: [None if value == "" else value for value in values] for name, values in read.table.items()}
+    return read
 
 
 def answer(scores: Scores, scoring: ScoringModel, shape: Shape, params: ScoringParams) -> Response:
@@ -109,7 +110,8 @@ def answer(scores: Scores, scoring: ScoringModel, shape: Shape, params: ScoringP
                 body[name] = getattr(scores, name)
         body["model"] = {"id": scoring.id, "name": scoring.name, "version": scoring.version}
     headers = {"X-Model-Id": scoring.id, "X-Model-Name": scoring.name, "X-Model-Version": str(scoring.version)}
-    return Response(json.dumps(body), media_type=JSON_TYPE, headers=headers)
+    # allow_nan=False: never a body JSON cannot read (score_rows refuses a row whose answer is not finite)
+    return Response(json.dumps(body, allow_nan=False), media_type=JSON_TYPE, headers=headers)
 
 
 def score_request(

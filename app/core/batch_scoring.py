@@ -51,7 +51,7 @@ from app.core.job_documents import (
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.job_submission import JobSubmission
 from app.core.keys import Keys
-from app.core.model_scoring import ScoringModel, check_times, score_rows
+from app.core.model_scoring import Rows, ScoringModel, check_times, column_faults, score_rows
 from app.core.models import ModelStore
 from app.core.records import JobRecords
 from app.core.registry import ModelRef
@@ -147,17 +147,13 @@ def input_columns(scoring: ScoringModel, id_column: str | None) -> list[str]:
 
 
 def check_columns(scoring: ScoringModel, names: Sequence[str], id_column: str | None) -> None:
-    """Every column of the model (and the id column) is in the file's header; the faults name each one missing."""
-    present = set(names)
-    missing = [name for name in scoring.encoding.column_names if name not in present]
-    faults = [
-        FieldFault(f"columns.{name}", "missing column", "send every column of the model's training table")
-        for name in missing
-    ]
-    if id_column is not None and id_column not in present:
+    """The file's header holds the columns ``/predict`` takes (``column_faults``: each of the model's columns once,
+    its exposure and offset columns at most once, no other) and the id column; the faults name each one at fault."""
+    faults = column_faults(scoring, names, "columns", also=[] if id_column is None else [id_column])
+    if id_column is not None and id_column not in names:
         faults.append(FieldFault("id_column", f"no column '{id_column}' in the file", "name one of its columns"))
     if faults:
-        raise Invalid("The file lacks columns the model needs.", faults)
+        raise Invalid("The file's columns are not those the model scores.", faults)
 
 
 def check_schema(encoding: TableEncoding, schema: pa.Schema) -> None:
@@ -364,7 +360,7 @@ def score_chunk(
     keep = _KeepEncoded(scoring.encoding)
     try:
         scores = score_rows(
-            replace(scoring, encoding=keep), lambda names: (table, n_rows, "columns"), explain, n_rows, times
+            replace(scoring, encoding=keep), lambda names: Rows(table, n_rows, "columns"), explain, n_rows, times
         )
     except Invalid as error:
         raise BatchRowsInvalid(_located(error, scoring, table, first_row)) from error

@@ -1,6 +1,11 @@
 """Artifact bytes in Redis: zstd-compressed, split into chunks below the value-size limit; the stored
 documents' base model and their JSON helpers.
 
+A document is written only where it reads back as the model its readers read it with (``put_document``: no
+non-finite number, which JSON has no word for, and no value its model refuses); one that cannot be read anyway (damaged
+in Redis, written by an older version) raises :class:`DocumentUnreadable` to its reader, is left out of listings
+(``newest_documents``), and is counted in ``UNREADABLE`` (``/metrics``), so that it degrades only what it belongs to.
+
 Layout: `{key}` holds a small JSON header (chunk count, sizes), `{key}:{i}` the chunks. A reader
 sees either a complete artifact or none: the header is written last, in the same transaction.
 """
@@ -8,16 +13,23 @@ sees either a complete artifact or none: the header is written last, in the same
 import hashlib
 import io
 import json
+import logging
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
 import zstandard
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from redis import Redis
 
+from app.core.errors import Unreadable
 from app.core.replies import members, values
+
+log = logging.getLogger(__name__)
+# reads of stored documents that could not be read, by the document's model, since this process started (/metrics)
+UNREADABLE: Counter[str] = Counter()
 
 
 class _Codecs(threading.local):
@@ -38,9 +50,39 @@ def _adapter(model) -> TypeAdapter:
 
 
 class Document(BaseModel):
-    """A stored document: one model for its writer and its readers; unknown fields are refused."""
+    """A stored document: one model for its writer and its readers; unknown fields and non-finite numbers are
+    refused (JSON has no word for them: written as null, they would not read back as numbers)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class DocumentUnreadable(Unreadable):
+    """The document under ``key`` does not read as ``model`` (``cause``: why); counted in UNREADABLE. Its store says
+    in the words of its thing what replaces it, and whose it is; one that reaches the edge as it is answers a 409 that
+    names neither."""
+
+    def __init__(self, key: str, model, cause: Exception):
+        self.key = key
+        self.model_name = getattr(model, "__name__", str(model))
+        self.cause = cause
+        UNREADABLE[self.model_name] += 1
+        super().__init__(f"A stored {self.model_name} cannot be read ({brief(cause)}); the operator's log names it.")
+
+    def __str__(self) -> str:  # the log's words: where it is stored
+        return f"{self.model_name} under {self.key} cannot be read: {brief(self.cause)}"
+
+
+class DocumentUnwritable(ValueError):
+    """A document that would not read back as its own model: never stored."""
+
+
+def brief(error: Exception) -> str:
+    """An error in one line: a ValidationError's first fault (its field and message), else its text."""
+    if isinstance(error, ValidationError) and error.errors():
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else first["msg"]
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def jsonable(value):
@@ -155,13 +197,24 @@ class BlobStore:
         return None if data is None else json.loads(data)
 
     def put_document(self, key: str, document: BaseModel, ttl: int | None = None) -> None:
+        """Store ``document`` where it reads back as its model (``get_document`` with the same model); else
+        DocumentUnwritable, and nothing is stored."""
         # a document's computed fields are for its readers (derived on every read), not stored
-        self.put(key, document.model_dump_json(exclude_computed_fields=True).encode(), ttl)
+        data = document.model_dump_json(exclude_computed_fields=True).encode()
+        try:
+            _adapter(type(document)).validate_json(data)
+        except ValidationError as error:
+            raise DocumentUnwritable(f"{type(document).__name__} would not read back: {brief(error)}") from error
+        self.put(key, data, ttl)
 
     def get_document(self, key: str, model):
-        """The document under ``key`` read as ``model`` (a pydantic model or any type pydantic reads), or None."""
-        data = self.get(key)
-        return None if data is None else _adapter(model).validate_json(data)
+        """The document under ``key`` read as ``model`` (a pydantic model or any type pydantic reads), or None;
+        DocumentUnreadable where it is stored but does not read as ``model``."""
+        try:
+            data = self.get(key)
+            return None if data is None else _adapter(model).validate_json(data)
+        except (ValueError, TypeError, KeyError, zstandard.ZstdError) as error:  # ValidationError, JSONDecodeError too
+            raise DocumentUnreadable(key, model, error) from error
 
     def index(self, index_key: str, member: str, created_at: float) -> None:
         self.redis.zadd(index_key, {member: created_at})
@@ -169,10 +222,22 @@ class BlobStore:
     def unindex(self, index_key: str, member: str) -> None:
         self.redis.zrem(index_key, member)
 
+    def indexed(self, index_key: str, member: str) -> bool:
+        return self.redis.zscore(index_key, member) is not None
+
     def newest_documents(self, index_key: str, key_of, model, limit: int) -> list:
-        """The documents indexed (by creation time) in a sorted set, newest first."""
-        ids = members(self.redis.zrevrange(index_key, 0, limit - 1))
-        return [doc for doc in (self.get_document(key_of(i), model) for i in ids) if doc is not None]
+        """The documents indexed (by creation time) in a sorted set, newest first; one that cannot be read is left
+        out (logged, and counted in UNREADABLE)."""
+        documents = []
+        for member in members(self.redis.zrevrange(index_key, 0, limit - 1)):
+            try:
+                document = self.get_document(key_of(member), model)
+            except DocumentUnreadable as error:
+                log.warning("left out of a listing: %s", error)
+                continue
+            if document is not None:
+                documents.append(document)
+        return documents
 
     def put_arrays(self, key: str, ttl: int | None = None, **arrays: np.ndarray) -> None:
         buffer = io.BytesIO()

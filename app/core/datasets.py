@@ -1,6 +1,7 @@
 """Datasets: an uploaded table, parsed, validated and encoded (app.core.tables), stored under its content hash."""
 
 import hashlib
+import logging
 import time
 from typing import Any, cast
 
@@ -9,13 +10,15 @@ from pydantic import Field
 
 from app.core.blobs import BlobStore, Document
 from app.core.config import Settings
-from app.core.errors import NotFound
+from app.core.errors import FieldFault, NotFound, Unreadable
 from app.core.keys import Keys
 from app.core.tables import Task, check_task, parse_table, validate_table
 from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding
 from solver.losses import LOSSES, get_loss
 from solver.spec import Loss, PathSpec
+
+log = logging.getLogger(__name__)
 
 
 def takes_offset(loss: str) -> bool:
@@ -186,7 +189,11 @@ class DatasetStore:
         ``task``: one of TASKS, or None to detect it (:func:`target_task`)."""
         check_task(task)
         dataset_id = self.dataset_id(data, target, tenant, task, event, exposure, offset)
-        existing = self.find(dataset_id)
+        try:
+            existing = self.find(dataset_id)
+        except Unreadable as error:  # the same upload replaces what cannot be read
+            log.warning("dataset %s is stored again: %s", dataset_id, error)
+            existing = None
         if existing is not None:
             return existing, False
         table_format, frame = parse_table(data, content_type, filename, declared_format, self.settings)
@@ -230,8 +237,18 @@ class DatasetStore:
         return info
 
     def get(self, dataset_id: str, *, tenant: str, field: str = "dataset_id") -> DatasetInfo:
-        """The tenant's dataset; another tenant's is not found."""
-        info = self.find(dataset_id)
+        """The tenant's dataset; another tenant's is not found (also where its document cannot be read: the
+        tenant's index says whose it is)."""
+        try:
+            info = self.find(dataset_id)
+        except Unreadable as error:
+            if not self.blobs.indexed(self.keys.datasets(tenant), dataset_id):
+                raise NotFound("dataset", dataset_id, field) from None
+            raise Unreadable(
+                f"The stored dataset {dataset_id} cannot be read.",
+                [FieldFault(field, f"dataset {dataset_id}'s stored document is unreadable", "upload the table again")],
+                tenant=tenant,
+            ) from error
         if info is None or info.tenant != tenant:
             raise NotFound("dataset", dataset_id, field)
         return info
@@ -244,6 +261,13 @@ class DatasetStore:
         if arrays is None:
             raise NotFound("dataset", dataset_id)
         return arrays["X"], arrays["y"]
+
+    def load_offsets(self, dataset_id: str) -> np.ndarray | None:
+        """The dataset's offset column as uploaded (None: it has none)."""
+        arrays = self.blobs.get_arrays(self.keys.dataset_arrays(dataset_id))
+        if arrays is None:
+            raise NotFound("dataset", dataset_id)
+        return arrays.get("offset")
 
     def load_fit_arrays(
         self, dataset_id: str, path: PathSpec | None = None

@@ -35,7 +35,7 @@ from itertools import pairwise
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from app.core.blobs import Document
 from solver import RuleEnsemble
@@ -77,7 +77,10 @@ class TrainingProfile(Document):
 
 
 class DriftThresholds(Document):
-    """A model's monitoring settings (PUT /v1/models/{id}/monitoring)."""
+    """A model's monitoring settings (PUT /v1/models/{id}/monitoring): a body as strict as every other (``"0.3"`` and
+    ``true`` are no numbers, ``1e400`` and ``Infinity`` no finite ones), stored and read with this same model."""
+
+    model_config = ConfigDict(strict=True)
 
     enabled: bool = Field(True, description="count this model's scored rows (false: counted nowhere)")
     psi: float = Field(0.25, gt=0, description="a column drifts at this population stability index or above")

@@ -8,13 +8,17 @@ from collections.abc import Sequence
 import numpy as np
 from redis import Redis
 
-from app.core.blobs import BlobStore
+from app.core.blobs import BlobStore, DocumentUnreadable, brief
 from app.core.config import Settings
 from app.core.drift import DriftThresholds, Layout, TrainingProfile
+from app.core.errors import FieldFault, Unreadable
 from app.core.keys import Keys
 
 HOUR = 3600
 FINE_RETENTION_SECONDS = 2 * 24 * HOUR
+# the latest time a drift range may name (9999-12-31T23:59:59Z, the last second of a four-digit year): a window's
+# start, a whole number of seconds, is then an int64 (1e19 was not: OverflowError)
+LATEST_TIME = 253_402_300_799
 # KEYS[1]: a window; ARGV: when it expires, then field, increment, field, increment, ...
 ADD_TO_WINDOW = """
 for i = 2, #ARGV, 2 do
@@ -39,7 +43,21 @@ class DriftStore:
         self.blobs.put_document(self.keys.model_profile(model_id), profile)
 
     def thresholds(self, model_id: str) -> DriftThresholds:
-        stored = self.blobs.get_document(self.keys.model_monitoring(model_id), DriftThresholds)
+        """The model's thresholds (the defaults where none were set); Unreadable where the stored ones cannot be
+        read: only this model's drift and monitoring answer so, until they are set again."""
+        try:
+            stored = self.blobs.get_document(self.keys.model_monitoring(model_id), DriftThresholds)
+        except DocumentUnreadable as error:
+            raise Unreadable(
+                f"The drift thresholds stored for model {model_id} cannot be read ({brief(error.cause)}).",
+                [
+                    FieldFault(
+                        "model_id",
+                        f"model {model_id}'s stored drift thresholds are unreadable",
+                        f"set them again (PUT /v1/models/{model_id}/monitoring)",
+                    )
+                ],
+            ) from error
         return stored or DriftThresholds()
 
     def set_thresholds(self, model_id: str, thresholds: DriftThresholds) -> None:

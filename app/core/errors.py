@@ -64,6 +64,16 @@ class Conflict(DomainError):
     """The thing exists but is not in a state that allows this (``retry_after`` when waiting helps)."""
 
 
+class Unreadable(Conflict):
+    """A stored document that cannot be read (damaged in Redis, or written before a check its reader makes): only
+    the thing it belongs to is answered so, its fault saying what replaces it; ``tenant``: the owner where the
+    store knows it (another tenant is answered as though the thing did not exist)."""
+
+    def __init__(self, detail: str, faults: list[FieldFault] | tuple[FieldFault, ...] = (), tenant: str | None = None):
+        super().__init__(detail, faults)
+        self.tenant = tenant
+
+
 class Expired(DomainError):
     """The thing existed but its stored data has expired."""
 

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 from app.core.blobs import BlobStore, Document, canonical_hash, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo
-from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unsupported
+from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unreadable, Unsupported
 from app.core.keys import Keys
 from app.core.tables import inflated_too_large
 from app.core.tenants import DEFAULT_TENANT
@@ -240,8 +240,14 @@ class ForestStore:
         return self.blobs.get_document(self.keys.forest(forest_id), ForestInfo)
 
     def get(self, forest_id: str, *, tenant: str, field: str = "forest_id") -> ForestInfo:
-        """The tenant's forest; another tenant's is not found."""
-        info = self.find(forest_id)
+        """The tenant's forest; another tenant's is not found (also where its document cannot be read: the tenant's
+        index says whose it is)."""
+        try:
+            info = self.find(forest_id)
+        except Unreadable:
+            if not self.blobs.indexed(self.keys.forests(tenant), forest_id):
+                raise NotFound("forest", forest_id, field) from None
+            raise
         if info is None or info.tenant != tenant:
             raise NotFound("forest", forest_id, field)
         return info

@@ -9,7 +9,7 @@ the dataclasses they are, so their checks run on every read).
 from dataclasses import fields
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import ConfigDict, Field, model_serializer, model_validator
 
 from app.core.blobs import Document
 from app.core.forests import ForestInfo, ForestRecipe, ValidationSplit
@@ -86,6 +86,9 @@ class PathJobSpec(Document):
 
 
 class Grid(Document):
+    # a path job's body holds it: as strict as the body ("1.1" is no number)
+    model_config = ConfigDict(strict=True)
+
     gamma: list[float] = Field(min_length=1)
     fusion_ratio: list[float] = Field(min_length=1)
 

@@ -18,7 +18,7 @@ from rq.job import Dependency, Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from app.core.config import Settings
-from app.core.errors import Conflict, FieldFault, NotFound
+from app.core.errors import Conflict, FieldFault, NotFound, Unreadable
 from app.core.job_documents import ACTIVE, QUEUED, RUNNING, TERMINAL, JobKind, JobRecord, JobSpec, LostAttempt, Progress
 from app.core.keys import Keys
 from app.core.queues import TASKS, JobQueues, job_of, make_queue, rq_job_id, tenant_queue
@@ -102,7 +102,13 @@ class JobLifecycle:
         return record
 
     def find(self, job_id: str, tenant: str) -> JobRecord | None:
-        record = self.records.get(job_id)
+        """The tenant's job (None for another tenant's, also where its record is unreadable: Unreadable for its own)."""
+        try:
+            record = self.records.get(job_id)
+        except Unreadable as error:
+            if error.tenant != tenant:
+                return None
+            raise
         return None if record is None or record.tenant != tenant else record
 
     def get(self, job_id: str, *, tenant: str, field: str = "job_id") -> JobRecord:

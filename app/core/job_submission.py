@@ -9,6 +9,7 @@ targets)."""
 from collections.abc import Callable
 from typing import TypeVar
 
+import numpy as np
 from pydantic import Field
 
 from app.core.blobs import Document
@@ -27,6 +28,8 @@ from app.core.idempotency import IdempotencyKeys
 from app.core.job_documents import Grid, GridJobSpec, JobRecord, PathJobSpec, TrainJobSpec
 from app.core.job_lifecycle import JobLifecycle, new_job_id
 from app.core.records import JobRecords
+from app.core.tables import max_offset
+from solver.cross_validation import check_fold_rows
 from solver.losses import LOSSES, get_loss
 from solver.spec import ForestSpec, Loss, PathSpec, SpecError
 
@@ -125,6 +128,7 @@ class JobSubmission:
         if dataset is not None:
             checks.run(self._check_training, dataset, params, "")
             checks.run(self._check_offset, dataset, dataset.loss)
+            checks.run(self._check_offset_range, dataset, dataset.loss)
             checks.run(self._check_holdout, dataset, split)
         checks.done()
         assert dataset is not None
@@ -337,8 +341,11 @@ class JobSubmission:
         loss = checks.run(self._path_loss, dataset, request.loss)
         if loss is not None:
             checks.run(self._check_offset, dataset, loss)
+            checks.run(self._check_offset_range, dataset, loss)
             checks.run(self._check_targets, dataset, loss)
             path = checks.run(self._path_for_loss, dataset, path, loss) or path
+        if path.cv_folds is not None:
+            checks.run(self._check_folds, dataset, path.cv_folds)
         validation_id = request.validation_dataset_id
         rows = ValidationSplit.for_path(path, validation_id)  # the one derivation of the job's training rows
         if validation_id is not None:
@@ -516,6 +523,43 @@ class JobSubmission:
                 )
             ],
         )
+
+    def _check_offset_range(self, dataset: DatasetInfo, loss: Loss) -> None:
+        """A log-link loss fits exp(offset) as a factor of the rate: its offsets within ±MAX_LOG_FACTOR
+        (``app.core.tables.max_offset``; an upload holds them within ±MAX_ABS_VALUE, for squared)."""
+        link = get_loss(loss).link
+        if dataset.offset is None or loss not in OFFSET_LOSSES or link != "log":
+            return
+        offsets = self.datasets.load_offsets(dataset.id)
+        if offsets is None:
+            return
+        limit = max_offset(link)
+        beyond = np.flatnonzero(~(np.abs(offsets) <= limit))
+        if len(beyond):
+            row = int(beyond[0])
+            raise Invalid(
+                f"The {loss} loss fits exp(offset) as a factor of the rate: its offsets are within ±{limit:.4g}.",
+                [
+                    FieldFault(
+                        "offset",
+                        f"the offset column {dataset.offset!r} of dataset {dataset.id} has {offsets[row]:g} on row "
+                        f"{row} ({len(beyond)} rows beyond ±{limit:.4g})",
+                        "upload the table with offsets on the log scale (the log of an exposure, a log-link model's "
+                        "score), or use loss squared",
+                    )
+                ],
+            )
+
+    @staticmethod
+    def _check_folds(dataset: DatasetInfo, cv_folds: int) -> None:
+        """As many rows as folds, the library's check (``check_fold_rows``), here rather than in every fold job."""
+        try:
+            check_fold_rows(dataset.n_rows, cv_folds)
+        except ValueError as error:
+            raise Invalid(
+                f"The dataset has {dataset.n_rows} rows, fewer than the {cv_folds} folds asked for.",
+                [FieldFault("cv_folds", str(error), f"ask for at most {dataset.n_rows} folds, or upload more rows")],
+            ) from error
 
     @staticmethod
     def _check_validation_dataset(dataset: DatasetInfo, validation: DatasetInfo) -> None:

@@ -1,6 +1,7 @@
 """Scoring with a model: rows in the training table's original columns, encoded as it was, into predictions,
 probabilities of a classifier's classes, and the rules (and linear terms) that explain each row."""
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -8,13 +9,33 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from app.core.errors import FieldFault, Invalid, TooLarge
-from app.core.tables import MAX_ABS_VALUE, table_invalid
+from app.core.tables import (
+    EXPOSURE_RANGE,
+    MAX_ABS_VALUE,
+    MAX_ROWS_NAMED,
+    exposure_in_range,
+    max_offset,
+    table_invalid,
+)
 from solver import RuleEnsemble, probability
 from solver.encoding import TableEncoding, TableError
 from solver.rules import INVERSE_LINKS
 
-# column names in the model's order -> (column -> values, n_rows, the field holding the rows)
-TableReader = Callable[[list[str]], tuple[Mapping[str, Sequence], int, str]]
+
+@dataclass
+class Rows:
+    """Rows to score as an entrance read them: each column's values, how many rows, the field that holds them
+    (faults name ``{location}.{column}``), and the column names as sent (``names``: a name twice where it was sent
+    twice; None: the table's keys)."""
+
+    table: Mapping[str, Sequence]
+    n_rows: int
+    location: str
+    names: Sequence[str] | None = None
+
+
+# the column names in the model's order -> the rows
+TableReader = Callable[[list[str]], Rows]
 
 
 @dataclass
@@ -125,14 +146,16 @@ def score_rows(
     with an offset column (``scoring.offset``) adds a row's offset to its score before the inverse link
     (``FireRegressor.predict(X, offset=)``) where the rows hold that column. ``counter``: counts the encoded rows
     for drift, and the rows refused for a level training never had."""
-    names = scoring.encoding.column_names
     row_columns = scoring.row_columns
-    table, n_rows, location = read_table([*names, *row_columns])
+    rows = read_table([*scoring.encoding.column_names, *row_columns])
+    table, n_rows, location = rows.table, rows.n_rows, rows.location
+    check_columns(scoring, list(table) if rows.names is None else rows.names, location)
     exposure = offset = None
     if scoring.exposure is not None and scoring.exposure in table:  # not a feature: the rows' rate multiplier
         exposure = _exposures(table[scoring.exposure], n_rows, f"{location}.{scoring.exposure}")
     if scoring.offset is not None and scoring.offset in table:  # not a feature: added to the rows' scores
-        offset = _offsets(table[scoring.offset], n_rows, f"{location}.{scoring.offset}")
+        limit = max_offset(scoring.ensemble.link)
+        offset = _offsets(table[scoring.offset], n_rows, f"{location}.{scoring.offset}", limit)
     if row_columns:
         table = {name: values for name, values in table.items() if name not in row_columns}
     if n_rows > max_rows:
@@ -181,6 +204,7 @@ def score_rows(
             linear_contributions = [[entry["contribution"] for entry in row if "linear" in entry] for row in explained]
     ensemble = scoring.ensemble
     scores = ensemble.predict(X)  # (n,), or (n, K) per class
+    check_finite(scores, location, "score")
     if ensemble.link == "softmax":  # K classes: the label of the largest score, as FireClassifier.predict
         classes = list(ensemble.classes or ())  # the model's classes: those of its rules
         labels = [classes[k] for k in np.argmax(scores, axis=1).tolist()]
@@ -190,6 +214,7 @@ def score_rows(
         mean = INVERSE_LINKS[ensemble.link](scores if offset is None else scores + offset)
         if exposure is not None:
             mean = mean * exposure
+        check_finite(mean, location, "prediction")
         survival = None if times is None else ensemble.predict_survival(X, np.asarray(times, dtype=np.float64))
         return Scores(
             mean.tolist(),
@@ -202,6 +227,64 @@ def score_rows(
     labels = [scoring.classes[positive] for positive in (scores > 0.0).tolist()]
     return Scores(
         labels, explanations, contributions, probability(scores).tolist(), scoring.classes, linear_contributions
+    )
+
+
+def check_columns(scoring: ScoringModel, given: Sequence[str], location: str) -> None:
+    """:func:`column_faults`, raised as one Invalid."""
+    faults = column_faults(scoring, given, location)
+    if faults:
+        raise Invalid("The columns do not match the training table's.", faults)
+
+
+def column_faults(
+    scoring: ScoringModel, given: Sequence[str], location: str, also: Sequence[str] = ()
+) -> list[FieldFault]:
+    """The one rule of the columns of scored rows, whichever entrance brings them (``/predict``, ``/invocations``, a
+    batch file's header): every column of the model's training table, once; its exposure and offset columns, and
+    ``also`` (a batch's id column), at most once; no other column. A fault per column that breaks it
+    (``{location}.{column}``)."""
+    expected = scoring.encoding.column_names
+    allowed = {*expected, *scoring.row_columns, *also}
+    counts = Counter(given)
+    faults = [
+        FieldFault(f"{location}.{name}", f"given {count} times", "send each column once")
+        for name, count in counts.items()
+        if count > 1
+    ]
+    faults += [
+        FieldFault(f"{location}.{name}", "missing column", "send every column of the training table")
+        for name in expected
+        if name not in counts
+    ]
+    faults += [
+        FieldFault(
+            f"{location}.{name}", "unknown column", f"remove it; the columns are {[*expected, *scoring.row_columns]}"
+        )
+        for name in counts
+        if name not in allowed
+    ]
+    return faults
+
+
+def check_finite(values: np.ndarray, location: str, what: str) -> None:
+    """The guard behind the bounds on what is scored (features within ±MAX_ABS_VALUE, exposures and offsets within
+    theirs: app.core.tables): a row whose ``what`` is not a finite number is refused, naming it, and never answered
+    (JSON has no word for infinity or NaN)."""
+    finite = np.isfinite(values)
+    if finite.all():
+        return
+    bad = np.flatnonzero(~finite.reshape(len(values), -1).all(axis=1))
+    named = ", ".join(str(row) for row in bad[:MAX_ROWS_NAMED]) + (", ..." if len(bad) > MAX_ROWS_NAMED else "")
+    raise Invalid(
+        f"The {what} of {len(bad)} row{'s' if len(bad) != 1 else ''} is not a finite number.",
+        [
+            FieldFault(
+                location,
+                f"rows {named}: {what} {float(np.ravel(values[bad[0]])[0])!r}",
+                "send values nearer those of the training table (and offsets, exposures within their bounds)",
+            )
+        ],
     )
 
 
@@ -234,30 +317,32 @@ def _row_numbers(values: Sequence, missing: float, what: str, field: str, fix: s
         ) from error
 
 
-def _offsets(values: Sequence, n_rows: int, field: str) -> np.ndarray:
-    """A scored offset column: finite numbers (a missing one, null or a CSV's empty cell, counts 0: the score
-    itself)."""
-    fix = "send the rows' offsets as finite numbers (null or 0 adds nothing), or leave the column out"
+def _offsets(values: Sequence, n_rows: int, field: str, limit: float) -> np.ndarray:
+    """A scored offset column: numbers within ±``limit`` (``app.core.tables.max_offset`` of the model's link; a
+    missing one, null or a CSV's empty cell, counts 0: the score itself)."""
+    fix = f"send the rows' offsets as numbers within ±{limit:.4g} (null or 0 adds nothing), or leave the column out"
     offset = _row_numbers(values, 0.0, "offset", field, fix)
     offset[np.isnan(offset)] = 0.0
-    bad = ~np.isfinite(offset)
+    bad = ~(np.abs(offset) <= limit)
     if len(offset) != n_rows or bad.any():
         row = int(np.flatnonzero(bad)[0]) if bad.any() else 0
         raise Invalid(
-            "Offsets are finite numbers, one per row.", [FieldFault(field, f"row {row} has {values[row]!r}", fix)]
+            f"Offsets are numbers within ±{limit:.4g}, one per row.",
+            [FieldFault(field, f"row {row} has {values[row]!r}", fix)],
         )
     return offset
 
 
 def _exposures(values: Sequence, n_rows: int, field: str) -> np.ndarray:
-    """A scored exposure column: numbers > 0 (a missing one counts 1, the rate itself)."""
-    fix = "send the rows' exposures as numbers > 0, or leave the column out"
+    """A scored exposure column: numbers in [MIN_EXPOSURE, MAX_EXPOSURE] (> 0, and a factor a rate can take without
+    overflowing: app.core.tables; a missing one counts 1, the rate itself)."""
+    fix = f"send the rows' exposures as numbers {EXPOSURE_RANGE}, or leave the column out"
     exposure = _row_numbers(values, 1.0, "exposure", field, fix)
-    bad = ~(np.isfinite(exposure) & (exposure > 0))
+    bad = ~exposure_in_range(exposure)
     if len(exposure) != n_rows or bad.any():
         row = int(np.flatnonzero(bad)[0]) if bad.any() else 0
         raise Invalid(
-            "Exposures are numbers > 0, one per row.",
-            [FieldFault(field, f"row {row} has {values[row]!r}", "send exposures > 0, or leave the column out")],
+            f"Exposures are numbers {EXPOSURE_RANGE}, one per row.",
+            [FieldFault(field, f"row {row} has {values[row]!r}", fix)],
         )
     return exposure

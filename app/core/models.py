@@ -2,15 +2,16 @@
 exports and deletes models, and gives the scoring model of a model id or name reference (cached in
 app.core.model_cache; scoring itself: app.core.model_scoring)."""
 
+import logging
 import time
 import uuid
 
-from app.core.blobs import BlobStore, jsonable
+from app.core.blobs import BlobStore, DocumentUnreadable, brief, jsonable
 from app.core.config import Settings
 from app.core.datasets import DatasetInfo, DatasetStore
 from app.core.drift import PROFILE_VERSION, TrainingProfile, training_profile
 from app.core.drift_store import DriftStore
-from app.core.errors import Expired, FieldFault, NotFound
+from app.core.errors import Expired, FieldFault, NotFound, Unreadable
 from app.core.idempotency import IdempotencyKeys
 from app.core.job_results import JobResults
 from app.core.keys import Keys
@@ -22,6 +23,8 @@ from app.core.registry import ModelRef, ModelRegistry, RegisteredModel
 from solver import RuleEnsemble
 from solver.encoding import TableEncoding
 from solver.rule_types import as_json
+
+log = logging.getLogger(__name__)
 
 
 class ModelStore:
@@ -130,9 +133,14 @@ class ModelStore:
         return training_profile(ensemble, dataset.encoding, X)
 
     def profile(self, model_id: str) -> TrainingProfile | None:
-        """The model's training profile; one promoted before profiles were kept, or kept with edges of an earlier
-        PROFILE_VERSION, gets it now where its dataset is still stored (else: the stored one, or None)."""
-        profile = self.drift.profile(model_id)
+        """The model's training profile; one promoted before profiles were kept, kept with edges of an earlier
+        PROFILE_VERSION, or whose stored profile cannot be read, gets it now where its dataset is still stored (else:
+        the stored one, or None)."""
+        try:
+            profile = self.drift.profile(model_id)
+        except DocumentUnreadable as error:  # taken again as one never stored is
+            log.warning("the training profile of model %s is taken again: %s", model_id, error)
+            profile = None
         if profile is not None and profile.version == PROFILE_VERSION:
             return profile
         model = self.find(model_id)
@@ -144,11 +152,33 @@ class ModelStore:
         return profile
 
     def find(self, model_id: str) -> ModelInfo | None:
-        """The model of any tenant (None where there is none): for the service's own figures, not for a tenant."""
-        return self.blobs.get_document(self.keys.model(model_id), ModelInfo)
+        """The model of any tenant (None where there is none): for the service's own figures, not for a tenant;
+        Unreadable where its stored document cannot be read (its owner unknown: see ``_find``)."""
+        try:
+            return self.blobs.get_document(self.keys.model(model_id), ModelInfo)
+        except DocumentUnreadable as error:
+            raise Unreadable(
+                f"The stored model {model_id} cannot be read ({brief(error.cause)}).",
+                [
+                    FieldFault(
+                        "model_id",
+                        f"model {model_id}'s stored document is unreadable",
+                        f"delete it (DELETE /v1/models/{model_id}) and promote its job step again; the operator's "
+                        "log names the fault",
+                    )
+                ],
+            ) from error
 
     def _find(self, model_id: str, tenant: str) -> ModelInfo | None:
-        model = self.find(model_id)
+        """The tenant's model (None for another tenant's: as though it did not exist, also where its document is
+        unreadable: the tenant's index of models says whose it is)."""
+        try:
+            model = self.find(model_id)
+        except Unreadable as error:
+            if not self.blobs.indexed(self.keys.models(tenant), model_id):
+                return None
+            error.tenant = tenant
+            raise
         return model if model is not None and model.tenant == tenant else None
 
     def get(self, model_id: str, *, tenant: str) -> ModelInfo:
@@ -201,13 +231,29 @@ class ModelStore:
         return self.blobs.newest_documents(self.keys.models(tenant), self.keys.model, ModelInfo, limit)
 
     def delete(self, model_id: str, *, tenant: str) -> None:
-        """Remove the model; its name's version numbers are never reused."""
-        model = self.get(model_id, tenant=tenant)
-        self.registry.remove_version(tenant, model.name, model.version, model.id)  # Conflict where an alias points
-        self.blobs.delete(self.keys.model(model.id))
-        self.blobs.unindex(self.keys.models(tenant), model.id)
-        self.drift.delete(model.id)
-        self.scoring_cache.forget_model(model.id)
+        """Remove the model; its name's version numbers are never reused. One whose stored document cannot be read
+        is removed too, its name and version found in the tenant's registry."""
+        name: str | None
+        version: int | None
+        try:
+            model = self.get(model_id, tenant=tenant)
+            name, version = model.name, model.version
+        except Unreadable:
+            name, version = self._registered_as(model_id, tenant)
+        if name is not None and version is not None:
+            self.registry.remove_version(tenant, name, version, model_id)  # Conflict where an alias points
+        self.blobs.delete(self.keys.model(model_id))
+        self.blobs.unindex(self.keys.models(tenant), model_id)
+        self.drift.delete(model_id)
+        self.scoring_cache.forget_model(model_id)
+
+    def _registered_as(self, model_id: str, tenant: str) -> tuple[str | None, int | None]:
+        """(name, version) of the tenant's registry entry for ``model_id``; (None, None) where it has none."""
+        for registered in self.registry.names(tenant, limit=1_000_000):
+            for entry in registered.versions:
+                if entry.model_id == model_id:
+                    return registered.name, entry.version
+        return None, None
 
     def recently_checked(self, target: "str | ModelRef", tenant: str) -> ScoringModel | None:
         """The cached scoring model of a model id or name reference, if seen in Redis within MODEL_RECHECK_SECONDS

@@ -37,7 +37,7 @@ from app.core.drift import (
     psi,
 )
 from app.core.drift_store import HOUR, DriftStore
-from app.core.errors import FieldFault, Invalid, NotFound
+from app.core.errors import FieldFault, Invalid, NotFound, Unreadable
 from app.core.model_documents import ModelInfo
 from app.core.model_scoring import ScoringModel
 from app.core.models import ModelStore
@@ -165,6 +165,9 @@ class FiringMonitor:
         except REDIS_FAILURES as error:
             log.warning("drift settings of model %s unread: %s", scoring.id, error)
             return watched.binning if watched is not None else None
+        except Unreadable as error:  # whether it is to be counted is unknown: it is not, until they read again
+            log.warning("model %s not counted: %s", scoring.id, error.detail)
+            binning = None
         self._watched[scoring.id] = _Watched(binning, now)
         return binning
 
@@ -283,22 +286,28 @@ class ModelMonitoring:
         for model_id in self.store.recent_models(since, limit if tenant is None else METRICS_MODELS_SCANNED):
             if len(reports) == limit:
                 break
-            model = self.models.find(model_id)
-            if model is None or tenant not in (None, model.tenant):
-                continue
             try:
+                model = self.models.find(model_id)
+                if model is None or tenant not in (None, model.tenant):
+                    continue
                 reports.append(self._report(model, since, until))
             except NotFound:  # no profile
+                continue
+            except Unreadable as error:  # left out, this model alone (counted: blobs.UNREADABLE)
+                log.warning("model %s left out of the drift metrics: %s", model_id, error.detail)
                 continue
         return reports
 
     def model(self, model_id: str, *, tenant: str) -> ModelInfo:
         """The model (ModelStore.get) with the drift flags of the last FIRE_DRIFT_SUMMARY_SECONDS (none where it
-        has no training profile)."""
+        has no training profile, or its stored thresholds cannot be read)."""
         model = self.models.get(model_id, tenant=tenant)
         try:
             report = self._report(model)
         except NotFound:
+            return model
+        except Unreadable as error:  # the model is served; its /drift and /monitoring answer the fault and its fix
+            log.warning("model %s served without its drift flags: %s", model_id, error.detail)
             return model
         model.drift = DriftSummary(
             since=report.since,

@@ -45,14 +45,18 @@ final: no transition leaves them.
 """
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from redis import Redis
 
+from app.core.blobs import UNREADABLE, DocumentUnwritable, brief
 from app.core.config import Settings
+from app.core.errors import FieldFault, Unreadable
 from app.core.job_documents import (
     ACTIVE,
     CANCELED,
@@ -70,6 +74,8 @@ from app.core.keys import Keys
 from app.core.queues import rq_job_id
 from app.core.replies import members, scored_members, text
 from app.core.tenants import DEFAULT_TENANT
+
+log = logging.getLogger(__name__)
 
 ADMISSION_GRACE_SECONDS = 60  # an admitted job's record is written right after; until then it is not pruned
 _GUARDED_WRITE = """
@@ -158,11 +164,43 @@ return {1, units, own}
 
 
 def _encode(value) -> str:
-    return json.dumps(to_jsonable_python(value), separators=(",", ":"))
+    # allow_nan=False: a non-finite number, which JSON has no word for (and JobRecord refuses), is never written
+    return json.dumps(to_jsonable_python(value), separators=(",", ":"), allow_nan=False)
 
 
-def _decode(raw: Mapping[bytes | str, bytes | str]) -> JobRecord | None:
-    return JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()}) if raw else None
+def _fields(record: JobRecord) -> dict:
+    """The record's hash fields, written only where they read back as the record (``_decode``'s model)."""
+    fields = {k: _encode(v) for k, v in record.model_dump(mode="json").items()}
+    try:
+        JobRecord.model_validate({k: json.loads(v) for k, v in fields.items()})
+    except ValidationError as error:
+        raise DocumentUnwritable(f"the record of job {record.id} would not read back: {brief(error)}") from error
+    return fields
+
+
+def _decode(raw: Mapping[bytes | str, bytes | str], job_id: str = "") -> JobRecord | None:
+    """The record of a job's hash (None: no such hash); Unreadable (its tenant where that field reads) where the
+    hash does not read as a JobRecord: damaged in Redis, or written before a check its model makes."""
+    if not raw:
+        return None
+    try:
+        return JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()})
+    except ValueError as error:  # a ValidationError, or a field that is not JSON
+        raise _unreadable(job_id, raw, error) from error
+
+
+def _unreadable(job_id: str, raw: Mapping[bytes | str, bytes | str], error: Exception) -> Unreadable:
+    UNREADABLE[JobRecord.__name__] += 1
+    fields = {text(k): v for k, v in raw.items()}
+    try:
+        tenant = json.loads(fields["tenant"]) if "tenant" in fields else DEFAULT_TENANT
+    except ValueError:
+        tenant = None  # whose it is cannot be told: answered to no tenant
+    return Unreadable(
+        f"The stored record of job {job_id} cannot be read ({brief(error)}).",
+        [FieldFault("job_id", f"job {job_id}'s stored record is unreadable", "submit the job again")],
+        tenant=tenant if isinstance(tenant, str) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -190,7 +228,7 @@ class JobRecords:
     def create(self, record: JobRecord) -> None:
         key = self.keys.job(record.id)
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={k: _encode(v) for k, v in record.model_dump(mode="json").items()})
+            pipe.hset(key, mapping=_fields(record))
             pipe.expire(key, self.settings.result_ttl_seconds)
             pipe.zadd(self.keys.all_jobs, {record.id: record.created_at})
             pipe.zadd(self.keys.unfinished_jobs, {record.id: record.created_at})
@@ -199,14 +237,23 @@ class JobRecords:
             pipe.execute()
 
     def get(self, job_id: str) -> JobRecord | None:
-        return _decode(self.redis.hgetall(self.keys.job(job_id)))
+        """The record (None: not found); Unreadable where it cannot be read."""
+        return _decode(self.redis.hgetall(self.keys.job(job_id)), job_id)
 
     def get_many(self, job_ids: list[str]) -> list[JobRecord | None]:
+        """The records (None: not found, or unreadable: logged and counted)."""
         with self.redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
                 pipe.hgetall(self.keys.job(job_id))
             raws = pipe.execute()
-        return [_decode(raw) for raw in raws]
+        records: list[JobRecord | None] = []
+        for job_id, raw in zip(job_ids, raws):
+            try:
+                records.append(_decode(raw, job_id))
+            except Unreadable as error:
+                log.warning("job %s left out: %s", job_id, error.detail)
+                records.append(None)
+        return records
 
     def recent_ids(self, limit: int = 100) -> list[str]:
         return members(self.redis.zrevrange(self.keys.all_jobs, 0, limit - 1))

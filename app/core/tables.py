@@ -19,6 +19,7 @@ each entrance and compares the bits.
 import csv
 import io
 import json
+import math
 import tempfile
 from collections import Counter
 from collections.abc import Collection, Iterator
@@ -70,6 +71,15 @@ CELL_BYTES = 8  # a cell of a table once read: a float64, an int64, a reference 
 MAX_ROWS_NAMED = 10
 # The tree learners compare features in float32: a value beyond its range would become infinite there.
 MAX_ABS_VALUE = float(np.finfo(np.float32).max)
+# Exposures and log-link offsets are factors of a rate: a log-link model answers exp(score + offset) × exposure, and
+# its fit divides the target by exp(offset) × exposure and weights the row by them (the library's
+# Loss.offset_target). Each such factor is held within [1/MAX_ABS_VALUE, MAX_ABS_VALUE], the range of every value of
+# a table: its logarithm within ±MAX_LOG_FACTOR = ln(MAX_ABS_VALUE) ≈ 88.72. float64's exp is finite up to
+# ln(float64's largest) ≈ 709.78, eight times that: a score, a fit's target or weight made of a few such factors
+# cannot overflow (exposure 1e308 was a rate of inf; 1e-320 a target of inf; offset 800 a weight of inf).
+MAX_LOG_FACTOR = math.log(MAX_ABS_VALUE)
+MIN_EXPOSURE, MAX_EXPOSURE = 1.0 / MAX_ABS_VALUE, MAX_ABS_VALUE
+EXPOSURE_RANGE = f"in [{MIN_EXPOSURE:.4g}, {MAX_EXPOSURE:.4g}]"
 # A text cell starting with one of these is a formula to a spreadsheet that opens an export (CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -533,23 +543,36 @@ def _event_flag(value) -> bool | None:
 
 
 def pop_exposure(frame: pd.DataFrame, exposure: str) -> np.ndarray:
-    """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: finite numbers
-    > 0; Invalid naming the column and its first bad row otherwise. A path fits the rate target / exposure with
-    the exposure as row weights."""
+    """The exposure column (the rows' time at risk, or their sum insured), taken out of ``frame``: numbers in
+    [MIN_EXPOSURE, MAX_EXPOSURE] (> 0, and a factor a rate can take without overflowing); Invalid naming the column
+    and its first bad row otherwise. A path fits the rate target / exposure with the exposure as row weights."""
     return _pop_numbers(
-        frame, exposure, "exposure", lambda values: values > 0, "a number > 0",
+        frame, exposure, "exposure", exposure_in_range, f"a number {EXPOSURE_RANGE}",
         "fill these rows with their exposure (> 0)",
     )  # fmt: skip
 
 
 def pop_offset(frame: pd.DataFrame, offset: str) -> np.ndarray:
     """The offset column (a known part of each row's score: the log of an exposure, a prior model's score), taken
-    out of ``frame``: a finite number on every row; Invalid naming the column and its first bad row otherwise. A path
-    fits with it added to every row's score (the library's ``Loss.offset_target``)."""
+    out of ``frame``: a number within ±MAX_ABS_VALUE on every row (a log-link path asks for ±MAX_LOG_FACTOR: job
+    submission checks it); Invalid naming the column and its first bad row otherwise. A path fits with it added to
+    every row's score (the library's ``Loss.offset_target``)."""
     return _pop_numbers(
-        frame, offset, "offset", lambda values: values == values, "a finite number",
-        "fill these rows with their offset (0 adds nothing to the score)",
+        frame, offset, "offset", lambda values: np.abs(values) <= MAX_ABS_VALUE,
+        f"a number within ±{MAX_ABS_VALUE:.4g}", "fill these rows with their offset (0 adds nothing to the score)",
     )  # fmt: skip
+
+
+def exposure_in_range(values: np.ndarray) -> np.ndarray:
+    """Whether each exposure is in [MIN_EXPOSURE, MAX_EXPOSURE] (NaN is not)."""
+    return (values >= MIN_EXPOSURE) & (values <= MAX_EXPOSURE)
+
+
+def max_offset(link: str) -> float:
+    """The largest offset, in absolute value, a model of ``link`` scores or fits with: MAX_LOG_FACTOR for the log link
+    (the offset is the logarithm of a factor of the rate), else (squared: an amount added to the prediction) the range
+    of every value of a table."""
+    return MAX_LOG_FACTOR if link == "log" else MAX_ABS_VALUE
 
 
 def _pop_numbers(frame: pd.DataFrame, column_name: str, field: str, valid, must_be: str, fill: str) -> np.ndarray:

@@ -148,7 +148,7 @@ export function batchCard(model, { signal }) {
   const form = h("form", { "aria-label": "Score a file" },
     h("div", { class: "fields" },
       field("File to score", file, { name: "file", wide: true, help: "CSV (a header line of column names) or Parquet, in the "
-        + "training table's original columns; extra columns are ignored" }),
+        + "training table's original columns, each once (its exposure, offset and id columns may be there too; no other)" }),
       field("Rows per chunk", chunkRows, { name: "chunk_rows", help: "each chunk is one job on the workers" }),
       field("Id column", idColumn, { name: "id_column", help: "a column copied into the result beside row, to match rows" }),
       survival ? field("Survival at times", times, { name: "times", help: "S(t | x) at these times (comma-separated), up to "

@@ -191,7 +191,7 @@ def test_a_batch_is_canceled_from_the_model_page(served, browser, model, tmp_pat
         page = new_page(browser, errors)
         sign_in(page, unserved.base_url, f"/dashboard/models/{model['id']}")
         path, _ = features_csv(tmp_path / "rows.csv")
-        score_file(page, path, **{"Rows per chunk": "100"})
+        score_file(page, path, **{"Rows per chunk": "100", "Id column": "key"})  # the file's key: no column unscored
         cancel = page.locator("#batch").get_by_role("button", name="Cancel")
         expect(cancel).to_be_visible()
         expect(page.locator("#batch .status")).to_have_text("queued")

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
+from pydantic import FiniteFloat, ValidationError
 
 from app.api.batch_schemas import BatchDatasetRequest, BatchLinks, BatchProgressView, BatchView
 from app.api.deps import CoreDep, CpuDep, TenantDep
@@ -103,7 +103,7 @@ async def submit_batch(
         int | None, Query(ge=1, le=10_000_000, description="rows per chunk job (default FIRE_BATCH_CHUNK_ROWS)")
     ] = None,
     times: Annotated[
-        list[float] | None,
+        list[FiniteFloat] | None,
         Query(
             description="a Cox model: add S(t | x) at each of these times (repeat the parameter), each from 0 to the "
             "last follow-up time of the model's training rows"

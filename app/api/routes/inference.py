@@ -38,7 +38,7 @@ from app.api.routes.health import require_redis_answers
 from app.api.routes.registered_models import NamePath, latest
 from app.api.scoring import run_scoring
 from app.core.container import Core
-from app.core.model_scoring import ScoringModel, check_times, score_rows
+from app.core.model_scoring import Rows, ScoringModel, check_times, score_rows
 from app.core.registry import ModelRef
 
 EXTENSIONS = ["binary_tensor_data"]
@@ -134,7 +134,7 @@ def score_inference(
     times = survival_times(request)
     check_times(scoring, times, "parameters.times")
     scores = score_rows(
-        scoring, lambda names: (table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times, core.monitor
+        scoring, lambda names: Rows(table, n_rows, "inputs"), False, core.settings.max_scoring_rows, times, core.monitor
     )
     return answer(scores, scoring, request.id, outputs)
 

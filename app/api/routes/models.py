@@ -7,6 +7,7 @@ from app.api.problems import problem_responses
 from app.api.schemas import PredictResponse, PromoteRequest
 from app.api.scoring import scoring_route
 from app.core.drift import DriftThresholds
+from app.core.drift_store import LATEST_TIME
 from app.core.model_documents import ModelInfo, ModelSummary
 from app.core.monitoring import DriftReport
 
@@ -69,9 +70,17 @@ def model_drift(
     core: CoreDep,
     tenant: TenantDep,
     since: Annotated[
-        float | None, Query(description="Unix seconds; default: until - FIRE_DRIFT_SUMMARY_SECONDS (a day)")
+        float | None,
+        Query(
+            ge=0,
+            le=LATEST_TIME,
+            allow_inf_nan=False,
+            description="Unix seconds; default: until - FIRE_DRIFT_SUMMARY_SECONDS (a day)",
+        ),
     ] = None,
-    until: Annotated[float | None, Query(description="Unix seconds; default: now")] = None,
+    until: Annotated[
+        float | None, Query(ge=0, le=LATEST_TIME, allow_inf_nan=False, description="Unix seconds; default: now")
+    ] = None,
     source: Annotated[Literal["live", "batch"] | None, Query(description="live or batch rows (default: both)")] = None,
 ):
     return core.monitoring.report(model_id, tenant=tenant, since=since, until=until, source=source)
