@@ -6,6 +6,7 @@ Path and forest settings are the library's own ``PathSpec`` and ``ForestSpec`` (
 the dataclasses they are, so their checks run on every read).
 """
 
+import math
 from dataclasses import fields
 from typing import Annotated, Any, Literal, get_args
 
@@ -132,8 +133,14 @@ _STEP_FIELDS = {field.name for field in fields(PathStep)}
 
 
 def step_values(step: PathStep, model: type[Document]) -> dict[str, Any]:
-    """The fields of ``model`` that a path step has (rule count, losses, metrics), as ``model``'s keywords."""
-    return {name: getattr(step, name) for name in model.model_fields if name in _STEP_FIELDS}
+    """The fields of ``model`` that a path step has (rule count, losses, metrics), as ``model``'s keywords; a figure
+    that is not a finite number (a validation loss that overflowed on rows far from the training ones) as None, no
+    figure: a document holds no number JSON has no word for."""
+    return {name: _finite(getattr(step, name)) for name in model.model_fields if name in _STEP_FIELDS}
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class ReadableMetrics(Document):

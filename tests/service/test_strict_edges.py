@@ -547,6 +547,21 @@ def test_a_dataset_or_result_that_cannot_be_read_is_a_409_of_its_own_and_the_sam
     assert world.client.get(f"/v1/models/{world.model['id']}", headers=ALICE).status_code == 200
 
 
+def test_a_step_figure_that_is_not_finite_is_recorded_as_none_not_refused(world):
+    """A validation loss that overflowed (the library's one-SE rule takes NaN thresholds) is no figure: progress and
+    summaries hold None there, and the job goes on, rather than a document JSON cannot hold."""
+    from dataclasses import replace
+
+    from app.core.job_documents import PathSummary, Progress, step_values
+
+    step = world.core.job_results.path_result(world.job_ids["visits"], tenant="alice").steps[0]
+    overflowed = replace(step, val_loss=math.inf, val_mae=math.nan)
+    progress = Progress(phase="path", **step_values(overflowed, Progress))
+    assert progress.val_loss is None and progress.val_mae is None and progress.train_loss == step.train_loss
+    summary = PathSummary(n_steps=1, selected=0, stop_reason="end", **step_values(overflowed, PathSummary))
+    assert summary.val_loss is None
+
+
 def test_a_document_that_would_not_read_back_is_never_written(world):
     """Validated on write with the model its readers read it with: a value that would be stored as something else
     (a non-finite number as null) is refused before anything is stored."""
