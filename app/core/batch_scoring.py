@@ -55,7 +55,7 @@ from app.core.model_scoring import Rows, ScoringModel, check_times, column_fault
 from app.core.models import ModelStore
 from app.core.records import JobRecords
 from app.core.registry import ModelRef
-from app.core.tables import parquet_inflated_bytes
+from app.core.tables import EXPOSURE_RANGE, MAX_ABS_VALUE, exposure_in_range, max_offset, parquet_inflated_bytes
 from solver.encoding import TableEncoding
 
 OutputFormat = Literal["parquet", "csv"]
@@ -429,21 +429,32 @@ def _located(error: Invalid, scoring: ScoringModel, table: dict, first_row: int)
     parts = []
     categories = {column.name: set(column.categories) for column in scoring.encoding.columns if column.categories}
     for fault in error.faults:
-        column = fault.field.split(".", 1)[1] if "." in fault.field else fault.field
+        if "." not in fault.field:  # rows of the chunk, no column (score_rows' guard of a score that is not finite)
+            parts.append(f"the chunk from row {first_row}: {fault.message}; {fault.fix}")
+            continue
+        column = fault.field.split(".", 1)[1]
         row = None
         values = table.get(column)
         if column in categories and values is not None:
             known = categories[column]
             row = next((r for r, value in enumerate(values) if value is not None and str(value) not in known), None)
         elif values is not None and isinstance(values, np.ndarray) and values.dtype == np.float64:
-            finite = np.isfinite(values) | np.isnan(values)  # a missing value is no fault
-            if column == scoring.exposure:  # score_rows names the chunk's row: the file's is named here
-                finite &= np.isnan(values) | (values > 0)
-            bad = np.flatnonzero(~finite)
+            # score_rows names the chunk's row: the file's is named here, by score_rows' own bounds
+            if column == scoring.exposure:
+                fine = exposure_in_range(values)
+            elif column == scoring.offset:
+                fine = np.abs(np.nan_to_num(values, nan=0.0)) <= max_offset(scoring.ensemble.link)
+            else:
+                fine = np.isnan(values) | (np.abs(values) <= MAX_ABS_VALUE)  # a missing value is no fault
+            bad = np.flatnonzero(~fine)
             row = int(bad[0]) if len(bad) else None
         message = fault.message
         if row is not None and column in scoring.row_columns:
-            message = f"not a valid {'exposure (> 0)' if column == scoring.exposure else 'offset (finite)'}"
+            message = (
+                f"not a valid exposure (a number {EXPOSURE_RANGE})"
+                if column == scoring.exposure
+                else f"not a valid offset (within ±{max_offset(scoring.ensemble.link):.4g})"
+            )
         value = None if row is None or values is None else values[row]
         value = value.item() if isinstance(value, np.generic) else value
         where = "" if row is None else f" row {first_row + row} has {value!r}:"

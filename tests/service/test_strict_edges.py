@@ -22,6 +22,7 @@ from collections import Counter
 import fakeredis
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
@@ -31,6 +32,7 @@ from schemathesis import GenerationMode
 
 import worker.tasks
 from app.core import blobs
+from app.core.batch_scoring import BatchRowsInvalid, score_chunk
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.drift_store import LATEST_TIME
@@ -320,6 +322,21 @@ def test_scoring_refuses_exposures_and_offsets_beyond_their_bounds_naming_the_co
     assert all(math.isfinite(value) for value in no_infinity(answered.text)["predictions"])
 
 
+def test_a_batch_chunk_refuses_the_same_bounds_naming_the_column_and_the_file_s_row(world):
+    scoring = world.core.models.scoring_model(world.rates["id"], "alice")
+    rows = {"a": [0.1] * 3, "b": [0.2] * 3, "c": [0.3] * 3, "expo": [1.0] * 3, "lo": [0.0] * 3}
+    for column, value, said in [
+        ("expo", 1e308, f"column 'expo': row 1001 has 1e+308: not a valid exposure (a number in [{MIN_EXPOSURE:.4g}"),
+        ("expo", 1e-320, "column 'expo': row 1001 has 1e-320: not a valid exposure"),
+        ("lo", 800.0, f"column 'lo': row 1001 has 800.0: not a valid offset (within ±{MAX_LOG_FACTOR:.4g})"),
+    ]:
+        chunk = pa.table({**rows, column: [rows[column][0], value, rows[column][0]]})
+        with pytest.raises(BatchRowsInvalid) as refused:
+            score_chunk(scoring, chunk, first_row=1000)
+        assert said in str(refused.value), str(refused.value)
+    assert len(score_chunk(scoring, pa.table(rows), first_row=1000).table) == 3
+
+
 def test_a_score_that_is_not_finite_is_a_422_naming_its_rows_never_infinity(world):
     """The guard behind the bounds: a model whose score overflows its link (a count model of intercept 800, written
     here straight into the store) answers a 422 naming the rows on every scoring route, never ``Infinity``."""
@@ -340,6 +357,9 @@ def test_a_score_that_is_not_finite_is_a_422_naming_its_rows_never_infinity(worl
         f"/v1/models/{document.id}/predict", content="a,b,c\n0.1,0.2,0.3\n", headers={**ALICE, **CSV}
     )
     assert_problem(csv, 422, "body.csv")
+    chunk = pa.table({"a": [0.1] * 2, "b": [0.2] * 2, "c": [0.3] * 2})  # a batch's chunk fails naming the rows
+    with pytest.raises(BatchRowsInvalid, match=r"the chunk from row 500: rows 0, 1: prediction inf"):
+        score_chunk(world.core.models.scoring_model(document.id, "alice"), chunk, first_row=500)
 
 
 # ---- item 9: one column rule; settings that cannot apply ----------------------------------------------------------
