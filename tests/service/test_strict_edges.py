@@ -36,6 +36,7 @@ from app.core.batch_scoring import BatchRowsInvalid, score_chunk
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.drift_store import LATEST_TIME
+from app.core.job_documents import JobRecord
 from app.core.tables import MAX_EXPOSURE, MAX_LOG_FACTOR, MIN_EXPOSURE
 from app.main import create_app
 from tests.support.data import ABALONE
@@ -81,8 +82,8 @@ class World:
         assert response.status_code in (200, 201), response.text
         return response.json()["id"]
 
-    def run(self, response) -> dict:
-        """Run the job a 202 answered (its record's kind) in this process, and read it back."""
+    def run(self, response) -> JobRecord:
+        """Run the job a 202 answered (its record's kind) in this process, and read its record back."""
         assert response.status_code == 202, response.text
         record = self.core.records.get(response.json()["id"])
         task = {"train": worker.tasks.train_forest, "path": worker.tasks.run_path}[record.kind]
@@ -135,7 +136,8 @@ def world():
 
 
 def raw_json(client: TestClient, method: str, url: str, text: str, key: dict = ALICE):
-    """A request whose JSON body is ``text`` as written (1e400, Infinity and NaN are JSON no client library sends)."""
+    """A request whose JSON body is ``text`` as written: 1e400 (JSON that parsers read as infinite), and Python's
+    Infinity and NaN (no JSON), which an encoder refuses to send."""
     return client.request(method, url, content=text.encode(), headers={**key, **JSON})
 
 
@@ -172,7 +174,9 @@ def test_a_threshold_that_is_not_a_finite_number_of_its_type_is_a_422_at_its_fie
 ):
     url = f"/v1/models/{world.model['id']}/monitoring"
     key = world.core.models.drift.keys.model_monitoring(world.model["id"])
+    assert world.client.put(url, json={"psi": 0.3, "min_rows": 50}, headers=ALICE).status_code == 200
     before, stored = world.client.get(url, headers=ALICE).json(), world.stored(key)
+    assert stored is not None and before["psi"] == 0.3
     problem = assert_problem(raw_json(world.client, "PUT", url, f'{{"{field}": {text}}}'), 422, f"body.{field}")
     assert [error["field"] for error in problem["errors"]] == [f"body.{field}"]
     assert world.client.get(url, headers=ALICE).json() == before and world.stored(key) == stored
@@ -470,6 +474,16 @@ def test_thresholds_that_cannot_be_read_degrade_only_their_model_s_drift_and_mon
     document = world.client.get(f"/v1/models/{model['id']}", headers=ALICE)
     assert document.status_code == 200 and document.json()["drift"] is None, document.text
     scored_and_counted(world, model, ALICE)  # scoring goes on (not counted while its settings are unread)
+    inputs = [
+        {"name": name, "shape": [1], "datatype": "BYTES" if name == "Sex" else "FP64", "data": [value]}
+        for name, value in ABALONE_ROW.items()
+    ]
+    infer = world.client.post("/v2/models/abalone/infer", json={"inputs": inputs}, headers=ALICE)
+    assert infer.status_code == 200, infer.text
+    files = {"file": ("a.csv", pd.DataFrame([ABALONE_ROW]).to_csv(index=False).encode(), "text/csv")}
+    batch = world.client.post(f"/v1/models/{model['id']}/batch", files=files, headers=ALICE)
+    assert batch.status_code == 202, batch.text  # its chunks score as ever (score_chunk reads no thresholds)
+    world.client.post(f"/v1/models/batch/{batch.json()['id']}/cancel", headers=ALICE)
     text = metrics(world)
     assert drift_series_of(text, other) and not drift_series_of(text, model), text
     assert blobs.UNREADABLE["DriftThresholds"] > counted
