@@ -79,12 +79,19 @@ def dice(a: set | frozenset, b: set | frozenset) -> float:
 def half_sample_pairs(n_rows: int, n_pairs: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """``n_pairs`` random splits of ``n_rows`` rows into two disjoint halves (sorted rows; the first half gets the
     odd row), each pair drawn from its own stream of ``seed``."""
-    pairs = []
-    for k in range(n_pairs):
-        order = np.random.default_rng([seed, k]).permutation(n_rows)
-        half = (n_rows + 1) // 2
-        pairs.append((np.sort(order[:half]), np.sort(order[half:])))
-    return pairs
+    return [_halves(n_rows, k, seed) for k in range(n_pairs)]
+
+
+def half_sample(n_rows: int, resample: int, seed: int) -> np.ndarray:
+    """The rows of resample fit ``resample`` alone: half ``resample % 2`` of pair ``resample // 2`` of
+    ``half_sample_pairs`` (a fit each, run apart: the service runs each as a job of its own)."""
+    return _halves(n_rows, resample // 2, seed)[resample % 2]
+
+
+def _halves(n_rows: int, pair: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.random.default_rng([seed, pair]).permutation(n_rows)
+    half = (n_rows + 1) // 2
+    return np.sort(order[:half]), np.sort(order[half:])
 
 
 def check_resamples(n_resamples, field: str = "stability_resamples") -> int:

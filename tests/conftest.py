@@ -94,8 +94,15 @@ TEST_MARKERS = {
         "test_only_the_model_s_tenant_sees_its_batch_jobs_and_results": "slow",
         "test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes": "slow",
     },
+    "service/test_batch_scale.py": {  # 10,000 chunks submitted, canceled and deleted; batches on the workers
+        "test_a_batch_of_ten_thousand_chunks_is_answered_in_seconds_and_canceled_twice": "slow",
+        "test_drift_counts_the_rows_a_batch_delivered_and_none_of_one_that_failed_or_was_canceled": "slow",
+    },
     "service/test_bounded_uploads.py": {  # starts `fire-rules serve` and sends it 16 gzip bombs
         "test_gzip_bombs_on_every_route_are_refused_with_the_api_under_600_mb": "slow",
+    },
+    "service/test_parents.py": {  # a cross-validation's folds, fits and refit in this process
+        "test_stability_fits_as_cells_give_the_librarys_serial_stability_bit_for_bit[cross-validation]": "slow",
     },
     "service/test_cross_validation.py": {
         "test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes": "slow",

@@ -6,7 +6,7 @@ from typing import Any
 
 from app.core.batch_scoring import BatchRowsInvalid, score_chunk
 from app.core.job_documents import SUCCEEDED, BatchChunkSpec, BatchJobSpec, BatchSummary, JobRecord
-from worker.tasks import JobCanceled, JobRun, _finished_cells
+from worker.tasks import JobCanceled, JobRun, _ended_cells
 
 
 class BatchFailed(Exception):
@@ -45,11 +45,8 @@ def score_batch_chunk(job_id: str, attempt: int) -> None:
                 raise
         run.check_cancel()
         with run.timed("store"):
-            parts.put_output(spec.batch_id, spec.chunk, scored.table)
-            # the chunk's rows in the model's drift windows, as batch rows: counted once stored, so that a chunk
-            # that fails counts nothing (a work horse has no counting thread: it adds them to Redis at once)
-            run.core.monitor.record(scoring, scored.X, "batch")
-            run.core.monitor.flush()
+            # the rows' drift counts beside them: the batch adds its chunks' once it succeeded (collect_batch)
+            parts.put_output(spec.batch_id, spec.chunk, scored.table, run.core.monitor.counts(scoring, scored.X))
         run.succeed(
             BatchSummary(
                 n_rows=scored.table.num_rows,
@@ -61,14 +58,13 @@ def score_batch_chunk(job_id: str, attempt: int) -> None:
 
 
 def collect_batch(job_id: str, attempt: int) -> None:
-    """Parent of a batch: once every chunk finished, succeed (the chunks' scored rows are the result) or fail with
-    the first failed chunk's error, deleting every scored part (a failed batch has no result)."""
+    """Parent of a batch, queued once every chunk ended: succeed (the chunks' scored rows are the result, their
+    rows counted in the model's drift) or fail with the first failed chunk's error, deleting every scored part and
+    count (a failed batch has no result and counts nothing)."""
     with JobRun[Any](job_id, attempt, BatchJobSpec) as run:
         if not run.claimed:
             return
-        cells = _finished_cells(run)
-        if cells is None:
-            return
+        cells = _ended_cells(run, run.record.cells or [])
         spec: BatchJobSpec = run.spec
         parts = run.core.batches.parts
         parts.delete_inputs(job_id, spec.n_chunks)
@@ -77,6 +73,12 @@ def collect_batch(job_id: str, attempt: int) -> None:
             raise BatchFailed(_failure(cells))
         first = next(cell for cell in cells if isinstance(cell.spec, BatchChunkSpec) and cell.spec.chunk == 0)
         columns = first.summary.columns if isinstance(first.summary, BatchSummary) else []
+        run.check_cancel()
+        with run.timed("count"):  # once: a run of this batch again (its worker died) adds nothing more
+            keys = run.core.batches.keys
+            counts = parts.counts(job_id, spec.n_chunks)
+            run.core.monitor.add_delivered(spec.model_id, counts, once=keys.batch_counted(job_id))
+            parts.delete_counts(job_id, spec.n_chunks)
         run.succeed(
             BatchSummary(n_rows=spec.n_rows, n_chunks=spec.n_chunks, columns=columns, output_format=spec.output_format)
         )

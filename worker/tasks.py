@@ -40,14 +40,14 @@ from app.core.job_documents import (
     TrainSummary,
     step_values,
 )
-from app.core.records import now
+from app.core.job_lifecycle import cells_of
+from app.core.records import Ended, now
 from solver import RuleEnsemble, TreeEnsemble, threads
 from solver.cross_validation import common_steps, fold_rows
 from solver.fitting import (
     RuleFit,
     cross_validation_grid,
     fit_fold,
-    fit_half_samples,
     fit_rules,
     refit_cross_validated,
 )
@@ -55,7 +55,7 @@ from solver.fitting import train_forest as train_ensemble
 from solver.losses.cox import kaplan_meier
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec
-from solver.stability import check_resamples, reference_cuts, rule_stability
+from solver.stability import half_sample, reference_cuts, rule_stability
 
 PROGRESS_INTERVAL_SECONDS = 0.1
 SpecT = TypeVar("SpecT", bound=TrainJobSpec | PathJobSpec)  # the spec a job function runs
@@ -101,7 +101,7 @@ class JobRun(Generic[SpecT]):
         if record is None:
             return self
         self.record = record
-        cells = self.records.get_many(record.cells) if record.cells else []
+        cells = self.records.get_many(cells_of(record))
         self.timings.update(waits(record, started, [cell for cell in cells if cell is not None]))
         self.deadline = started + self.core.settings.job_timeout
         # the claim starts the job's heartbeat; FireWorker keeps it fresh from here on
@@ -114,15 +114,13 @@ class JobRun(Generic[SpecT]):
         if not self.claimed:
             return False
         self.records.stop_beating(self.job_id)
-        try:
-            return self._record_outcome(exc_type, exc)
-        finally:
-            self._count_in_parent()
+        return self._record_outcome(exc_type, exc)
 
     def _record_outcome(self, exc_type, exc) -> bool:
         """The job's end where it did not succeed (canceled or failed); whether the exception is handled."""
         if exc_type is JobCanceled:
-            self.records.cancel(self.job_id, Progress(phase="canceled"), attempt=self.attempt, timings=self.timings)
+            canceled = Progress(phase="canceled")
+            self._ended(self.records.cancel(self.job_id, canceled, attempt=self.attempt, timings=self.timings))
             return True
         if exc is not None:
             error = JobError(type=exc_type.__name__, detail=str(exc))
@@ -134,22 +132,14 @@ class JobRun(Generic[SpecT]):
                         f"(in phase {self.current_phase!r}); it was stopped"
                     ),
                 )
-            self.records.fail(self.job_id, self.attempt, error, timings=self.timings)
+            self._ended(self.records.fail(self.job_id, self.attempt, error, timings=self.timings))
         return False  # re-raise: RQ records the traceback too
 
-    def _count_in_parent(self) -> None:
-        """A fold or a grid cell that ended: its parent, queued behind its cells, counts those not ended yet (a
-        batch chunk's parent counts its chunks from their results)."""
-        parent_id = self.record.parent_id
-        if parent_id is None or not isinstance(self.record.spec, PathJobSpec):
-            return
-        parent = self.records.get(parent_id)
-        if parent is None or not parent.cells:
-            return
-        cells = self.records.get_many(parent.cells)
-        unfinished = sum(1 for cell in cells if cell is None or cell.status not in TERMINAL)
-        phase = "folds" if parent.kind == "cv" else "cells"
-        self.records.report_cells(parent_id, Progress(phase=phase, unfinished=unfinished))
+    def _ended(self, ended: Ended | None) -> None:
+        """This job ended (``ended``: where the transition applied): queue the jobs that waited for it and for
+        nothing else any more (its parent once its last cell ended, the cells of a training job)."""
+        if ended is not None:
+            self.core.jobs.queue_ready(ended.ready)
 
     @property
     def spec(self) -> SpecT:
@@ -225,32 +215,39 @@ class JobRun(Generic[SpecT]):
         progress = (self.path_progress or record.progress).model_copy(
             update={"phase": "done", "fit": record.progress.fit, "n_fits": record.progress.n_fits}
         )
-        self.records.succeed(
-            self.job_id,
-            self.attempt,
-            summary=summary,
-            cache_hit=cache_hit,
-            timings=self.timings,
-            progress=progress,
-            finished_at=finished,
+        self._ended(
+            self.records.succeed(
+                self.job_id,
+                self.attempt,
+                summary=summary,
+                cache_hit=cache_hit,
+                timings=self.timings,
+                progress=progress,
+                finished_at=finished,
+            )
         )
 
 
 def waits(record: JobRecord, started: float, cells: list[JobRecord]) -> dict[str, float]:
     """The waits of a job claimed at ``started``: ``queue_wait``, the time before it started (from its queueing).
 
-    A parent (a cross-validation, a grid, a batch) is queued behind its ``cells`` and runs once they have ended:
-    its work started with its first cell. Its ``queue_wait`` runs from its submission to that start, ``folds``
-    (``cells``) from there to the last cell's end (the cells run side by side), and ``wait_after_folds``
-    (``wait_after_cells``) from that end to the parent's own start; the three add up to ``started - created_at``.
+    A parent (a cross-validation, a grid, a batch, a path that measures stability) is recorded with its ``cells``
+    (``cells_of``: its cells and its stability fits) and queued once they have ended: its work started with its first
+    cell. Its ``queue_wait`` runs from its submission to that start, then from there to the last cell's end (the cells
+    run side by side): ``folds`` (a cross-validation with folds only), ``stability_fits`` (a path with those only) or
+    ``cells``; then ``wait_after_folds`` (``wait_after_stability_fits``, ``wait_after_cells``) from that end to its
+    own start. The three add up to ``started - created_at``.
     """
     ran = [cell for cell in cells if cell.started_at is not None and cell.finished_at is not None]
-    if not record.cells or len(cells) < len(record.cells) or len(ran) < len(cells):
-        # no cells, or some not ended (the parent hands itself back) or never started (canceled while queued)
+    if not cells_of(record) or len(cells) < len(cells_of(record)) or len(ran) < len(cells):
+        # no cells, or some gone (deleted) or never started (canceled while queued)
         return {"queue_wait": max(0.0, started - record.queued_at)}
     first = min(cell.started_at for cell in ran if cell.started_at is not None)
     last = max(cell.finished_at for cell in ran if cell.finished_at is not None)
-    name = "folds" if record.kind == "cv" else "cells"
+    if not record.stability_fits:
+        name = "folds" if record.kind == "cv" else "cells"
+    else:
+        name = "cells" if record.cells else "stability_fits"
     return {"queue_wait": first - record.created_at, name: last - first, f"wait_after_{name}": started - last}
 
 
@@ -310,7 +307,7 @@ class _PathData:
     dataset: Any
     X_val: np.ndarray | None
     y_val: np.ndarray | None
-    leaves: np.ndarray
+    leaves: np.ndarray | None  # None: a stability fit's (its forest is its own)
     val_leaves: np.ndarray | None
     cache_hit: bool
     # the exposure and offset weights, where the dataset has those columns (y is then the rate, and the library's
@@ -353,6 +350,7 @@ def run_path(job_id: str, attempt: int) -> None:
         if not run.claimed:
             return
         spec = run.spec
+        _check_cells(run, _ended_cells(run, run.record.stability_fits or []), "stability fit")
         forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
         data = _load_path_data(run, forest)
         if spec.fold is not None:
@@ -375,7 +373,7 @@ def run_path(job_id: str, attempt: int) -> None:
                 callback=partial(run.on_step, spec.path),
             )
         if _path_finished(run):
-            _store_fit(run, forest, data, fit)
+            _store_fit(run, data, fit)
 
 
 def _fold_forest(spec: PathJobSpec, forest: TreeEnsemble):
@@ -414,21 +412,15 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
 
 
 def collect_folds(job_id: str, attempt: int) -> None:
-    """Parent of a cross-validated path: waits for every fold (re-queued behind retried ones, as a grid's parent),
-    then refits on all the rows over the steps every fold reached, each step holding the folds' means
-    (solver.fitting.refit_cross_validated), and stores it as a path job stores its fit."""
+    """Parent of a cross-validated path, queued once every fold and stability fit ended: refits on all the rows over
+    the steps every fold reached, each step holding the folds' means (solver.fitting.refit_cross_validated), and
+    stores it as a path job stores its fit (the stability measured on the fits' rules)."""
     with JobRun(job_id, attempt, PathJobSpec) as run:
         if not run.claimed:
             return
-        cells = _finished_cells(run)
-        if cells is None:
-            return
-        failed = [cell for cell in cells if cell.status != SUCCEEDED]
-        if failed:
-            raise RuntimeError(
-                "a fold of the cross-validation did not succeed: "
-                + "; ".join(f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in failed)
-            )
+        cells = _ended_cells(run, run.record.cells or [])
+        _check_cells(run, cells, "fold")
+        _check_cells(run, _ended_cells(run, run.record.stability_fits or []), "stability fit")
         folds = sorted((_path_result(run, cell.id) for cell in cells), key=lambda r: r.parameters.fold or 0)
         spec = run.spec
         forest = _stored_or_trained_forest(run, spec.forest_id, spec.recipe)
@@ -450,29 +442,69 @@ def collect_folds(job_id: str, attempt: int) -> None:
                 **shared,
             )
         if _path_finished(run):
-            _store_fit(run, forest, data, fit, cache_hit=data.cache_hit and all(c.cache_hit for c in cells))
+            _store_fit(run, data, fit, cache_hit=data.cache_hit and all(c.cache_hit for c in cells))
 
 
-def _finished_cells(run: JobRun[Any]) -> list[JobRecord] | None:
-    """The cells of a parent job (a grid's, a cross-validation's folds) once every one is finished; None where some
-    are not (the parent is handed back to the queue behind them: a lost cell reads as running until the API's
-    watchdog retries it)."""
-    if run.record.cells is None:
-        raise RuntimeError(f"job {run.job_id} has no cells")
-    cells = [run.core.jobs.read(cell_id) for cell_id in run.record.cells]
-    unfinished = [cell for cell in cells if cell.status not in TERMINAL]
-    if unfinished:
-        requeued = run.records.continue_later(run.record, len(unfinished))
-        if requeued is not None:
-            run.core.jobs.enqueue(requeued, depends_on=[cell.rq_job_id for cell in unfinished])
-        run.claimed = False  # handed back to the queue, not finished
-        return None
+def _ended_cells(run: JobRun[Any], cell_ids: list[str]) -> list[JobRecord]:
+    """The cells of a parent job (a grid's cells, a cross-validation's folds, a batch's chunks, stability fits),
+    every one ended: a parent is queued only once the last of them ended (app/core/records.py)."""
+    cells = [cell for cell in run.records.get_many(cell_ids) if cell is not None]
+    unfinished = [cell.id for cell in cells if cell.status not in TERMINAL]
+    if unfinished or len(cells) < len(cell_ids):
+        raise RuntimeError(
+            f"job {run.job_id} ran before its cells ended: {unfinished[:5]} unfinished, "
+            f"{len(cell_ids) - len(cells)} gone"
+        )
     return cells
 
 
-def _store_fit(
-    run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData, fit: RuleFit, cache_hit: bool | None = None
-) -> None:
+def _check_cells(run: JobRun[Any], cells: list[JobRecord], what: str) -> None:
+    """Every one of ``cells`` (a parent's folds or stability fits) succeeded; else the parent fails naming them."""
+    failed = [cell for cell in cells if cell.status != SUCCEEDED]
+    if failed:
+        raise RuntimeError(
+            f"a {what} of job {run.job_id} did not succeed: "
+            + "; ".join(f"{c.id}: {c.status} {c.error.detail if c.error else ''}" for c in failed)
+        )
+
+
+def run_stability_fit(job_id: str, attempt: int) -> None:
+    """One half-sample fit of a stability measurement (``spec.resample``), a cell of the path that measures it: the
+    library's fit of that half alone (solver.stability.half_sample's rows, as solver.fitting.fit_half fits them: the
+    path's settings, its row weights, its own forest where the path trains one), stored as a path job stores its fit
+    (its steps, and every step's rules: the parent reads the selected step's)."""
+    with JobRun(job_id, attempt, PathJobSpec) as run:
+        if not run.claimed:
+            return
+        spec = run.spec
+        assert spec.resample is not None
+        run.phase("loading")
+        with run.timed("load_data"):
+            X, y, weight = run.core.datasets.load_fit_arrays(spec.dataset_id, spec.path)
+            dataset = run.core.datasets.read(spec.dataset_id)
+            # the forest of a half: trained there from the recipe, or the uploaded forest itself
+            forest = spec.recipe.params if spec.recipe is not None else run.core.forests.load(spec.forest_id)
+        rows = half_sample(len(y), spec.resample, spec.path.random_state)
+        half = _PathData(
+            X[rows], y[rows], dataset, None, None, None, None, False, None if weight is None else weight[rows]
+        )
+        run.start_path("path", spec.path.n_steps)
+        with run.timed("path"):
+            fit = fit_rules(
+                half.X,
+                half.y,
+                spec.path,
+                forest=forest,
+                sample_weight=half.sample_weight,
+                encoding=dataset.encoding,
+                classes=dataset.classes,
+                callback=partial(run.on_step, spec.path),
+            )
+        if _path_finished(run):
+            _store_fit(run, half, fit)
+
+
+def _store_fit(run: JobRun[PathJobSpec], data: _PathData, fit: RuleFit, cache_hit: bool | None = None) -> None:
     """Every step's rules, the stability of the rules where asked, and the path's result."""
     spec = run.spec
     if fit.val_rows is not None:
@@ -488,9 +520,9 @@ def _store_fit(
     run.check_deadline()
     stability = None
     if spec.stability_resamples is not None:
-        run.phase("stability", fit=0, n_fits=spec.stability_resamples)
+        run.phase("stability", fit=spec.stability_resamples, n_fits=spec.stability_resamples)  # every fit ended
         with run.timed("stability"):
-            stability = _rule_stability(run, data, _fold_forest(spec, forest), fit, ensembles)
+            stability = _rule_stability(run, fit, ensembles)
         run.check_deadline()
     cache_hit = data.cache_hit if cache_hit is None else cache_hit
     with run.timed("store"):
@@ -579,23 +611,15 @@ def _cross_validation(fit: RuleFit) -> CrossValidation | None:
     )
 
 
-def _rule_stability(run: JobRun[PathJobSpec], data: _PathData, forest, fit: RuleFit, ensembles) -> RuleStability:
-    """The selection frequency of every step's rules over the job's half-sample fits (solver.stability), each fit
-    as the job's own: its settings, its row weights (exposure, offset), and a forest of its own where the job
-    trains one; progress after each fit."""
-    spec = run.spec
-    assert spec.stability_resamples is not None
-    pairs = fit_half_samples(
-        data.X,
-        data.y,
-        spec.path,
-        check_resamples(spec.stability_resamples),
-        forest=forest,
-        sample_weight=data.sample_weight,
-        encoding=data.dataset.encoding,
-        classes=data.dataset.classes,
-        on_fit=lambda done, total: run.phase("stability", fit=done, n_fits=total),
-    )
+def _rule_stability(run: JobRun[PathJobSpec], fit: RuleFit, ensembles) -> RuleStability:
+    """The selection frequency of every step's rules over the job's half-sample fits (solver.stability), each a
+    stability_fit job that ended before this one: the selected rules of each, in resample order (pairs of halves),
+    conditions binned on the quantile cuts of this fit's training rows."""
+    fits = sorted((_path_result(run, fit_id) for fit_id in run.record.stability_fits or []), key=_resample)
+    if len(fits) != run.spec.stability_resamples or [_resample(f) for f in fits] != list(range(len(fits))):
+        raise RuntimeError(f"job {run.job_id} has not the {run.spec.stability_resamples} stability fits it measures")
+    rules = [_selected_rules(run, half) for half in fits]
+    pairs = list(zip(rules[::2], rules[1::2]))
     cuts = reference_cuts(fit.X_train)
     measured = [rule_stability(ensemble, pairs, cuts) for ensemble in ensembles]
     first = measured[0]
@@ -607,15 +631,25 @@ def _rule_stability(run: JobRun[PathJobSpec], data: _PathData, forest, fit: Rule
     )
 
 
+def _resample(result: PathResultBase) -> int:
+    return -1 if result.parameters.resample is None else result.parameters.resample
+
+
+def _selected_rules(run: JobRun[Any], result: PathResultBase) -> RuleEnsemble:
+    """The rules a stability fit selected, as its job stored them."""
+    rules = run.core.results.step_rules(result.job_id, result.selected)
+    if rules is None:
+        raise RuntimeError(f"the rules of stability fit {result.job_id} expired before job {run.job_id} read them")
+    return rules
+
+
 def collect_grid(job_id: str, attempt: int) -> None:
-    """Parent of a grid: waits for every cell (re-queued behind retried ones), keeps the cell whose selected
-    step is best by the path's own rule (solver.path.best_step)."""
+    """Parent of a grid, queued once every cell ended: keeps the cell whose selected step is best by the path's own
+    rule (solver.path.best_step)."""
     with JobRun(job_id, attempt, GridJobSpec) as run:
         if not run.claimed:
             return
-        cells = _finished_cells(run)
-        if cells is None:
-            return
+        cells = _ended_cells(run, run.record.cells or [])
         done = [cell for cell in cells if cell.status == SUCCEEDED]
         if not done:
             raise RuntimeError(

@@ -5,15 +5,22 @@ pool, the scored rows downloaded as Parquet or CSV.
   schema (Parquet) is checked against the model's columns (a missing column, a type no value of which can be scored:
   :class:`Invalid`, 422), then the rows are read ``chunk_rows`` at a time (``ParquetFile.iter_batches``, pyarrow's
   streaming CSV reader) and each chunk is stored in Redis as an Arrow IPC blob (``Keys.batch_input``). One job per
-  chunk (kind ``batch_chunk``) and a parent (kind ``batch``) queued behind them are recorded as a grid's cells and
-  parent are (``JobLifecycle.create``): retries after a lost worker, cancel and deletion are the jobs' own. Memory is
-  bounded by one chunk, not by the file, in the API and in every worker; no worker reads another's disk.
+  chunk (kind ``batch_chunk``) and a parent (kind ``batch``) that waits for them are recorded as a grid's cells and
+  parent are (``JobLifecycle.create_all``; the last chunk to end queues the parent: app/core/records.py): retries
+  after a lost worker, cancel and deletion are the jobs' own. Chunks are stored, recorded and queued a group at a time
+  (at most ``SUBMIT_CHUNKS`` chunks or ``SUBMIT_BYTES`` of input in a few pipelined round trips), so that a file of
+  10,000 chunks is answered in seconds, and workers start on the first group while the next is read. Memory is
+  bounded by one group of chunks, not by the file, in the API, and by one chunk in every worker; no worker reads
+  another's disk. A chunk is at least FIRE_BATCH_MIN_CHUNK_ROWS rows (422 below: a job's own cost would dominate).
 - A chunk job (``worker/batch.py``) scores its rows with :func:`score_chunk` and stores the scored rows
-  (``Keys.batch_output``). A row that cannot be scored (a number column holding text, an unseen level) fails the
-  chunk with an error naming the column and the file's first bad row, and marks the batch so that later chunks stop
-  early (earlier ones still run: the first bad row of the file is the one named).
-- The parent succeeds once every chunk did; if one failed it fails with that chunk's error, and every scored part
-  is deleted: a failed job has no result, nothing is half-written. The result is streamed part by part
+  (``Keys.batch_output``) and, beside them, its rows' drift counts (``Keys.batch_counts``): the batch adds its
+  chunks' counts to the model's drift once it succeeded, once, so that only rows delivered are counted. A row that
+  cannot be scored (a number column holding text, an unseen level) fails the chunk with an error naming the column
+  and the file's first bad row, and marks the batch so that later chunks stop early (earlier ones still run: the
+  first bad row of the file is the one named).
+- The parent succeeds once every chunk did (and adds their drift counts); if one failed it fails with that chunk's
+  error, and every scored part and count is deleted: a failed job has no result and counts nothing, nothing is
+  half-written. The result is streamed part by part
   (:meth:`BatchScoring.stream_result`).
 
 The scored columns: ``row`` (the row's number in the file, from 0), the ``id_column`` where one is named,
@@ -25,7 +32,7 @@ and ``linear_contributions`` (a model with linear terms): lists in Parquet, JSON
 
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Literal
 
@@ -53,8 +60,9 @@ from app.core.job_submission import JobSubmission
 from app.core.keys import Keys
 from app.core.model_scoring import Rows, ScoringModel, check_times, column_faults, score_rows
 from app.core.models import ModelStore
-from app.core.records import JobRecords
+from app.core.records import BULK, JobRecords
 from app.core.registry import ModelRef
+from app.core.replies import text
 from app.core.tables import EXPOSURE_RANGE, MAX_ABS_VALUE, exposure_in_range, max_offset, parquet_inflated_bytes
 from solver.encoding import TableEncoding
 
@@ -62,6 +70,10 @@ OutputFormat = Literal["parquet", "csv"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("parquet", "csv")
 MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
 CSV_BLOCK_BYTES = 8 * 1024 * 1024  # pyarrow's streaming CSV reader parses this much text at a time
+# a submission stores, records and queues its chunks a group at a time: at most this many chunks, or chunks of at
+# most this many bytes of input (Arrow IPC, before compression; one larger chunk is a group of its own)
+SUBMIT_CHUNKS = BULK
+SUBMIT_BYTES = 16 * 1024 * 1024
 _NUMERIC_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_null)
 _TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_dictionary)
 
@@ -477,7 +489,8 @@ def table_from_bytes(data: bytes) -> pa.Table:
 
 
 class BatchParts:
-    """A batch's chunks in Redis: the input rows of each chunk, its scored rows, and which chunks failed."""
+    """A batch's chunks in Redis: the input rows of each chunk, its scored rows and their drift counts, and which
+    chunks failed."""
 
     def __init__(self, settings: Settings, blobs: BlobStore, redis: Redis):
         self.settings = settings
@@ -485,19 +498,43 @@ class BatchParts:
         self.redis = redis
         self.keys = Keys.from_settings(settings)
 
-    def put_input(self, job_id: str, chunk: int, table: pa.Table) -> None:
-        self.blobs.put(self.keys.batch_input(job_id, chunk), table_bytes(table), self.settings.result_ttl_seconds)
+    def put_inputs(self, job_id: str, chunks: Sequence[tuple[int, bytes]]) -> None:
+        """The input rows of (chunk index, rows as Arrow IPC: ``table_bytes``) pairs, in one transaction."""
+        with self.redis.pipeline(transaction=True) as pipe:
+            for chunk, data in chunks:
+                key = self.keys.batch_input(job_id, chunk)
+                self.blobs.put(key, data, self.settings.result_ttl_seconds, pipeline=pipe)
+            pipe.execute()
 
     def get_input(self, job_id: str, chunk: int) -> pa.Table | None:
         data = self.blobs.get(self.keys.batch_input(job_id, chunk))
         return None if data is None else table_from_bytes(data)
 
-    def put_output(self, job_id: str, chunk: int, table: pa.Table) -> None:
-        self.blobs.put(self.keys.batch_output(job_id, chunk), table_bytes(table), self.settings.result_ttl_seconds)
+    def put_output(self, job_id: str, chunk: int, table: pa.Table, counts: Mapping[str, int] | None) -> None:
+        """A chunk's scored rows and their drift counts (None: its model's rows are not counted), in one transaction:
+        a chunk run again writes both anew, so it never counts twice."""
+        ttl = self.settings.result_ttl_seconds
+        key = self.keys.batch_counts(job_id, chunk)
+        with self.redis.pipeline(transaction=True) as pipe:
+            self.blobs.put(self.keys.batch_output(job_id, chunk), table_bytes(table), ttl, pipeline=pipe)
+            pipe.delete(key)
+            if counts:
+                pipe.hset(key, items=[item for pair in counts.items() for item in pair])
+                pipe.expire(key, ttl)
+            pipe.execute()
 
     def get_output(self, job_id: str, chunk: int) -> pa.Table | None:
         data = self.blobs.get(self.keys.batch_output(job_id, chunk))
         return None if data is None else table_from_bytes(data)
+
+    def counts(self, job_id: str, n_chunks: int) -> Iterator[dict[str, int]]:
+        """The drift counts of each chunk (empty where none were stored), BULK chunks a round trip."""
+        for start in range(0, n_chunks, BULK):
+            with self.redis.pipeline(transaction=False) as pipe:
+                for chunk in range(start, min(start + BULK, n_chunks)):
+                    pipe.hgetall(self.keys.batch_counts(job_id, chunk))
+                for reply in pipe.execute():
+                    yield {text(field): int(value) for field, value in reply.items()}
 
     def mark_failed(self, job_id: str, chunk: int) -> None:
         key = self.keys.batch_failed(job_id)
@@ -509,14 +546,23 @@ class BatchParts:
         return bool(self.redis.zcount(self.keys.batch_failed(job_id), "-inf", f"({chunk}"))
 
     def delete_inputs(self, job_id: str, n_chunks: int) -> None:
-        for chunk in range(n_chunks):
-            self.blobs.delete(self.keys.batch_input(job_id, chunk))
+        for start in range(0, n_chunks, BULK):
+            chunks = range(start, min(start + BULK, n_chunks))
+            self.blobs.delete_all([self.keys.batch_input(job_id, chunk) for chunk in chunks])
+
+    def delete_counts(self, job_id: str, n_chunks: int) -> None:
+        for start in range(0, n_chunks, BULK):
+            chunks = range(start, min(start + BULK, n_chunks))
+            self.redis.unlink(*[self.keys.batch_counts(job_id, chunk) for chunk in chunks])
 
     def delete(self, job_id: str, n_chunks: int) -> None:
+        """Every part of a batch: its inputs, scored rows, counts, failed chunks and counted mark."""
         self.delete_inputs(job_id, n_chunks)
-        for chunk in range(n_chunks):
-            self.blobs.delete(self.keys.batch_output(job_id, chunk))
-        self.redis.unlink(self.keys.batch_failed(job_id))
+        self.delete_counts(job_id, n_chunks)
+        for start in range(0, n_chunks, BULK):
+            chunks = range(start, min(start + BULK, n_chunks))
+            self.blobs.delete_all([self.keys.batch_output(job_id, chunk) for chunk in chunks])
+        self.redis.unlink(self.keys.batch_failed(job_id), self.keys.batch_counted(job_id))
 
 
 @dataclass
@@ -562,10 +608,11 @@ class BatchScoring:
         dataset_id: str | None = None,
     ) -> JobRecord:
         """Check the input against the model, split it into chunks in Redis, and queue a chunk job per chunk and the
-        parent behind them (counted once against the tenant's active jobs)."""
+        parent that waits for them (counted once against the tenant's active jobs)."""
+        chunk_rows = options.chunk_rows or self.settings.batch_chunk_rows
+        self._check_chunk_rows(chunk_rows)
         scoring = self._scoring_model(target, tenant)
         check_times(scoring, options.times, "times")
-        chunk_rows = options.chunk_rows or self.settings.batch_chunk_rows
         if upload is not None:
             names = file_header(upload)
             source = upload.filename or f"upload.{upload.format}"
@@ -587,9 +634,10 @@ class BatchScoring:
         chunks = read_chunks(upload, input_columns(scoring, options.id_column), chunk_rows) if upload else stored
         chunks = bounded_rows(chunks, self.settings)
         cells: list[JobRecord] = []
-        n_rows = 0
+        group: list[tuple[int, int, bytes]] = []  # (chunk, its rows, its rows as Arrow IPC)
+        n_rows = group_bytes = 0
         try:
-            for chunk, table in enumerate(chunks):  # each chunk queued as soon as it is stored: workers start at once
+            for chunk, table in enumerate(chunks):
                 if chunk >= self.settings.max_batch_chunks:
                     raise TooLarge(
                         f"The file has more than {self.settings.max_batch_chunks} chunks of {chunk_rows} rows.",
@@ -599,16 +647,20 @@ class BatchScoring:
                             )
                         ],
                     )
-                self.submission._admit_more(tenant, job_id, 1)  # a work unit each (FIRE_MAX_ACTIVE_UNITS)
-                self.parts.put_input(job_id, chunk, table)
-                cells.append(self._queue_chunk(scoring, options, tenant, job_id, chunk, n_rows, table.num_rows))
-                n_rows += table.num_rows
+                data = table_bytes(table)
+                group.append((chunk, table.num_rows, data))
+                group_bytes += len(data)
+                if len(group) == SUBMIT_CHUNKS or group_bytes >= SUBMIT_BYTES:
+                    cells += self._queue_chunks(scoring, options, tenant, job_id, group, n_rows)
+                    n_rows += sum(rows for _, rows, _ in group)
+                    group, group_bytes = [], 0
+            cells += self._queue_chunks(scoring, options, tenant, job_id, group, n_rows)
+            n_rows += sum(rows for _, rows, _ in group)
             if n_rows == 0:
                 raise Invalid("The file has no rows.", [FieldFault("file", "no rows", "send at least one row")])
         except BaseException:
-            for cell in cells:
-                self.jobs.delete(cell.id, tenant=tenant)
-            self.parts.delete(job_id, len(cells) + 1)
+            self.jobs.remove(cells)
+            self.parts.delete(job_id, len(cells) + len(group))
             self.records.withdraw(tenant, job_id)  # not admitted after all
             raise
         spec = BatchJobSpec(
@@ -624,14 +676,26 @@ class BatchScoring:
             n_rows=n_rows,
             n_chunks=len(cells),
         )
-        return self.jobs.create(
-            "batch",
-            spec,
-            tenant,
-            job_id=job_id,
-            cells=[cell.id for cell in cells],
-            depends_on=[cell.rq_job_id for cell in cells],
-        )
+        parent = self.jobs.new("batch", spec, tenant, job_id=job_id, cells=[cell.id for cell in cells])
+        self.jobs.create_all([(parent, {"batch_chunk": len(cells)})])
+        return parent
+
+    def _check_chunk_rows(self, chunk_rows: int) -> None:
+        """A chunk of fewer rows than FIRE_BATCH_MIN_CHUNK_ROWS would cost its job more than its rows' scoring."""
+        floor = self.settings.batch_min_chunk_rows
+        if chunk_rows < floor:
+            raise Invalid(
+                f"A chunk of {chunk_rows} rows is below the floor of {floor} rows per chunk job.",
+                [
+                    FieldFault(
+                        "chunk_rows",
+                        f"{chunk_rows} rows, fewer than {floor} (FIRE_BATCH_MIN_CHUNK_ROWS): each chunk is a job whose "
+                        "own cost would be more than its rows'",
+                        f"ask for at least {floor} rows per chunk (or leave chunk_rows out: "
+                        f"{self.settings.batch_chunk_rows})",
+                    )
+                ],
+            )
 
     def _scoring_model(self, target: "str | ModelRef", tenant: str) -> ScoringModel:
         """The model a reference names: a model id, else a registered name (its latest version, as ``/predict``
@@ -656,20 +720,37 @@ class BatchScoring:
             missing.detail = f"No model with id or name '{target}'."
             raise missing from None
 
-    def _queue_chunk(
-        self, scoring: ScoringModel, options: BatchOptions, tenant: str, job_id: str, chunk: int, first: int, rows: int
-    ) -> JobRecord:
-        spec = BatchChunkSpec(
-            batch_id=job_id,
-            model_id=scoring.id,
-            chunk=chunk,
-            first_row=first,
-            n_rows=rows,
-            explain=options.explain,
-            times=options.times,
-            id_column=options.id_column,
-        )
-        return self.jobs.create("batch_chunk", spec, tenant, parent_id=job_id)
+    def _queue_chunks(
+        self,
+        scoring: ScoringModel,
+        options: BatchOptions,
+        tenant: str,
+        job_id: str,
+        group: list[tuple[int, int, bytes]],
+        first: int,
+    ) -> list[JobRecord]:
+        """Store a group of chunks (chunk index, rows, the rows as Arrow IPC; ``first``: the file's row of its first)
+        and record and queue a chunk job for each: a few round trips for the group."""
+        if not group:
+            return []
+        self.submission._admit_more(tenant, job_id, len(group))  # a work unit each (FIRE_MAX_ACTIVE_UNITS)
+        self.parts.put_inputs(job_id, [(chunk, data) for chunk, _, data in group])
+        cells = []
+        for chunk, rows, _ in group:
+            spec = BatchChunkSpec(
+                batch_id=job_id,
+                model_id=scoring.id,
+                chunk=chunk,
+                first_row=first,
+                n_rows=rows,
+                explain=options.explain,
+                times=options.times,
+                id_column=options.id_column,
+            )
+            cells.append(self.jobs.new("batch_chunk", spec, tenant, parent_id=job_id))
+            first += rows
+        self.jobs.create_all([(cell, {}) for cell in cells])
+        return cells
 
     # ---- reading -----------------------------------------------------------------------------------------------
 
@@ -681,10 +762,14 @@ class BatchScoring:
         return record
 
     def progress(self, record: JobRecord) -> BatchProgress:
-        cells = [cell for cell in self.records.get_many(record.cells or []) if cell is not None]
-        done = [cell for cell in cells if cell.status == SUCCEEDED]
-        rows = sum(cell.spec.n_rows for cell in done if isinstance(cell.spec, BatchChunkSpec))
-        return BatchProgress(len(done), rows, sum(cell.status == FAILED for cell in cells))
+        """The chunks that succeeded (and their rows) and failed, read from their records' statuses (a chunk's rows:
+        ``chunk_rows``, the last chunk's the rest)."""
+        spec = record.spec
+        assert isinstance(spec, BatchJobSpec)
+        statuses = self.records.statuses(record.cells or [])
+        done = [chunk for chunk, status in enumerate(statuses) if status == SUCCEEDED]
+        rows = sum(min(spec.chunk_rows, spec.n_rows - chunk * spec.chunk_rows) for chunk in done)
+        return BatchProgress(len(done), rows, sum(status == FAILED for status in statuses))
 
     def stream_result(self, job_id: str, *, tenant: str, output_format: OutputFormat | None = None) -> Iterator[bytes]:
         """The scored rows of a succeeded batch job, part by part, as Parquet (a row group per chunk) or CSV (one
@@ -728,7 +813,8 @@ class BatchScoring:
             yield sink.take()
 
     def cancel(self, job_id: str, *, tenant: str) -> JobRecord:
-        """Cancel a queued or running batch job and its chunk jobs, and delete its stored parts."""
+        """Cancel a queued or running batch job and its chunk jobs, and delete its stored parts; a batch canceled
+        already is answered as it is."""
         self.get(job_id, tenant=tenant)
         record = self.jobs.cancel(job_id, tenant=tenant)
         spec = record.spec

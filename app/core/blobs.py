@@ -108,10 +108,12 @@ class BlobStore:
         self.redis = redis
         self.chunk_bytes = chunk_bytes
 
-    def put(self, key: str, data: bytes | memoryview, ttl: int | None = None) -> None:
+    def put(self, key: str, data: bytes | memoryview, ttl: int | None = None, pipeline=None) -> None:
+        """Store ``data`` under ``key``; with a ``pipeline`` (a transaction), as part of it, written when it is."""
         compressed = _codecs.compressor.compress(data)
         chunks = self._chunks(compressed)
-        self._write(key, chunks, {"chunks": len(chunks), "size": len(data), "compressed": len(compressed)}, ttl)
+        header = {"chunks": len(chunks), "size": len(data), "compressed": len(compressed)}
+        self._write(key, chunks, header, ttl, pipeline)
 
     def get(self, key: str) -> bytes | None:
         header = self.redis.get(key)
@@ -148,12 +150,15 @@ class BlobStore:
     def _chunks(self, compressed: bytes) -> list[bytes]:
         return [compressed[i : i + self.chunk_bytes] for i in range(0, len(compressed), self.chunk_bytes)] or [b""]
 
-    def _write(self, key: str, chunks: list[bytes], header: dict, ttl: int | None) -> None:
-        with self.redis.pipeline(transaction=True) as pipe:
-            for index, chunk in enumerate(chunks):
-                pipe.set(f"{key}:{index}", chunk, ex=ttl)
-            pipe.set(key, json.dumps(header), ex=ttl)
-            pipe.execute()
+    def _write(self, key: str, chunks: list[bytes], header: dict, ttl: int | None, pipeline=None) -> None:
+        if pipeline is None:
+            with self.redis.pipeline(transaction=True) as pipe:
+                self._write(key, chunks, header, ttl, pipe)
+                pipe.execute()
+            return
+        for index, chunk in enumerate(chunks):
+            pipeline.set(f"{key}:{index}", chunk, ex=ttl)
+        pipeline.set(key, json.dumps(header), ex=ttl)
 
     def _read(self, key: str, chunk_indices: range, size: int) -> bytes | None:
         stored = values(self.redis.mget([f"{key}:{i}" for i in chunk_indices]))
@@ -166,9 +171,14 @@ class BlobStore:
         return bool(self.redis.exists(key))
 
     def delete(self, key: str) -> None:
-        header = self.redis.get(key)
-        if header is not None:
-            self.redis.unlink(key, *[f"{key}:{i}" for i in range(json.loads(header)["chunks"])])
+        self.delete_all([key])
+
+    def delete_all(self, keys: Sequence[str]) -> None:
+        """Delete the blobs under ``keys`` (those that exist) with their chunks: two round trips however many."""
+        headers = values(self.redis.mget(keys)) if keys else []
+        found = [(key, json.loads(header)["chunks"]) for key, header in zip(keys, headers) if header is not None]
+        if found:
+            self.redis.unlink(*[name for key, n in found for name in (key, *(f"{key}:{i}" for i in range(n)))])
 
     def touch(self, key: str, ttl: int) -> None:
         header = self.redis.get(key)

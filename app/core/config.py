@@ -109,6 +109,14 @@ class Settings(BaseSettings):
     batch_chunk_rows: int = Field(
         100_000, ge=1, description="Rows of one chunk job of a batch scoring job, unless the request asks otherwise."
     )
+    batch_min_chunk_rows: int = Field(
+        30_000,
+        ge=1,
+        description="The fewest rows of one chunk job a batch request may ask for (422 below): below it a chunk job's "
+        "own cost (a work horse forked, the model loaded, its records and parts in Redis) is more than its rows' "
+        "scoring (measured: one chunk job costs as much as about 35,000 rows of a 20-column table, "
+        "bench/results/batch_chunk_overhead.md).",
+    )
     max_batch_chunks: int = Field(
         10_000, ge=1, description="Chunk jobs of one batch scoring job (413 past it: ask for larger chunks)."
     )

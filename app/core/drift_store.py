@@ -3,7 +3,7 @@ per model, source (live requests or batch jobs) and window, for FIRE_DRIFT_WINDO
 to with HINCRBY, so that every API process and worker adds to the same windows (app.core.monitoring counts and
 reads them)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from redis import Redis
@@ -26,6 +26,18 @@ for i = 2, #ARGV, 2 do
 end
 redis.call('EXPIREAT', KEYS[1], ARGV[1])
 """
+# KEYS[1] a marker, KEYS[2..n] windows; ARGV[1] the marker's time to live (s), ARGV[2..n] when each window expires, then
+# field, increment, ...: the increments added to every window unless the marker was set before (set here). 1 if added.
+ADD_ONCE = """
+if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
+for k = 2, #KEYS do
+  for i = #KEYS + 1, #ARGV, 2 do
+    redis.call('HINCRBY', KEYS[k], ARGV[i], ARGV[i + 1])
+  end
+  redis.call('EXPIREAT', KEYS[k], ARGV[k])
+end
+return 1
+"""
 
 
 class DriftStore:
@@ -35,6 +47,7 @@ class DriftStore:
         self.blobs = blobs
         self.keys = Keys.from_settings(settings)
         self._add_to_window = redis.register_script(ADD_TO_WINDOW)
+        self._add_once = redis.register_script(ADD_ONCE)
 
     def profile(self, model_id: str) -> TrainingProfile | None:
         return self.blobs.get_document(self.keys.model_profile(model_id), TrainingProfile)
@@ -73,13 +86,33 @@ class DriftStore:
         fields = layout.field_names()
         increments = [item for index in np.flatnonzero(counts) for item in (fields[index], int(counts[index]))]
         pipe = self.redis.pipeline(transaction=False)
+        for key, expires in self._windows(model_id, source, at):
+            self._add_to_window(keys=[key], args=[expires, *increments], client=pipe)
+        pipe.zadd(self.keys.drift_models, {model_id: at})
+        pipe.execute()
+
+    def add_once(
+        self, model_id: str, source: str, at: float, counts: Mapping[str, int], once: str, once_ttl: int
+    ) -> bool:
+        """``add`` of counts by field name (``Layout.field_names``), unless the key ``once`` was set before: set in
+        the same step (for ``once_ttl`` seconds), so that adding them again (a job run again) adds nothing. Whether
+        this call added them."""
+        windows = self._windows(model_id, source, at)
+        keys = [once, *(key for key, _ in windows)]
+        increments = [item for field, n in counts.items() if n for item in (field, int(n))]
+        added = bool(self._add_once(keys=keys, args=[once_ttl, *(expires for _, expires in windows), *increments]))
+        if added:
+            self.redis.zadd(self.keys.drift_models, {model_id: at})
+        return added
+
+    def _windows(self, model_id: str, source: str, at: float) -> list[tuple[str, int]]:
+        """The windows (fine and hourly) holding time ``at``: (key, when it expires)."""
+        windows = []
         for seconds in self.granularities():
             start = int(at // seconds * seconds)
             retention = self.settings.drift_retention_days * 24 * HOUR if seconds == HOUR else FINE_RETENTION_SECONDS
-            key = self.keys.drift_window(model_id, source, seconds, start)
-            self._add_to_window(keys=[key], args=[start + seconds + retention, *increments], client=pipe)
-        pipe.zadd(self.keys.drift_models, {model_id: at})
-        pipe.execute()
+            windows.append((self.keys.drift_window(model_id, source, seconds, start), start + seconds + retention))
+        return windows
 
     def windows(
         self, model_id: str, layout: Layout, since: float, until: float, sources: Sequence[str], seconds: int

@@ -19,7 +19,7 @@ from solver.losses import get_loss
 from solver.path import PathStep, upgraded_step_record
 from solver.spec import Loss, PathSpec
 
-JobKind = Literal["train", "path", "grid", "cv", "batch", "batch_chunk"]
+JobKind = Literal["train", "path", "grid", "cv", "batch", "batch_chunk", "stability_fit"]
 Status = Literal["queued", "running", "succeeded", "failed", "canceled"]
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELED = get_args(Status)
 ACTIVE = (QUEUED, RUNNING)
@@ -78,6 +78,11 @@ class PathJobSpec(Document):
         None,
         description="the fold of a cross-validated path (path.cv_folds) this job fits, a cell of the parent that "
         "refits on every row; None: the whole path",
+    )
+    resample: int | None = Field(
+        None,
+        description="the half-sample fit of a stability measurement this job (kind stability_fit) runs, a cell of the "
+        "job that measures it: half resample % 2 of pair resample // 2 (solver.stability.half_sample); None: not one",
     )
     stability_resamples: int | None = Field(
         None,
@@ -240,16 +245,20 @@ class Progress(ReadableMetrics):
     """Where a job stands; only the fields that apply to its phase are set (and sent).
 
     The phases of a path job: queued, starting, training (its forest), loading, matrix, path (step of n_steps), rules
-    (every step's, built once), stability (fit of n_fits), done. A cross-validation (kind cv) is queued behind its
-    folds, each a path job, and counts them as they end (folds: unfinished of its cells), then refits on every row
-    (refit: step of n_steps, the steps every fold reached), builds the rules and measures their stability; a grid
-    counts its cells (cells: unfinished)."""
+    (every step's, built once), stability (on its half-sample fits, fit of n_fits), done. A job waiting for its cells
+    counts them as they end: a cross-validation (kind cv) its folds, each a path job (folds: unfinished of its cells),
+    a grid its cells (cells: unfinished), a batch its chunks (chunks: unfinished), and a path that measures stability
+    its half-sample fits, each a stability_fit job (stability: fit of n_fits; a cross-validation's run beside its
+    folds). A cross-validation then refits on every row (refit: step of n_steps, the steps every fold reached),
+    builds the rules and measures their stability."""
 
     phase: str
     step: int | None = Field(None, description="steps done so far")
     n_steps: int | None = Field(None, description="steps planned (the path may stop earlier at the rule budget)")
-    fit: int | None = Field(None, description="phase stability: half-sample fits done so far")
-    n_fits: int | None = Field(None, description="phase stability: half-sample fits planned (stability_resamples)")
+    fit: int | None = Field(
+        None, description="half-sample fits ended so far (phase stability, or a job waiting for them)"
+    )
+    n_fits: int | None = Field(None, description="half-sample fits planned (stability_resamples)")
     n_rules: int | None = Field(None, description="the current step's rules (linear terms not counted)")
     n_linear: int | None = Field(None, description="the current step's linear terms")
     n_terms: int | None = Field(None, description="the current step's rules and linear terms (the budget's count)")
@@ -258,7 +267,7 @@ class Progress(ReadableMetrics):
     val_loss: float | None = None
     best: BestStep | None = None
     unfinished: int | None = Field(
-        None, description="a parent job's cells (a grid's, a cross-validation's folds) not ended yet"
+        None, description="a parent job's cells (a grid's, a cross-validation's folds, a batch's chunks) not ended yet"
     )
     retry_of_attempt: int | None = None
 
@@ -329,7 +338,14 @@ class JobState(Document):
     attempt: int
     spec: JobSpec
     parent_id: str | None = None
-    cells: list[str] | None = None
+    cells: list[str] | None = Field(
+        None, description="a parent's cells (a grid's, a cross-validation's folds, a batch's chunks), run before it"
+    )
+    stability_fits: list[str] | None = Field(
+        None,
+        description="the half-sample fits (kind stability_fit) of a path that measures stability (stability_resamples: "
+        "a path job, a grid's cell, a cross-validation), run before it (a cross-validation's beside its folds)",
+    )
     created_at: float
     queued_at: float
     started_at: float | None = None
@@ -362,11 +378,23 @@ class JobState(Document):
 
 
 class JobRecord(JobState):
-    """The stored record: the client's view plus where its current run sits in RQ."""
+    """The stored record: the client's view plus where its current run sits in RQ, and the jobs that wait for it."""
 
     queue: str
     rq_job_id: str
-    continuation: int = Field(0, description="re-queues of a grid parent waiting for retried cells")
+    dependents: list[str] | None = Field(
+        None,
+        description="jobs besides its parent that wait for this one to end (the cells of a training job): each "
+        "counts it down (app/core/records.py)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_continuation(cls, data: Any) -> Any:
+        """A record written while parents re-queued themselves behind their cells counted the re-queues."""
+        if isinstance(data, dict) and "continuation" in data:
+            return {name: value for name, value in data.items() if name != "continuation"}
+        return data
 
 
 # ---- results ------------------------------------------------------------------------------------------------

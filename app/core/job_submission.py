@@ -6,7 +6,7 @@ Every check of a submission is made, though another failed (``Checks``): one Inv
 for the checks that read what a failed one would have given (a missing dataset's columns, an unknown loss's
 targets)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -83,6 +83,16 @@ class PathJobRequest(Document):
     )
     grid: Grid | None = Field(None, description="one path per gamma x fusion_ratio cell; the best cell is kept")
     stability_resamples: int | None = Field(None, description="half-sample fits of the stability measurement")
+
+
+def _ids(records) -> list[str] | None:
+    """The ids of jobs (None for none)."""
+    return [record.id for record in records] or None
+
+
+def _waits(fits) -> dict[str, int]:
+    """What a path waits for: its stability fits (jobs or their ids), where it has any."""
+    return {"stability_fit": len(fits)} if fits else {}
 
 
 def work_units(spec: TrainJobSpec | PathJobSpec, grid: Grid | None = None, *, trains: bool = False) -> int:
@@ -168,52 +178,72 @@ class JobSubmission:
         )
 
     def _submit_resolved(self, spec: PathJobSpec, grid: Grid | None, tenant: str, job_id: str) -> JobRecord:
+        """Record and queue the jobs of a path submission: a path job; or a cross-validation (a parent that refits on
+        every row, its folds as cells) or a grid (a parent that keeps the best cell, a path job per cell), whose
+        cells wait for the training of their forest where it is not stored yet. A path that measures stability (a
+        path job, a grid's cell, a cross-validation) waits for its half-sample fits, a job each (kind
+        stability_fit) on the worker pool: a cross-validation's run beside its folds."""
         if grid is None and spec.path.cv_folds is None:
-            return self._admitted("path", spec, tenant, job_id)
+            self._admit(tenant, job_id, work_units(spec))
+            path_fits = self._stability_fits(spec, tenant, job_id)
+            path = self.lifecycle.new("path", spec, tenant, job_id=job_id, stability_fits=_ids(path_fits))
+            self.lifecycle.create_all([*((fit, {}) for fit in path_fits), (path, _waits(path_fits))])
+            return path
         trains = spec.recipe is not None and self.forests.find(spec.forest_id) is None
         self._admit(tenant, job_id, work_units(spec, grid, trains=trains))
-        create = self.lifecycle.create
-        train = None
-        if trains:
-            train = create("train", TrainJobSpec(forest_id=spec.forest_id, recipe=spec.recipe), tenant)
-        if grid is None:  # one cell per fold, on the worker pool; the parent refits on every row
-            folds = [
-                create(
-                    "path",
-                    spec.model_copy(update={"fold": k, "stability_resamples": None}),
-                    tenant,
-                    parent_id=job_id,
-                    depends_on=[train.rq_job_id] if train else None,
-                )
-                for k in range(spec.path.cv_folds or 0)
-            ]
-            return create(
-                "cv",
-                spec,
-                tenant,
-                job_id=job_id,
-                cells=[fold.id for fold in folds],
-                depends_on=[fold.rq_job_id for fold in folds],
+        new = self.lifecycle.new
+        fits: list[JobRecord] = []  # every stability fit, of the parent or of its cells
+        cells: list[tuple[JobRecord, dict[str, int]]] = []
+        if grid is None:  # one cell per fold; the parent refits on every row and measures stability
+            for k in range(spec.path.cv_folds or 0):
+                fold = spec.model_copy(update={"fold": k, "stability_resamples": None})
+                cells.append((new("path", fold, tenant, parent_id=job_id), {}))
+            parent_fits = self._stability_fits(spec, tenant, job_id)
+            fits += parent_fits
+            parent = new(
+                "cv", spec, tenant, job_id=job_id, cells=_ids(c for c, _ in cells), stability_fits=_ids(parent_fits)
             )
-        cells = [
-            create(
-                "path",
-                spec.model_copy(update={"path": spec.path.replace(gamma=gamma, fusion_ratio=ratio, lambda_f=None)}),
-                tenant,
-                parent_id=job_id,
-                depends_on=[train.rq_job_id] if train else None,
+        else:
+            for gamma in grid.gamma:
+                for ratio in grid.fusion_ratio:
+                    cell_spec = spec.model_copy(
+                        update={"path": spec.path.replace(gamma=gamma, fusion_ratio=ratio, lambda_f=None)}
+                    )
+                    cell_id = new_job_id()
+                    cell_fits = self._stability_fits(cell_spec, tenant, cell_id)
+                    fits += cell_fits
+                    cell = new(
+                        "path", cell_spec, tenant, job_id=cell_id, parent_id=job_id, stability_fits=_ids(cell_fits)
+                    )
+                    cells.append((cell, _waits(cell_fits)))
+            parent = new(
+                "grid", GridJobSpec(**dict(spec), grid=grid), tenant, job_id=job_id, cells=_ids(c for c, _ in cells)
             )
-            for gamma in grid.gamma
-            for ratio in grid.fusion_ratio
+        jobs: list[tuple[JobRecord, Mapping[str, int]]] = []
+        if trains:  # the cells wait for their forest (the stability fits train a forest of their own)
+            train = TrainJobSpec(forest_id=spec.forest_id, recipe=spec.recipe)
+            jobs.append((new("train", train, tenant, dependents=_ids(c for c, _ in cells)), {}))
+            cells = [(cell, {**waits, "train": 1}) for cell, waits in cells]
+        jobs += [
+            *((fit, {}) for fit in fits),
+            *cells,
+            (parent, {"path": len(cells), **_waits(parent.stability_fits or [])}),
         ]
-        return create(
-            "grid",
-            GridJobSpec(**dict(spec), grid=grid),
-            tenant,
-            job_id=job_id,
-            cells=[cell.id for cell in cells],
-            depends_on=[cell.rq_job_id for cell in cells],
-        )
+        self.lifecycle.create_all(jobs)
+        return parent
+
+    def _stability_fits(self, spec: PathJobSpec, tenant: str, parent_id: str) -> list[JobRecord]:
+        """The half-sample fits of a path that measures stability (``stability_resamples``; none otherwise), each a
+        job of its own whose parent is that path's job."""
+        return [
+            self.lifecycle.new(
+                "stability_fit",
+                spec.model_copy(update={"resample": k, "stability_resamples": None}),
+                tenant,
+                parent_id=parent_id,
+            )
+            for k in range(spec.stability_resamples or 0)
+        ]
 
     def _admitted(self, kind, spec, tenant: str, job_id: str) -> JobRecord:
         """A submission of its own: counted against the tenant's limits, then recorded and queued."""

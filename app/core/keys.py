@@ -18,11 +18,17 @@ key                                   holds
 ``job:{id}``                          a job record (hash of JSON fields, ``JobRecords``)
 ``job:{id}:heartbeat``                the attempt a live worker runs (expires after FIRE_HEARTBEAT_TTL_SECONDS)
 ``job:{id}:cancel``                   set when a cancel was asked for (the path callback reads it)
+``job:{id}:waiting``                  what a job that waits for others (a parent, its cells; the cells of a
+                                      training job) still waits for: ``left:{kind}`` jobs of that kind not
+                                      ended, ``total:{kind}`` as recorded (hash of counters, ``JobRecords``)
 ``job:{id}:result``                   a finished job's result (blob); ``job:{id}:rules`` its path's rules, a
                                       part per step (blob of parts; ``:coefs``: weights of paths run before)
 ``job:{id}:batch-in:{i}``             a batch scoring job's chunk i of input rows (blob, Arrow IPC);
                                       ``:batch-out:{i}`` its scored rows; ``:batch-failed`` the chunks whose
-                                      rows could not be scored (sorted set by chunk index)
+                                      rows could not be scored (sorted set by chunk index); ``:batch-counts:{i}``
+                                      the drift counts of chunk i's rows (hash, ``app.core.monitoring``), added
+                                      to the model's windows once the batch succeeded; ``:batch-counted`` set then
+                                      (they are added once)
 ``jobs``                              every job by creation time (sorted set): the metrics' view
 ``unfinished-jobs``                   every queued or running job (sorted set): the watchdog's view
 ``queues``                            every RQ queue a job was put on: the pools' tenant queues (set,
@@ -141,6 +147,9 @@ class Keys:
     def job_cancel(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}:cancel"
 
+    def job_waiting(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:waiting"
+
     def job_result(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}:result"
 
@@ -159,6 +168,12 @@ class Keys:
 
     def batch_failed(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}:batch-failed"
+
+    def batch_counts(self, job_id: str, chunk: int) -> str:
+        return f"{self.prefix}job:{job_id}:batch-counts:{chunk}"
+
+    def batch_counted(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:batch-counted"
 
     @property
     def all_jobs(self) -> str:

@@ -3,8 +3,9 @@ version, in windows kept in Redis, and read back as drift (the statistics: app.c
 
 - :class:`FiringMonitor` counts in one process. A scoring request only appends its encoded rows to a queue
   (``record``); a thread bins them every DRAIN_SECONDS and adds the counts to Redis every FIRE_DRIFT_FLUSH_SECONDS
-  and at shutdown (``close``), so a count survives a restart of the API. A worker scoring a batch file counts
-  each chunk the same way and flushes it at once. While Redis is down the counts wait in memory.
+  and at shutdown (``close``), so a count survives a restart of the API. While Redis is down the counts wait in
+  memory. A batch counts only the rows it delivered: each chunk job stores its rows' counts beside its scored rows
+  (``counts``), and the batch adds them all to its model's windows once it succeeded, once (``add_delivered``).
 - app.core.drift_store keeps them, beside each model's training profile and thresholds.
 - :class:`ModelMonitoring` reads a model's drift over a time range: figures per rule and column, a time series,
   and the flags of its thresholds.
@@ -14,8 +15,8 @@ import logging
 import math
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,27 @@ class FiringMonitor:
         """Count encoded rows ``X`` scored by ``scoring`` (the request path: an append, nothing more)."""
         if self.settings.monitoring:
             self._queue.append((scoring, X, None, source, time.time()))
+
+    def counts(self, scoring: ScoringModel, X: np.ndarray) -> dict[str, int] | None:
+        """The counts of encoded rows ``X`` scored by ``scoring``, by field name (those not 0), added nowhere: None
+        where the model's rows are not counted (monitoring off, no profile). A batch chunk stores them beside its
+        scored rows; the batch adds its chunks' counts once it succeeded (``add_delivered``), so that rows a batch
+        did not deliver (failed, canceled) are never counted."""
+        binning = self._binning(scoring) if self.settings.monitoring else None
+        if binning is None:
+            return None
+        counts = binning.count(X)
+        fields = binning.layout.field_names()
+        return {fields[index]: int(counts[index]) for index in np.flatnonzero(counts)}
+
+    def add_delivered(self, model_id: str, chunks: Iterable[Mapping[str, int]], once: str) -> bool:
+        """Add the counts of a succeeded batch's chunks (``counts``) to the model's batch windows of now, once: the
+        key ``once`` is set in the same step, so a batch run again after its worker died adds nothing more. Whether
+        this call added them."""
+        total: Counter[str] = Counter()
+        for counts in chunks:
+            total.update(counts)
+        return self.store.add_once(model_id, "batch", time.time(), total, once, self.settings.result_ttl_seconds)
 
     def record_unseen(self, scoring: ScoringModel, column: str, n_rows: int, source: Source = "live") -> None:
         """Count ``n_rows`` rows refused for a level of ``column`` the training table never had."""

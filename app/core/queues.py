@@ -33,6 +33,7 @@ TASKS = {
     "cv": "worker.tasks.collect_folds",
     "batch": "worker.batch.collect_batch",
     "batch_chunk": "worker.batch.score_batch_chunk",
+    "stability_fit": "worker.tasks.run_stability_fit",
 }
 TENANT_SEPARATOR = ":"  # between a pool and a tenant in a queue's name (no tenant name holds one)
 
@@ -70,9 +71,9 @@ def tenant_queue(pool: str, tenant: str) -> str:
     return f"{pool}{TENANT_SEPARATOR}{tenant}"
 
 
-def rq_job_id(job_id: str, attempt: int, continuation: int = 0) -> str:
-    """RQ id of one run of a FIRE job; a grid parent re-queued behind retried cells gets a continuation."""
-    return f"{job_id}-{attempt}" + (f"c{continuation}" if continuation else "")
+def rq_job_id(job_id: str, attempt: int) -> str:
+    """RQ id of one run of a FIRE job: its attempt's."""
+    return f"{job_id}-{attempt}"
 
 
 def job_of(rq_id: str) -> str:

@@ -4,11 +4,9 @@ moved from status to status by the named transitions below, the only writes afte
 The life of a job, and who moves it along each edge::
 
     create ──► queued ──claim──► running ──succeed──► succeeded
-    (API)       ▲ │  (worker,     │ │ │
-                │ │  attempt n)   │ │ └──fail──────────────────► failed
-                │ │               │ │    (worker: an error, or past FIRE_JOB_TIMEOUT)
-                │ │               │ └──continue_later──► queued, same attempt (a grid parent whose cells
-                │ │               │                      are unfinished: re-queued behind them)
+    (API)       ▲ │  (worker,     │ │
+                │ │  attempt n)   │ └──fail──────────────────► failed
+                │ │               │    (worker: an error, or past FIRE_JOB_TIMEOUT)
                 │ └──retry_lost / fail_lost (watchdog: the queued run vanished from RQ, or RQ ended it)
                 └─────retry_lost (watchdog: the heartbeat of attempt n stopped) ──► queued, attempt n + 1;
                       fail_lost once FIRE_MAX_JOB_ATTEMPTS attempts were lost ──► failed
@@ -25,11 +23,6 @@ transition        from                   by                        sets
 ``succeed``       running, attempt n     worker of attempt n       succeeded, finished_at, summary, cache_hit,
                                                                    timings, progress
 ``fail``          running, attempt n     worker of attempt n       failed, finished_at, error, timings
-``report_cells``  queued (a parent)      worker of one of its      progress: its cells still unfinished (only
-                                         cells, once it ended      ever fewer: cells ending at once race)
-``continue_later``  running, attempt n   worker of a grid parent   queued, queued_at, continuation + 1, its RQ id,
-                  (queued, attempt n)    (the API's watchdog:      phase "waiting for cells"
-                                         a cell attempt was lost)
 ``retry_lost``    queued or running,     the API's watchdog        queued, attempt n + 1, its RQ id, queued_at,
                   attempt n                                        no started_at, history + the lost attempt
 ``fail_lost``     queued or running,     the API's watchdog        failed, finished_at, error worker_lost,
@@ -42,12 +35,27 @@ Each is one guarded write (a Lua script): it applies only while the job is in on
 where an attempt is given, still on that attempt, so a canceled job or a retried attempt is never overwritten
 by a worker that learns about it late. Each returns whether it applied. Succeeded, failed and canceled are
 final: no transition leaves them.
+
+Jobs that wait for others. A parent (a grid, a cross-validation, a batch) runs once its cells (and a
+cross-validation's stability fits) have ended, and the cells of a job that trains its forest once the training
+job has: no RQ dependency holds them. A job that waits is recorded queued with no RQ run, and a count of the jobs
+it waits for that have not ended, by their kind (``Keys.job_waiting``: ``left:{kind}``, and ``total:{kind}`` as
+recorded). The transition that ends a job (succeed, fail, fail_lost, cancel) counts it down, in the same script, in
+every job that waits for it (its parent, and its ``dependents``): the step that brings a waiting job's count to 0
+while that job is queued sets its ``queued_at`` and names it in what the transition returns (:class:`Ended`), and
+the caller queues it (``JobLifecycle.queue_ready``). A job ends once, so each is counted down once however often it
+was retried, and the count reaches 0 once: cells that end before their parent is recorded take it below 0, and the
+parent's record adds what it waits for in the transaction that writes it (ready at once where all had ended). A
+parent is never queued by anything else, and its run claims its record as any run does: the watchdog leaves a job
+that waits alone, and retries a ready one whose run vanished (its caller died before queueing it) as any other.
+While a parent waits, its progress is read from that count (``unfinished``: its cells not ended; a
+cross-validation's ``fit`` of ``n_fits``: its stability fits ended).
 """
 
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -77,36 +85,76 @@ from app.core.tenants import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
 
+BULK = 1000  # commands of one kind sent in one pipeline (a batch of many chunks: records, cancels)
 ADMISSION_GRACE_SECONDS = 60  # an admitted job's record is written right after; until then it is not pruned
-_GUARDED_WRITE = """
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return 0 end
-local n_allowed = tonumber(ARGV[1])
-local allowed = false
-for i = 2, n_allowed + 1 do
-  if ARGV[i] == status then allowed = true end
+# The jobs a waiting job still waits for: the sum of its count's left:{kind} fields (KEYS[key]).
+_LEFT = """
+local function left(key)
+  local fields = redis.call('HGETALL', key)
+  local sum = 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 5) == 'left:' then sum = sum + tonumber(fields[i + 1]) end
+  end
+  return sum
 end
-if not allowed then return 0 end
-local attempt = ARGV[n_allowed + 2]
-if attempt ~= '' and redis.call('HGET', KEYS[1], 'attempt') ~= attempt then return 0 end
-local fields = {}
-for i = n_allowed + 3, #ARGV do fields[#fields + 1] = ARGV[i] end
-if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
-return 1
 """
 
-# report_cells: the parent's progress, where it is queued and the count of unfinished cells it holds (none at first)
-# is larger than the new one
-_CELLS_WRITE = """
-if redis.call('HGET', KEYS[1], 'status') ~= ARGV[1] then return 0 end
-local progress = redis.call('HGET', KEYS[1], 'progress')
-if progress then
-  local held = cjson.decode(progress)['unfinished']
-  if type(held) == 'number' and held <= tonumber(ARGV[2]) then return 0 end
+# A transition: one guarded write and, where it ends the job, its countdown in every job that waits for it.
+# KEYS[1] the job; for a write of a final status, then the record and the count of each job that waits for it.
+# ARGV[1] the counts' time to live (s); ARGV[2] the status queued and ARGV[3] the time, JSON; ARGV[4] how many
+# statuses the job may be in, those statuses, the attempt it must be on ('' for any), then field, value, ...
+# Returns {0} where it did not apply; else {1, k...}, each k the index in KEYS of a waiting job's record whose count
+# reached 0 here while it is queued (its queued_at set: it is to be queued now).
+_TRANSITION = (
+    _LEFT
+    + """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {0} end
+local n_allowed = tonumber(ARGV[4])
+local allowed = false
+for i = 5, n_allowed + 4 do
+  if ARGV[i] == status then allowed = true end
 end
-redis.call('HSET', KEYS[1], 'progress', ARGV[3])
-return 1
+if not allowed then return {0} end
+local attempt = ARGV[n_allowed + 5]
+if attempt ~= '' and redis.call('HGET', KEYS[1], 'attempt') ~= attempt then return {0} end
+local fields = {}
+for i = n_allowed + 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+local applied = {1}
+if #KEYS > 1 then
+  local kind = 'left:' .. cjson.decode(redis.call('HGET', KEYS[1], 'kind'))
+  for k = 2, #KEYS, 2 do
+    redis.call('HINCRBY', KEYS[k + 1], kind, -1)
+    redis.call('EXPIRE', KEYS[k + 1], ARGV[1])
+    if left(KEYS[k + 1]) == 0 and redis.call('HGET', KEYS[k], 'status') == ARGV[2] then
+      redis.call('HSET', KEYS[k], 'queued_at', ARGV[3])
+      applied[#applied + 1] = k
+    end
+  end
+end
+return applied
 """
+)
+
+# What a job just recorded waits for: KEYS[1] its record, KEYS[2] its count; ARGV[1] the count's time to live (s),
+# ARGV[2] the time (JSON), then kind, how many, kind, how many, ... Adds them to what ended before (below 0), and
+# returns 1 where nothing is left (its queued_at set: it is to be queued now), else 0.
+_WAIT_FOR = (
+    _LEFT
+    + """
+for i = 3, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[2], 'left:' .. ARGV[i], ARGV[i + 1])
+  redis.call('HSET', KEYS[2], 'total:' .. ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+if left(KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[1], 'queued_at', ARGV[2])
+  return 1
+end
+return 0
+"""
+)
 
 
 # The tenant's active work units (KEYS[1] its admitted submissions, sorted set by admission time; KEYS[2] their units,
@@ -178,15 +226,18 @@ def _fields(record: JobRecord) -> dict:
     return fields
 
 
-def _decode(raw: Mapping[bytes | str, bytes | str], job_id: str = "") -> JobRecord | None:
+def _decode(raw: Mapping[bytes | str, bytes | str], waiting: Mapping[str, int], job_id: str = "") -> JobRecord | None:
     """The record of a job's hash (None: no such hash); Unreadable (its tenant where that field reads) where the
     hash does not read as a JobRecord: damaged in Redis, or written before a check its model makes."""
     if not raw:
         return None
     try:
-        return JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()})
+        record = JobRecord.model_validate({text(k): json.loads(v) for k, v in raw.items()})
     except ValueError as error:  # a ValidationError, or a field that is not JSON
         raise _unreadable(job_id, raw, error) from error
+    if record.status == QUEUED and (record.cells or record.stability_fits) and waiting:
+        record.progress = _waiting_progress(record, waiting)
+    return record
 
 
 def _unreadable(job_id: str, raw: Mapping[bytes | str, bytes | str], error: Exception) -> Unreadable:
@@ -201,6 +252,53 @@ def _unreadable(job_id: str, raw: Mapping[bytes | str, bytes | str], error: Exce
         [FieldFault("job_id", f"job {job_id}'s stored record is unreadable", "submit the job again")],
         tenant=tenant if isinstance(tenant, str) else None,
     )
+
+
+def _counts(reply: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
+    return {text(name): int(value) for name, value in reply.items()}
+
+
+def _left(counts: Mapping[str, int]) -> int:
+    """How many jobs a waiting job's count says it still waits for."""
+    return sum(value for name, value in counts.items() if name.startswith("left:"))
+
+
+# a parent's cells while it waits for them: the phase its progress names, and their kind
+_CELLS = {"cv": ("folds", "path"), "grid": ("cells", "path"), "batch": ("chunks", "batch_chunk")}
+
+
+def _waiting_progress(parent: JobRecord, counts: Mapping[str, int]) -> Progress:
+    """A queued parent's progress, read from the count of what it waits for: ``unfinished`` its cells not ended
+    (a grid's, a cross-validation's folds, a batch's chunks); its stability fits ended (``fit`` of ``n_fits``), its
+    phase ``stability`` once its cells ended (a path's stability fits are its only cells)."""
+    phase, kind = _CELLS.get(parent.kind, ("stability", None))
+    unfinished = max(0, counts.get(f"left:{kind}", 0)) if parent.cells and kind else None
+    n_fits = counts.get("total:stability_fit") if parent.stability_fits else None
+    fit = None if n_fits is None else n_fits - max(0, counts.get("left:stability_fit", 0))
+    if n_fits is not None and not unfinished:
+        phase = "stability"
+    return Progress(phase=phase, unfinished=unfinished, fit=fit, n_fits=n_fits)
+
+
+def _waiters(record: JobRecord) -> list[str]:
+    """The jobs that wait for ``record`` to end: its parent, and its dependents."""
+    return [*([record.parent_id] if record.parent_id else []), *(record.dependents or [])]
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A transition that ended a job, and applied: ``ready``, the jobs that waited for it and now wait for none (the
+    caller queues them: ``JobLifecycle.queue_ready``)."""
+
+    ready: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CanceledAll:
+    """What ``JobRecords.cancel_all`` did: the jobs it canceled, and those that became ready."""
+
+    canceled: list[str]
+    ready: list[str]
 
 
 @dataclass(frozen=True)
@@ -218,42 +316,80 @@ class JobRecords:
         self.settings = settings
         self.redis = redis
         self.keys = Keys.from_settings(settings)
-        self._guarded_write = redis.register_script(_GUARDED_WRITE)
-        self._cells_write = redis.register_script(_CELLS_WRITE)
+        self._transition = redis.register_script(_TRANSITION)
+        self._wait_for = redis.register_script(_WAIT_FOR)
         self._admit = redis.register_script(_ADMIT)
         self._admit_more = redis.register_script(_ADMIT_MORE)
 
     # ---- records and indexes ----------------------------------------------------------------------------------
 
-    def create(self, record: JobRecord) -> None:
-        key = self.keys.job(record.id)
+    def create(self, jobs: Sequence[tuple[JobRecord, Mapping[str, int]]]) -> list[str]:
+        """Record new jobs, each with the kinds of jobs it waits for and how many of each (none: it waits for nothing),
+        in one transaction: the ids of those that wait, and for which every job they wait for ended before they were
+        recorded (their queued_at set: to be queued now)."""
+        waits = [(record, waits_for) for record, waits_for in jobs if waits_for]
+        indexes: dict[str, dict[str, float]] = {}  # each index's new members: one ZADD each
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=_fields(record))
-            pipe.expire(key, self.settings.result_ttl_seconds)
-            pipe.zadd(self.keys.all_jobs, {record.id: record.created_at})
-            pipe.zadd(self.keys.unfinished_jobs, {record.id: record.created_at})
-            if record.tenant != DEFAULT_TENANT:
-                pipe.zadd(self.keys.jobs(record.tenant), {record.id: record.created_at})
-            pipe.execute()
+            for record, _ in jobs:
+                key = self.keys.job(record.id)
+                pipe.hset(key, mapping=_fields(record))
+                pipe.expire(key, self.settings.result_ttl_seconds)
+                for index in (self.keys.all_jobs, self.keys.unfinished_jobs):
+                    indexes.setdefault(index, {})[record.id] = record.created_at
+                if record.tenant != DEFAULT_TENANT:
+                    indexes.setdefault(self.keys.jobs(record.tenant), {})[record.id] = record.created_at
+            for index, added in indexes.items():
+                pipe.zadd(index, added)
+            for record, waits_for in waits:
+                counts = [item for kind, n in waits_for.items() for item in (kind, n)]
+                args = [self.settings.result_ttl_seconds, _encode(now()), *counts]
+                self._wait_for(
+                    keys=[self.keys.job(record.id), self.keys.job_waiting(record.id)], args=args, client=pipe
+                )
+            replies = pipe.execute()
+        ready = replies[len(replies) - len(waits) :]
+        return [record.id for (record, _), at_once in zip(waits, ready) if at_once]
 
     def get(self, job_id: str) -> JobRecord | None:
         """The record (None: not found); Unreadable where it cannot be read."""
-        return _decode(self.redis.hgetall(self.keys.job(job_id)), job_id)
+        return self.get_many([job_id], skip_unreadable=False)[0]
 
-    def get_many(self, job_ids: list[str]) -> list[JobRecord | None]:
-        """The records (None: not found, or unreadable: logged and counted)."""
+    def get_many(self, job_ids: Sequence[str], *, skip_unreadable: bool = True) -> list[JobRecord | None]:
+        """The records (None: not found, or (``skip_unreadable``) unreadable: logged and counted); a parent waiting
+        for its cells with its progress read from their count."""
         with self.redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
                 pipe.hgetall(self.keys.job(job_id))
-            raws = pipe.execute()
+                pipe.hgetall(self.keys.job_waiting(job_id))
+            replies = pipe.execute()
         records: list[JobRecord | None] = []
-        for job_id, raw in zip(job_ids, raws):
+        for job_id, raw, waiting in zip(job_ids, replies[::2], replies[1::2]):
             try:
-                records.append(_decode(raw, job_id))
+                records.append(_decode(raw, _counts(waiting), job_id))
             except Unreadable as error:
+                if not skip_unreadable:
+                    raise
                 log.warning("job %s left out: %s", job_id, error.detail)
                 records.append(None)
         return records
+
+    def statuses(self, job_ids: Sequence[str]) -> list[str | None]:
+        """The status of each job (None: not found), BULK a round trip: what a batch's progress reads of its chunks."""
+        found: list[str | None] = []
+        for start in range(0, len(job_ids), BULK):
+            with self.redis.pipeline(transaction=False) as pipe:
+                for job_id in job_ids[start : start + BULK]:
+                    pipe.hget(self.keys.job(job_id), "status")
+                found += [None if status is None else json.loads(status) for status in pipe.execute()]
+        return found
+
+    def waiting(self, job_ids: Sequence[str]) -> list[int]:
+        """How many jobs each job still waits for (0: it waits for none, or no longer)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hgetall(self.keys.job_waiting(job_id))
+            replies = pipe.execute()
+        return [_left(_counts(reply)) for reply in replies]
 
     def recent_ids(self, limit: int = 100) -> list[str]:
         return members(self.redis.zrevrange(self.keys.all_jobs, 0, limit - 1))
@@ -313,16 +449,26 @@ class JobRecords:
         return [record for record in records if record is not None and record.status not in TERMINAL]
 
     def delete(self, record: JobRecord) -> None:
-        self.redis.unlink(self.keys.job(record.id), self.keys.job_heartbeat(record.id), self.keys.job_cancel(record.id))
+        self.delete_all([record])
+
+    def delete_all(self, records: Sequence[JobRecord]) -> None:
+        """Remove the records, their heartbeats, cancel flags and counts, and their entries in the indexes."""
         with self.redis.pipeline(transaction=False) as pipe:
-            for index in {
-                self.keys.all_jobs,
-                self.keys.unfinished_jobs,
-                self.keys.jobs(record.tenant),
-                self.keys.active_jobs(record.tenant),
-            }:
-                pipe.zrem(index, record.id)
-            pipe.hdel(self.keys.active_units(record.tenant), record.id)
+            for record in records:
+                pipe.unlink(
+                    self.keys.job(record.id),
+                    self.keys.job_heartbeat(record.id),
+                    self.keys.job_cancel(record.id),
+                    self.keys.job_waiting(record.id),
+                )
+                for index in {
+                    self.keys.all_jobs,
+                    self.keys.unfinished_jobs,
+                    self.keys.jobs(record.tenant),
+                    self.keys.active_jobs(record.tenant),
+                }:
+                    pipe.zrem(index, record.id)
+                pipe.hdel(self.keys.active_units(record.tenant), record.id)
             pipe.execute()
 
     # ---- transitions (see the module's docstring) ---------------------------------------------------------------
@@ -363,10 +509,10 @@ class JobRecords:
         timings: dict[str, float],
         progress: Progress,
         finished_at: float | None = None,
-    ) -> bool:
+    ) -> "Ended | None":
         """running -> succeeded, by the worker of ``attempt`` (its result is stored by then), at ``finished_at``
         (None: now)."""
-        return self._guarded(
+        return self._end(
             job_id,
             (RUNNING,),
             attempt,
@@ -378,35 +524,9 @@ class JobRecords:
             progress=progress,
         )
 
-    def fail(self, job_id: str, attempt: int, error: JobError, *, timings: dict[str, float]) -> bool:
+    def fail(self, job_id: str, attempt: int, error: JobError, *, timings: dict[str, float]) -> "Ended | None":
         """running -> failed, by the worker of ``attempt`` (an error, or past its deadline)."""
-        return self._guarded(
-            job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings, error=error
-        )
-
-    def report_cells(self, parent_id: str, progress: Progress) -> bool:
-        """queued -> queued: a parent's cells still unfinished (``progress.unfinished``), by the worker of a cell that
-        ended; applied only where fewer than the parent holds (two cells ending at once may count in either order)."""
-        assert progress.unfinished is not None
-        args: list[str | int] = [_encode(QUEUED), progress.unfinished, _encode(progress)]
-        return bool(self._cells_write(keys=[self.keys.job(parent_id)], args=args))
-
-    def continue_later(self, record: JobRecord, unfinished: int, *, status: str = RUNNING) -> JobRecord | None:
-        """running -> queued on the same attempt, by a grid parent whose ``unfinished`` cells it must wait for; or
-        (``status`` queued) queued -> queued, by the watchdog, for a parent queued behind a cell attempt that was
-        lost (its RQ run would wait for that attempt forever): the record as re-queued (its next RQ run is a
-        continuation), None where it no longer waits on this attempt."""
-        continuation = record.continuation + 1
-        requeue = {
-            "status": QUEUED,
-            "queued_at": now(),
-            "continuation": continuation,
-            "rq_job_id": rq_job_id(record.id, record.attempt, continuation),
-            "progress": Progress(phase="waiting for cells", unfinished=unfinished),
-        }
-        if not self._guarded(record.id, (status,), record.attempt, **requeue):
-            return None
-        return record.model_copy(update=requeue)
+        return self._end(job_id, (RUNNING,), attempt, status=FAILED, finished_at=now(), timings=timings, error=error)
 
     def retry_lost(self, record: JobRecord, lost: LostAttempt) -> JobRecord | None:
         """queued or running on ``lost.attempt`` -> queued on the next attempt, by the watchdog: the record as
@@ -425,9 +545,9 @@ class JobRecords:
             return None
         return record.model_copy(update=retry)
 
-    def fail_lost(self, record: JobRecord, lost: LostAttempt) -> bool:
+    def fail_lost(self, record: JobRecord, lost: LostAttempt) -> "Ended | None":
         """queued or running on ``lost.attempt`` -> failed (worker_lost), by the watchdog once no attempt is left."""
-        return self._guarded(
+        return self._end(
             record.id,
             ACTIVE,
             lost.attempt,
@@ -439,28 +559,85 @@ class JobRecords:
 
     def cancel(
         self, job_id: str, progress: Progress, *, attempt: int | None = None, timings: dict[str, float] | None = None
-    ) -> bool:
+    ) -> "Ended | None":
         """queued or running -> canceled: by the API whatever the attempt (``attempt`` None), or by the worker of
         ``attempt`` that saw the cancel flag (with its timings)."""
         fields = {} if timings is None else {"timings": timings}
-        return self._guarded(job_id, ACTIVE, attempt, status=CANCELED, finished_at=now(), progress=progress, **fields)
+        return self._end(job_id, ACTIVE, attempt, status=CANCELED, finished_at=now(), progress=progress, **fields)
+
+    def cancel_all(self, records: Sequence[JobRecord]) -> "CanceledAll":
+        """``cancel`` by the API of each of ``records`` (as read: their parents, dependents and progress) and its
+        cancel flag, one round trip for each BULK: which were canceled (the others had ended), and the jobs that
+        became ready."""
+        canceled: list[str] = []
+        ready: list[str] = []
+        for start in range(0, len(records), BULK):
+            group = records[start : start + BULK]
+            with self.redis.pipeline(transaction=False) as pipe:
+                for record in group:
+                    pipe.set(self.keys.job_cancel(record.id), 1, ex=self.settings.result_ttl_seconds)
+                    progress = record.progress.model_copy(update={"phase": "canceled"})
+                    fields = {"status": CANCELED, "finished_at": now(), "progress": progress}
+                    self._run(record.id, ACTIVE, None, fields, _waiters(record), client=pipe)
+                    pipe.zrem(self.keys.unfinished_jobs, record.id)
+                replies = pipe.execute()
+            for record, reply in zip(group, replies[1::3]):
+                ended = self._ended(reply, _waiters(record))
+                if ended is not None:
+                    canceled.append(record.id)
+                    ready.extend(ended.ready)
+        return CanceledAll(canceled, ready)
 
     def _guarded(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None = None, **fields) -> bool:
         """Set ``fields`` (JobRecord fields) if the job is in an ``allowed`` status (and on ``on_attempt``)."""
+        return bool(self._run(job_id, allowed, on_attempt, fields)[0])
+
+    def _end(self, job_id: str, allowed: tuple[str, ...], on_attempt: int | None, **fields) -> "Ended | None":
+        """``_guarded`` for a write of a final status: the job is counted down in every job that waits for it."""
+        raw_parent, raw_dependents = self.redis.hmget(self.keys.job(job_id), ["parent_id", "dependents"])
+        parent = json.loads(raw_parent) if raw_parent else None
+        dependents = json.loads(raw_dependents) if raw_dependents else None
+        waiters = [*([parent] if parent else []), *(dependents or [])]
+        ended = self._ended(self._run(job_id, allowed, on_attempt, fields, waiters), waiters)
+        if ended is not None:
+            self.redis.zrem(self.keys.unfinished_jobs, job_id)  # a stale entry is pruned by the watchdog anyway
+        return ended
+
+    def _run(
+        self,
+        job_id: str,
+        allowed: tuple[str, ...],
+        on_attempt: int | None,
+        fields: Mapping,
+        waiters: Sequence[str] = (),
+        client=None,
+    ):
+        """The transition script: ``fields`` set where the job is in an ``allowed`` status (and on ``on_attempt``),
+        and counted down in each of ``waiters`` (the jobs that wait for it: given for a final status only)."""
         unknown = set(fields) - set(JobRecord.model_fields)
         if unknown:
             raise TypeError(f"not job record fields: {sorted(unknown)}")
         args: list[str | int] = [
+            self.settings.result_ttl_seconds,
+            _encode(QUEUED),
+            _encode(now()),
             len(allowed),
             *(_encode(s) for s in allowed),
             "" if on_attempt is None else _encode(on_attempt),
         ]
         for name, value in fields.items():
             args += [name, _encode(value)]
-        applied = bool(self._guarded_write(keys=[self.keys.job(job_id)], args=args))
-        if applied and fields.get("status") in TERMINAL:
-            self.redis.zrem(self.keys.unfinished_jobs, job_id)  # a stale entry is pruned by the watchdog anyway
-        return applied
+        keys = [self.keys.job(job_id)]
+        for waiter in waiters:
+            keys += [self.keys.job(waiter), self.keys.job_waiting(waiter)]
+        return self._transition(keys=keys, args=args, client=client)
+
+    @staticmethod
+    def _ended(reply, waiters: Sequence[str]) -> "Ended | None":
+        """What the transition script answered for a job that ``waiters`` wait for."""
+        if not reply[0]:
+            return None
+        return Ended(tuple(waiters[(int(k) - 2) // 2] for k in reply[1:]))
 
     # ---- heartbeats and cancel requests -------------------------------------------------------------------------
 

@@ -28,9 +28,12 @@ class ResultStore:
         return self.blobs.get_document(self.keys.job_result(job_id), JobResult)
 
     def delete(self, job_id: str) -> None:
-        self.blobs.delete(self.keys.job_result(job_id))
-        self.blobs.delete(self.keys.job_rules(job_id))
-        self.blobs.delete(self.keys.job_weights(job_id))  # a path that ran before its rules were stored
+        self.delete_all([job_id])
+
+    def delete_all(self, job_ids: Sequence[str]) -> None:
+        """The results of the jobs, their rules, and the weights of paths run before rules were stored with them."""
+        keys = [self.keys.job_result, self.keys.job_rules, self.keys.job_weights]
+        self.blobs.delete_all([key(job_id) for job_id in job_ids for key in keys])
 
     def put_rules(self, job_id: str, ensembles: Sequence[RuleEnsemble]) -> None:
         """Every step's rules of a path job, in step order."""

@@ -55,6 +55,8 @@ const TIMINGS = {
   wait_after_folds: "wait for a worker after the folds",
   cells: "cells (first cell's start to last cell's end)",
   wait_after_cells: "wait for a worker after the cells",
+  stability_fits: "stability fits (first fit's start to last fit's end)",
+  wait_after_stability_fits: "wait for a worker after the stability fits",
   load_forest: "load forest",
   train: "train forest",
   load_data: "load data",
@@ -283,7 +285,7 @@ export function showJob(main, { jobId, step }, context) {
     details.replaceChildren(card("Settings", settings(job)), card("Timings", timings(job)));
     cancel.hidden = !isActive(job);
     const p = job.progress;
-    if ((job.kind === "path" || job.kind === "cv") && p.step && p.n_terms !== undefined) {
+    if (["path", "cv", "stability_fit"].includes(job.kind) && p.step && p.n_terms !== undefined) {
       // every metric the progress carries (the losses; R², RMSE and MAE of regression; AUC, accuracy and Brier
       // score of classifiers; MAE of counts)
       const metrics = Object.fromEntries(Object.entries(p).filter(([key]) => /^(train|val)_/.test(key)));

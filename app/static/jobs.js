@@ -10,11 +10,13 @@ const LIST_REFRESH_MS = 5000;
 
 export const isActive = job => job.status === "queued" || job.status === "running";
 
-/** A parent job (a grid, a cross-validation) while it is queued behind its cells: it counts them as they end (a
- * cross-validation then refits on every row, builds the rules and measures their stability: its own phases). */
-const byCells = job => Boolean(job.cells) && job.status === "queued" && job.kind !== "batch";
+/** A parent job (a grid, a cross-validation) while it waits for its cells: it counts them as they end (a
+ * cross-validation then refits on every row, builds the rules and measures their stability: its own phases). Once
+ * its cells ended and only its stability fits are left, those are counted (phase stability, fit of n_fits). */
+const byCells = job => Boolean(job.cells) && job.status === "queued" && job.kind !== "batch"
+  && job.progress.phase !== "stability";
 
-/** The cells of a parent queued behind them that have ended (none is known to have ended until one reports). */
+/** The cells of a parent waiting for them that have ended (none is known to have ended until one is counted). */
 const cellsEnded = job => job.cells.length - (job.progress.unfinished ?? job.cells.length);
 
 /** Where a job stands, in words, after its phase: "path: step 12 of ≤50 · 9 rules", "folds: 3 of 5 finished",

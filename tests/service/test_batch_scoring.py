@@ -17,6 +17,7 @@ import pytest
 from solver import RuleEnsemble
 from solver.encoding import TableEncoding
 from tests.support.data import ABALONE
+from tests.support.drift import drift
 from tests.support.jobs import submit
 from tests.support.problems import assert_problem
 from tests.support.service import ServiceStack, make_settings
@@ -351,6 +352,7 @@ def test_a_chunk_of_a_cox_model_gets_survival_columns_as_the_library():
 def test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes(own_queue, regression):
     client, features = own_queue.client, abalone_features(4177)
     rows = pd.concat([features] * 72, ignore_index=True).iloc[:300_000]  # two chunks of 150,000 rows, explained
+    counted = drift(own_queue, regression["id"], source="batch")["rows"]
     response = post_batch(
         client, regression["id"], parquet_bytes(rows), "big.parquet", chunk_rows=150_000, explain="true"
     )
@@ -367,6 +369,8 @@ def test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes(own_queue,
     result = download(client, view["id"])
     assert result["row"].tolist() == list(range(300_000))
     assert np.allclose(result["prediction"], library_scores(regression, rows), rtol=0, atol=1e-12)
+    # the killed chunk's rows, scored twice, are counted once in the model's drift (issue 38)
+    assert drift(own_queue, regression["id"], source="batch")["rows"] - counted == 300_000
 
 
 def test_a_chunk_names_the_file_s_row_of_a_bad_exposure_or_an_infinite_number_and_scales_rates_by_exposure():

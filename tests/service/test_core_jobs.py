@@ -224,7 +224,6 @@ def test_each_transition_applies_only_from_its_statuses_and_on_its_attempt(core,
     assert not records.report_progress(record.id, 1, progress)
     assert not records.succeed(record.id, 1, summary=summary, cache_hit=None, timings={}, progress=progress)
     assert not records.fail(record.id, 1, JobError(type="x", detail="y"), timings={})
-    assert records.continue_later(record, 1) is None
     assert not records.claim(record.id, 2, started_at=time.time(), timings={})  # not its attempt
     assert records.claim(record.id, 1, started_at=time.time(), timings={"queue_wait": 0.5})
     assert records.heartbeat_alive(record.id)  # the claim starts the heartbeat
@@ -281,19 +280,6 @@ def test_a_retried_attempt_is_never_overwritten_by_the_lost_one(core, dataset):
     assert [entry.attempt for entry in failed.history] == [1, 2]
 
 
-def test_a_grid_parent_waiting_for_its_cells_continues_later_on_the_same_attempt(core, dataset):
-    records, record = core.records, queued_training_job(core, dataset)
-    assert records.claim(record.id, 1, started_at=time.time(), timings={})
-    waiting = records.continue_later(records.get(record.id), 4)
-    assert waiting.status == "queued" and waiting.attempt == 1 and waiting.continuation == 1
-    assert waiting.rq_job_id == f"{record.id}-1c1" and waiting.progress == Progress(
-        phase="waiting for cells", unfinished=4
-    )
-    assert records.continue_later(waiting, 4) is None  # not running
-    assert records.claim(record.id, 1, started_at=time.time(), timings={})  # its next run
-    assert records.continue_later(records.get(record.id), 2).rq_job_id == f"{record.id}-1c2"
-
-
 def test_reads_leave_a_lost_worker_s_job_alone_the_watchdog_retries_it_then_fails_it(core, dataset):
     record = queued_training_job(core, dataset)
     assert core.jobs.watch_running() == 0  # queued moments ago, in the queue
@@ -328,9 +314,14 @@ def test_cancel_and_results_of_unfinished_jobs(core, dataset):
     with pytest.raises(Conflict) as caught:
         core.job_results.result(record.id, tenant=TENANT)
     assert caught.value.retry_after == 1
-    assert core.jobs.cancel(record.id, tenant=TENANT).status == "canceled" and len(queued_runs(core)) == 0
+    canceled = core.jobs.cancel(record.id, tenant=TENANT)
+    assert canceled.status == "canceled" and len(queued_runs(core)) == 0
+    assert core.jobs.cancel(record.id, tenant=TENANT) == canceled  # a cancel sent again is answered as the first
+    other = queued_training_job(core, dataset)
+    core.records.claim(other.id, 1, started_at=time.time(), timings={})
+    core.records.fail(other.id, 1, JobError(type="x", detail="y"), timings={})
     with pytest.raises(Conflict) as caught:
-        core.jobs.cancel(record.id, tenant=TENANT)
+        core.jobs.cancel(other.id, tenant=TENANT)  # it ended otherwise: nothing to cancel
     assert caught.value.faults[0].field == "job_id" and caught.value.retry_after is None
 
 
@@ -342,13 +333,13 @@ def test_a_path_job_needs_a_forest(core, dataset):
 
 def test_a_job_deleted_while_it_is_canceled_is_not_found(core, dataset, monkeypatch):
     record = queued_training_job(core, dataset)
-    cancel_one = core.jobs._cancel_one
+    cancel_all = core.jobs._cancel_all
 
-    def cancel_then_delete(job):
-        cancel_one(job)
-        core.records.delete(job)  # a DELETE of the job, answered meanwhile
+    def cancel_then_delete(jobs):
+        cancel_all(jobs)
+        core.records.delete_all(jobs)  # a DELETE of the job, answered meanwhile
 
-    monkeypatch.setattr(core.jobs, "_cancel_one", cancel_then_delete)
+    monkeypatch.setattr(core.jobs, "_cancel_all", cancel_then_delete)
     with pytest.raises(NotFound):
         core.jobs.cancel(record.id, tenant=TENANT)
 

@@ -47,10 +47,10 @@ def submission(dataset, **path) -> PathJobRequest:
 
 
 def test_a_submission_that_fails_after_recording_its_job_keeps_its_idempotency_key(core, dataset, monkeypatch):
-    def enqueue_fails(record, depends_on=None):
+    def enqueue_fails(records):
         raise RedisConnectionError("lost the connection while queueing")
 
-    monkeypatch.setattr(core.jobs, "enqueue", enqueue_fails)
+    monkeypatch.setattr(core.jobs, "enqueue_all", enqueue_fails)
     with pytest.raises(RedisConnectionError):
         core.job_submission.submit_path(submission(dataset), "retry-me", tenant=TENANT)
     monkeypatch.undo()
@@ -188,29 +188,3 @@ def test_a_blob_of_parts_reads_one_part_without_the_others_and_goes_whole():
     assert 0 < redis.ttl("parts") <= 60 and 0 < redis.ttl("parts:3") <= 60
     blobs.delete("parts")
     assert list(redis.scan_iter()) == []
-
-
-def test_a_parent_queued_behind_a_lost_cell_attempt_is_queued_again_behind_the_retry(core, dataset):
-    """A cross-validation parent waits (an RQ run deferred) behind its folds' RQ runs; a fold whose worker is lost is
-    retried under a new RQ run, and the run the parent waits on never ends. The watchdog re-queues the parent behind
-    the folds' current runs (a continuation of the same attempt); a parent behind live runs is left alone."""
-    from rq.job import Job
-    from rq.serializers import JSONSerializer
-
-    from app.core.job_documents import LostAttempt
-    from app.core.records import now
-
-    parent = core.job_submission.submit_path(submission(dataset, cv_folds=2), None, tenant=TENANT)
-    folds = [core.jobs.read(cell) for cell in parent.cells]
-    time.sleep(0.25)
-    assert core.jobs.watch_running() == 0  # every run it waits on is the folds' own
-    retried = core.records.retry_lost(folds[0], LostAttempt(attempt=1, lost_at=now(), reason="worker killed"))
-    core.jobs.enqueue(retried)
-    time.sleep(0.25)
-    assert core.jobs.watch_running() == 1
-    again = core.jobs.read(parent.id)
-    assert again.status == "queued" and again.attempt == 1 and again.continuation == 1
-    waits_on = Job.fetch(again.rq_job_id, connection=core.redis, serializer=JSONSerializer).dependency_ids
-    assert sorted(waits_on) == sorted([retried.rq_job_id, folds[1].rq_job_id])
-    time.sleep(0.25)
-    assert core.jobs.watch_running() == 0

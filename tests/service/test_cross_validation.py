@@ -104,7 +104,8 @@ def test_a_cross_validated_job_with_stability_is_the_librarys(stack):
 
 @pytest.mark.integration
 def test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_completes(own_queue):
-    """A fold's worker killed mid-path: the watchdog runs the fold again and the parent still refits."""
+    """A fold's worker killed mid-path: the watchdog runs the fold again, counted once in the parent, which still
+    refits, queued once by its last fold to end and run once (issue 38)."""
     dataset = own_queue.upload_dataset(ABALONE, target="rings")
     body = {
         "dataset_id": dataset["id"],
@@ -123,6 +124,8 @@ def test_the_folds_run_as_cells_and_a_killed_fold_is_retried_while_the_parent_co
     own_queue.workers[-1].kill()
     own_queue.add_worker()
     done = own_queue.wait_for(parent["id"], ("succeeded",), timeout=240)
+    assert done["attempt"] == 1 and done["history"] == []  # queued once, by the last fold to end, and run once
+    assert not own_queue.redis.exists(f"rq:job:{parent['id']}-2")
     fold = own_queue.client.get(f"/v1/jobs/{first}").json()
     assert fold["status"] == "succeeded" and fold["attempt"] == 2 and fold["spec"]["fold"] == 0
     assert "stopped sending heartbeats" in fold["history"][0]["reason"]

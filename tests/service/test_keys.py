@@ -38,7 +38,17 @@ def test_the_keys_are_the_documented_ones():
         keys.job_result("j"),
         keys.job_rules("j"),
         keys.job_weights("j"),
-    ] == ["p:job:j", "p:job:j:heartbeat", "p:job:j:cancel", "p:job:j:result", "p:job:j:rules", "p:job:j:coefs"]
+        keys.job_waiting("j"),
+    ] == [
+        "p:job:j",
+        "p:job:j:heartbeat",
+        "p:job:j:cancel",
+        "p:job:j:result",
+        "p:job:j:rules",
+        "p:job:j:coefs",
+        "p:job:j:waiting",
+    ]
+    assert [keys.batch_counts("j", 3), keys.batch_counted("j")] == ["p:job:j:batch-counts:3", "p:job:j:batch-counted"]
     assert [keys.all_jobs, keys.unfinished_jobs, keys.stats, keys.worker_beats, keys.worker_states] == [
         "p:jobs",
         "p:unfinished-jobs",
@@ -94,6 +104,9 @@ def documented_patterns(keys: Keys) -> list[re.Pattern]:
         keys.job(ANY),
         keys.job_heartbeat(ANY),
         keys.job_cancel(ANY),
+        keys.job_waiting(ANY),
+        keys.batch_counts(ANY, ANY),
+        keys.batch_counted(ANY),
         keys.all_jobs,
         keys.unfinished_jobs,
         keys.stats,
@@ -164,6 +177,13 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         theirs.id, SMALL_FOREST, ValidationSplit.holdout(0, 0), "again", tenant=OTHER
     )
     core.jobs.cancel(waiting.id, tenant=OTHER)
+    cross_validation = core.job_submission.submit_path(  # its folds wait for their forest, it for them and its fits
+        PathJobRequest(
+            dataset_id=theirs.id, forest=SMALL_FOREST, path=PathSpec(n_lambdas=5, cv_folds=2), stability_resamples=2
+        ),
+        None,
+        tenant=OTHER,
+    )
     core.workers.beat("w1", READY, ["keys"], time.time())
 
     written = {key.decode() for key in redis.scan_iter(match=keys.prefix + "*")}
@@ -183,6 +203,8 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
         keys.job_rules(job.id),
         keys.leaf_cache(forest.id, dataset.id),
         keys.job_cancel(waiting.id),
+        keys.job_waiting(cross_validation.id),
+        *(keys.job_waiting(fold) for fold in cross_validation.cells),
         keys.stats,
         keys.worker_beats,
         keys.worker_states,

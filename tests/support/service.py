@@ -44,6 +44,7 @@ def make_settings(**overrides) -> Settings:
         "heartbeat_ttl_seconds": 4.0,
         "watchdog_seconds": 1.0,
         "max_upload_bytes": 8 * 1024 * 1024,
+        "batch_min_chunk_rows": 1,  # the tests split small tables into many chunks (the default's for real files)
     }
     return Settings(**{**values, **overrides})
 
