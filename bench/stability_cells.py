@@ -10,7 +10,11 @@ settings and seed, hence the same halves and rules) side by side:
 The ratio reported is (two workers: the first fit's start to the last fit's end) / (one worker: the fits' summed run
 times), and beside it the ratio of the two jobs' end-to-end times (the path and the queue hops included in both).
 
-Usage: python bench/stability_cells.py [--rows 3000] [--fits 10] [--repeats 2] [--out bench/results/stability_cells.md]
+``--threads N`` runs every worker with FIRE_NUM_THREADS=N (default: numba's, every core: one worker's parallel kernels
+already take the machine's cores, so on a machine of two cores a second worker has none of its own).
+
+Usage: python bench/stability_cells.py [--rows 3000] [--fits 10] [--repeats 2] [--threads N]
+       [--out bench/results/stability_cells.md]
 Writes only under fresh key prefixes and queue names, and removes them at the end.
 """
 
@@ -23,8 +27,8 @@ from pathlib import Path
 import pandas as pd
 from service import ELEVATORS, Service  # bench/service.py: the service under test, on its own prefix and queue
 
-FOREST = {"n_estimators": 100, "max_depth": 4, "max_features": "sqrt", "random_state": 0}
-PATH = {"n_lambdas": 60, "max_rules": 30, "patience": None, "validation": {"fraction": 0.2, "seed": 0}}
+FOREST = {"n_estimators": 300, "max_depth": 4, "max_features": "sqrt", "random_state": 0}
+PATH = {"n_lambdas": 100, "max_rules": 30, "patience": None, "validation": {"fraction": 0.2, "seed": 0}}
 
 
 def _warm_up(service: Service, workers: int, csv: bytes, body: dict) -> None:
@@ -39,10 +43,10 @@ def _warm_up(service: Service, workers: int, csv: bytes, body: dict) -> None:
     service.run_job({**body, "dataset_id": small["id"], "stability_resamples": 2 * workers})
 
 
-def stability_job(redis_url: str, workers: int, csv: bytes, body: dict) -> dict:
-    """One path job with stability fits on a fresh service with ``workers`` workers: its seconds end to end, its
-    fits' summed run seconds and their span, and what it measured."""
-    service = Service(redis_url, workers=workers)
+def stability_job(redis_url: str, workers: int, csv: bytes, body: dict, env: dict) -> dict:
+    """One path job with stability fits on a fresh service with ``workers`` workers (``env``: more of their
+    environment): its seconds end to end, its fits' summed run seconds and their span, and what it measured."""
+    service = Service(redis_url, workers=workers, env=env)
     try:
         _warm_up(service, workers, csv, body)
         dataset = service.upload(csv, "Goal")
@@ -67,15 +71,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=3000, help="first rows of elevators used")
     parser.add_argument("--fits", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="FIRE_NUM_THREADS of every worker")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "stability_cells.md")
     args = parser.parse_args()
 
     csv = pd.read_csv(ELEVATORS).head(args.rows).to_csv(index=False).encode()
     body = {"forest": FOREST, **PATH, "stability_resamples": args.fits}
+    env = {} if args.threads is None else {"FIRE_NUM_THREADS": str(args.threads)}
     runs: dict[int, list[dict]] = {1: [], 2: []}
     for _ in range(args.repeats):
         for workers in (1, 2):  # side by side, alternating, so a load change on the machine hits both
-            runs[workers].append(stability_job(args.redis, workers, csv, body))
+            runs[workers].append(stability_job(args.redis, workers, csv, body, env))
     one, two = runs[1], runs[2]
     assert len({run["dice"] for run in one + two}) == 1, "the same job measured different stabilities"
 
@@ -85,8 +91,11 @@ def main() -> None:
     lines = [
         f"# {args.fits} stability fits as jobs: two workers against the fits one after another",
         "",
-        f"`python bench/stability_cells.py --rows {args.rows} --fits {args.fits} --repeats {args.repeats}` "
-        f"({os.cpu_count()} cores, shared with other processes while it ran; medians of {args.repeats} runs).",
+        f"`python bench/stability_cells.py --rows {args.rows} --fits {args.fits} --repeats {args.repeats}"
+        + ("" if args.threads is None else f" --threads {args.threads}")
+        + f"` ({os.cpu_count()} cores, shared with other processes while it ran, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; medians of {args.repeats} runs; FIRE_NUM_THREADS "
+        f"{args.threads or 'unset: every core'}).",
         f"Table: the first {args.rows} rows of elevators (target Goal). A path job ({PATH['n_lambdas']} λ, 20% held "
         f"out) whose {args.fits} half-sample fits each train their own forest ({FOREST['n_estimators']} trees of "
         f"depth {FOREST['max_depth']}) and fit a path on their half; the job then fits its own path and measures "

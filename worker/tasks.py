@@ -485,8 +485,16 @@ def run_stability_fit(job_id: str, attempt: int) -> None:
             # the forest of a half: trained there from the recipe, or the uploaded forest itself
             forest = spec.recipe.params if spec.recipe is not None else run.core.forests.load(spec.forest_id)
         rows = half_sample(len(y), spec.resample, spec.path.random_state)
-        half = _PathData(
-            X[rows], y[rows], dataset, None, None, None, None, False, None if weight is None else weight[rows]
+        half = _PathData(  # the half alone: no validation rows of another dataset, no cached leaves of its forest
+            X=X[rows],
+            y=y[rows],
+            dataset=dataset,
+            X_val=None,
+            y_val=None,
+            leaves=None,
+            val_leaves=None,
+            cache_hit=False,
+            sample_weight=None if weight is None else weight[rows],
         )
         run.start_path("path", spec.path.n_steps)
         with run.timed("path"):
