@@ -59,24 +59,25 @@ class _Watched:
 
 
 class FiringMonitor:
-    """This process's drift counts (see the module docstring). ``profile_of(model_id)``: the model's training
-    profile (built where it was never stored), None where it cannot be had."""
+    """This process's drift counts of live requests, and the adding of a succeeded batch's (see the module
+    docstring). ``profile_of(model_id)``: the model's training profile (built where it was never stored), None where
+    it cannot be had."""
 
     def __init__(self, settings: Settings, store: DriftStore, profile_of: Callable[[str], TrainingProfile | None]):
         self.settings = settings
         self.store = store
         self.profile_of = profile_of
-        self._queue: deque = deque()  # (scoring model, rows or None, (column, rows) or None, source, time)
-        self._pending: dict[tuple[str, str, int], tuple[Layout, np.ndarray]] = {}
+        self._queue: deque = deque()  # (scoring model, rows or None, (column, rows) or None, time)
+        self._pending: dict[tuple[str, int], tuple[Layout, np.ndarray]] = {}  # (model, fine window): counts
         self._watched: dict[str, _Watched] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def record(self, scoring: ScoringModel, X: np.ndarray, source: Source = "live") -> None:
+    def record(self, scoring: ScoringModel, X: np.ndarray) -> None:
         """Count encoded rows ``X`` scored by ``scoring`` (the request path: an append, nothing more)."""
         if self.settings.monitoring:
-            self._queue.append((scoring, X, None, source, time.time()))
+            self._queue.append((scoring, X, None, time.time()))
 
     def counts(self, scoring: ScoringModel, X: np.ndarray) -> dict[str, int] | None:
         """The counts of encoded rows ``X`` scored by ``scoring``, by field name (those not 0), added nowhere: None
@@ -99,10 +100,10 @@ class FiringMonitor:
             total.update(counts)
         return self.store.add_once(model_id, "batch", time.time(), total, once, self.settings.result_ttl_seconds)
 
-    def record_unseen(self, scoring: ScoringModel, column: str, n_rows: int, source: Source = "live") -> None:
+    def record_unseen(self, scoring: ScoringModel, column: str, n_rows: int) -> None:
         """Count ``n_rows`` rows refused for a level of ``column`` the training table never had."""
         if self.settings.monitoring:
-            self._queue.append((scoring, None, (column, n_rows), source, time.time()))
+            self._queue.append((scoring, None, (column, n_rows), time.time()))
 
     def start(self) -> None:
         if self.settings.monitoring and self._thread is None:
@@ -129,15 +130,15 @@ class FiringMonitor:
                 log.exception("drift counting failed")
 
     def drain(self) -> None:
-        """Bin the queued rows into the pending counts, per model, source and fine window."""
-        groups: dict[tuple[str, str, int], tuple[ScoringModel, list, list]] = {}
+        """Bin the queued rows into the pending counts, per model and fine window."""
+        groups: dict[tuple[str, int], tuple[ScoringModel, list, list]] = {}
         seconds = self.settings.drift_window_seconds
         while True:
             try:
-                scoring, X, unseen, source, at = self._queue.popleft()
+                scoring, X, unseen, at = self._queue.popleft()
             except IndexError:  # empty (another thread, a flush, may drain it too)
                 break
-            key = (scoring.id, source, int(at // seconds * seconds))
+            key = (scoring.id, int(at // seconds * seconds))
             group = groups.setdefault(key, (scoring, [], []))
             (group[1] if X is not None else group[2]).append(X if X is not None else unseen)
         for key, (scoring, rows, refused) in groups.items():
@@ -155,16 +156,16 @@ class FiringMonitor:
         with self._lock:
             pending, self._pending = self._pending, {}
         failed = {}
-        for (model_id, source, start), (layout, counts) in pending.items():
+        for (model_id, start), (layout, counts) in pending.items():
             try:
-                self.store.add(model_id, source, start, layout, counts)
+                self.store.add(model_id, "live", start, layout, counts)
             except REDIS_FAILURES as error:
                 log.warning("drift counts of model %s kept for later: %s", model_id, error)
-                failed[(model_id, source, start)] = (layout, counts)
+                failed[(model_id, start)] = (layout, counts)
         for key, (layout, counts) in failed.items():
             self._add_pending(key, layout, counts)
 
-    def _add_pending(self, key: tuple[str, str, int], layout: Layout, counts: np.ndarray) -> None:
+    def _add_pending(self, key: tuple[str, int], layout: Layout, counts: np.ndarray) -> None:
         with self._lock:
             if key in self._pending:
                 self._pending[key][1][:] += counts

@@ -10,11 +10,13 @@ const LIST_REFRESH_MS = 5000;
 
 export const isActive = job => job.status === "queued" || job.status === "running";
 
-/** A parent job (a grid, a cross-validation) while it waits for its cells: it counts them as they end (a
+/** A parent job (a grid, a cross-validation, a batch) while it waits for its cells: it counts them as they end (a
  * cross-validation then refits on every row, builds the rules and measures their stability: its own phases). Once
  * its cells ended and only its stability fits are left, those are counted (phase stability, fit of n_fits). */
-const byCells = job => Boolean(job.cells) && job.status === "queued" && job.kind !== "batch"
-  && job.progress.phase !== "stability";
+const byCells = job => Boolean(job.cells) && job.status === "queued" && job.progress.phase !== "stability";
+
+/** What a parent's cells are, in words. */
+const CELL_NOUNS = { cv: "folds", batch: "chunks" };
 
 /** The cells of a parent waiting for them that have ended (none is known to have ended until one is counted). */
 const cellsEnded = job => job.cells.length - (job.progress.unfinished ?? job.cells.length);
@@ -23,7 +25,7 @@ const cellsEnded = job => job.cells.length - (job.progress.unfinished ?? job.cel
  * "stability: 6 of 10 half-sample fits"; once done, its steps and what stopped its path. */
 function progressText(job) {
   const progress = job.progress;
-  if (byCells(job)) return `${job.kind === "cv" ? "folds" : "cells"}: ${cellsEnded(job)} of ${job.cells.length} finished`;
+  if (byCells(job)) return `${CELL_NOUNS[job.kind] ?? "cells"}: ${cellsEnded(job)} of ${job.cells.length} finished`;
   if (job.summary?.stop_reason) return `${job.summary.n_steps} steps, stopped by ${job.summary.stop_reason.replaceAll("_", " ")}`;
   if (progress.n_fits) return `${progress.phase}: ${progress.fit ?? 0} of ${progress.n_fits} half-sample fits`;
   if (progress.n_steps) {
