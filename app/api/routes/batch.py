@@ -100,7 +100,13 @@ async def submit_batch(
         bool, Query(description="add the ids of the rules that fired and what each adds (and each linear term)")
     ] = False,
     chunk_rows: Annotated[
-        int | None, Query(ge=1, le=10_000_000, description="rows per chunk job (default FIRE_BATCH_CHUNK_ROWS)")
+        int | None,
+        Query(
+            ge=1,
+            le=10_000_000,
+            description="rows per chunk job (default FIRE_BATCH_CHUNK_ROWS); at least FIRE_BATCH_MIN_CHUNK_ROWS (a 422 "
+            "naming it below: a chunk job costs as much as scoring that many rows)",
+        ),
     ] = None,
     times: Annotated[
         list[FiniteFloat] | None,
