@@ -211,9 +211,10 @@ def score_rows(
         probabilities = INVERSE_LINKS["softmax"](scores)  # RuleEnsemble.predict_mean of these scores
         return Scores(labels, explanations, contributions, probabilities.tolist(), classes, linear_contributions)
     if scoring.classes is None:  # the prediction, or the rate exp(score) of counts (predict_mean)
-        mean = INVERSE_LINKS[ensemble.link](scores if offset is None else scores + offset)
-        if exposure is not None:
-            mean = mean * exposure
+        with np.errstate(over="ignore"):  # a prediction past float64's range is refused just below, not warned of
+            mean = INVERSE_LINKS[ensemble.link](scores if offset is None else scores + offset)
+            if exposure is not None:
+                mean = mean * exposure
         check_finite(mean, location, "prediction")
         survival = None if times is None else ensemble.predict_survival(X, np.asarray(times, dtype=np.float64))
         return Scores(
