@@ -49,6 +49,7 @@ MODULE_MARKERS = {
     "service/test_survival_dashboard.py": "browser integration",
     "service/test_faults.py": "integration",  # its own redis-server and `fire-rules serve`
     "service/test_lost_claims.py": "integration slow",  # workers of its own, each killed at a point and replaced
+    "service/test_noisy_neighbour.py": "integration slow",  # its own redis-server, `serve` and workers, ~50 s
     "service/test_openapi.py": "integration",  # the API on the session's Redis, no fixture
     "solver/test_references.py": "reference",
 }
