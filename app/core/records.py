@@ -240,6 +240,18 @@ def _decode(raw: Mapping[bytes | str, bytes | str], waiting: Mapping[str, int], 
     return record
 
 
+def _status(raw: bytes | str | None) -> str | None:
+    """A job's stored status field (None: no such job, or a field that does not read as a status: one damaged record
+    never stops the reads of the others, a tenant's admission or a batch's progress)."""
+    if raw is None:
+        return None
+    try:
+        status = json.loads(raw)
+    except ValueError:
+        return None
+    return status if status in (*ACTIVE, *TERMINAL) else None
+
+
 def _unreadable(job_id: str, raw: Mapping[bytes | str, bytes | str], error: Exception) -> Unreadable:
     UNREADABLE[JobRecord.__name__] += 1
     fields = {text(k): v for k, v in raw.items()}
@@ -380,7 +392,7 @@ class JobRecords:
             with self.redis.pipeline(transaction=False) as pipe:
                 for job_id in job_ids[start : start + BULK]:
                     pipe.hget(self.keys.job(job_id), "status")
-                found += [None if status is None else json.loads(status) for status in pipe.execute()]
+                found += [_status(status) for status in pipe.execute()]
         return found
 
     def waiting(self, job_ids: Sequence[str]) -> list[int]:
@@ -410,10 +422,11 @@ class JobRecords:
                 pipe.hget(self.keys.job(member), "status")
             statuses = pipe.execute()
         young = now() - ADMISSION_GRACE_SECONDS
+        # a job whose status field cannot be read counts as one that vanished: pruned after the grace
         finished = [
             member
-            for (member, admitted), status in zip(admitted_ids, statuses)
-            if (status is None and admitted < young) or (status is not None and json.loads(status) in TERMINAL)
+            for (member, admitted), status in zip(admitted_ids, map(_status, statuses))
+            if (status is None and admitted < young) or status in TERMINAL
         ]
         admitted, jobs, held = self._admit(
             keys=[key, self.keys.active_units(tenant)], args=[job_id, units, now(), max_jobs, max_units, *finished]

@@ -557,6 +557,11 @@ def test_a_job_record_that_cannot_be_read_degrades_only_that_job(world):
     world.core.redis.hset(world.core.records.keys.job(damaged), "status", b"not json")
     assert_problem(world.client.get(f"/v1/jobs/{damaged}", headers=ALICE), 409, "path.job_id")
     assert world.client.get("/v1/jobs", headers=ALICE).status_code == 200
+    assert world.client.post("/v1/jobs", json=body, headers=ALICE).status_code == 202  # the tenant's admission
+    files = {"file": ("a.csv", pd.DataFrame([ABALONE_ROW]).to_csv(index=False).encode(), "text/csv")}
+    batch = world.client.post(f"/v1/models/{world.model['id']}/batch", files=files, headers=ALICE).json()
+    world.core.redis.hset(world.core.records.keys.job(batch["cells"][0]), "status", b"not json")
+    assert world.client.get(f"/v1/models/batch/{batch['id']}", headers=ALICE).status_code == 200  # its progress
 
 
 def test_a_dataset_or_result_that_cannot_be_read_is_a_409_of_its_own_and_the_same_upload_replaces_it(world):
