@@ -45,7 +45,8 @@ def test_a_worker_killed_in_the_claim_is_replaced_within_seconds_and_the_job_run
     settings = stack.settings
     killer = killed_at(point, stack)
     killer.wait_registered(stack.redis)
-    submitted = stack.client.post("/v1/forests/train", json={"dataset_id": abalone, **SLOW_FOREST})
+    forest = {**SLOW_FOREST, "random_state": list(POINTS).index(point)}  # a forest of its own: none is stored yet
+    submitted = stack.client.post("/v1/forests/train", json={"dataset_id": abalone, **forest})
     assert submitted.status_code == 202, submitted.text
     job_id = submitted.json()["id"]
     killer.process.wait(timeout=60)  # it took the job and died at the point (not a job that ended first)
