@@ -199,14 +199,19 @@ async function buildForm(query, navigate) {
                                 [["holdout", "a holdout of the training rows"], ["dataset", "another dataset"]], "holdout");
   const forestMode = radios("forest-mode", "Forest", [["train", "train a forest for this job"], ["stored", "a stored forest"]],
                             query.get("forest") ? "stored" : "train");
+  // with folds, every training row validates the step in its fold: the API refuses a holdout or a validation dataset
+  // beside cv_folds, so the choice is hidden (and not sent) while folds are set
+  const validationRows = h("div", null,
+    h("p", { class: "label" }, "Validation rows (they choose the step)"), validationMode,
+    h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
+    h("div", { "data-when": "validation-mode=dataset", class: "fields" }, validationField));
+  const foldsValidate = h("p", { class: "muted", hidden: true },
+    "Validation rows: cross-validation folds are set, so every training row validates the step in its fold.");
   const slot = h("div");
   const form = h("form", { "aria-label": "Submit a path job", novalidate: true },
     h("fieldset", null, h("legend", null, "Data"),
       h("div", { class: "fields" }, field("Training dataset", dataset, { name: "dataset_id", wide: true })),
-      h("p", { class: "label" }, "Validation rows (they choose the step)"), validationMode,
-      h("div", { "data-when": "validation-mode=holdout" }, holdout.element),
-      h("div", { "data-when": "validation-mode=dataset", class: "fields" },
-        validationField)),
+      validationRows, foldsValidate),
     h("fieldset", null, h("legend", null, "Forest"), forestMode,
       h("div", { "data-when": "forest-mode=train" }, forestTraining.element),
       h("div", { "data-when": "forest-mode=stored", class: "fields" },
@@ -251,18 +256,24 @@ async function buildForm(query, navigate) {
         ?? [...selection.options].find(option => !option.disabled).value;
     }
   };
+  const showValidationChoice = () => {
+    validationRows.hidden = Boolean(folds?.value);
+    foldsValidate.hidden = !validationRows.hidden;
+  };
   const datasetChanged = () => {
     loss.update(datasets.find(d => d.id === dataset.value)?.task);
     offerSelections();
   };
   folds?.addEventListener("input", offerSelections);
+  folds?.addEventListener("input", showValidationChoice);
   form.addEventListener("change", offerSelections);
   dataset.addEventListener("change", datasetChanged);
   datasetChanged();
 
   onSubmit(form, slot, async () => {
     const body = { dataset_id: dataset.value, ...loss.read(), ...main.read(), ...terms.read(), ...trust.read(), ...solver.read() };
-    body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
+    if (validationRows.hidden) delete body.validation;
+    else body.validation = form.elements["validation-mode"].value === "dataset" ? { dataset_id: validationDataset.value } : holdout.read();
     if (form.elements["forest-mode"].value === "train") body.forest = forestTraining.read();
     else body.forest_id = storedForest.value;
     if (gridOn.checked) {

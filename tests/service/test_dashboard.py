@@ -555,6 +555,9 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
         page.get_by_label(label, exact=True).fill(value)
     page.get_by_label("Step chosen by", exact=True).select_option("1se")
     page.get_by_label("Split only at quantiles (bins)", exact=True).fill("10")
+    # the API refuses a holdout beside cv_folds: the form hides the validation choice and says why
+    expect(page.get_by_label("Holdout fraction", exact=True)).to_be_hidden()
+    expect(page.get_by_text("cross-validation folds are set")).to_be_visible()
     shoot(page, "cv-form")
     page.get_by_role("button", name="Submit job").focus()
     page.keyboard.press("Enter")
