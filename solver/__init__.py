@@ -20,7 +20,7 @@ from .forest_schema import Tree
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
 from .losses.cox import signed_times
 from .losses.logistic import probability
-from .path import PathResult, PathStep, best_step, fit_path, lambda_grid
+from .path import PathResult, PathStep, RuleStep, best_rule_step, best_step, fit_path, lambda_grid
 from .rule_types import Condition, LinearTerm, Member, Rule
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
@@ -42,12 +42,14 @@ __all__ = [
     "Rule",
     "RuleEnsemble",
     "RuleFit",
+    "RuleStep",
     "SpecError",
     "TableEncoding",
     "TableError",
     "Tree",
     "TreeEnsemble",
     "as_tree_ensemble",
+    "best_rule_step",
     "best_step",
     "binary_labels",
     "candidate_terms",

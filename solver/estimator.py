@@ -33,7 +33,7 @@ from .fitting import class_labels, fit_half_samples, fit_rules
 from .losses import DEFAULT_LOSS, LOSSES
 from .losses.cox import concordance_index, signed_times
 from .losses.logistic import probability
-from .path import upgraded_step_record
+from .path import PathStep, best_rule_step, upgraded_step_record
 from .rules import INVERSE_LINKS, RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
 from .stability import check_resamples, reference_cuts, rule_stability
@@ -122,6 +122,11 @@ class _FireEstimator(BaseEstimator):
     ``from_dict``, which has no ``coef_``, holds the rule ensemble's);
     n_iter_ : solver passes over the whole path; rule_ensemble_ : RuleEnsemble; rules_ : its rules (a tuple of
     ``solver.rule_types.Rule``);
+    rule_step_ : ``solver.path.RuleStep``, the best step with a rule (one condition or more) beside the selected
+    step: the selected step where it has one; else the step the same selection picks among those with one (None
+    where none has), its cost in validation loss (difference, ratio, the standard error with ``cv_folds``) and a
+    sentence saying why the selected step has no rule (None in a model read by ``from_dict`` whose steps' rule
+    counts are unknown);
     n_features_in_, feature_names_in_ (the original columns);
     cv_fold_paths_ : with ``cv_folds``, each fold's path (lists of step dicts; ``path_``'s validation values are
     their means, with ``val_loss_se``), else None;
@@ -224,6 +229,7 @@ class _FireEstimator(BaseEstimator):
         self.coef_ = fit.path.coef(fit.selected)
         self.intercept_ = _intercept(fit.path.intercepts[fit.selected])
         self.rule_ensemble_ = fit.rules
+        self.rule_step_ = fit.rule_step
         self.cv_fold_paths_ = (
             None if fit.fold_steps is None else [[s.to_dict() for s in steps] for steps in fit.fold_steps]
         )
@@ -335,6 +341,11 @@ class _FireEstimator(BaseEstimator):
             for k, record in enumerate(document["path"])
         ]
         model.intercept_ = _intercept(model.rule_ensemble_.intercept)
+        steps = [PathStep.from_dict(record) for record in model.path_]
+        known = all(step.n_rules is not None for step in steps)
+        model.rule_step_ = (
+            best_rule_step(steps, model.selected_step_, model.max_rules, model.selection) if known else None
+        )
         return model
 
 

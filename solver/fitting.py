@@ -25,7 +25,7 @@ from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
 from .losses import get_loss
-from .path import PathResult, PathStep, fit_path, path_grid, path_lambda_max
+from .path import PathResult, PathStep, RuleStep, fit_path, path_grid, path_lambda_max
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 from .stability import half_sample_pairs
@@ -139,11 +139,14 @@ class RuleFit:
     encoding: TableEncoding | None  # the table's encoding: the rules read in its words
     classes: Sequence | None  # the labels of y's codes (fit_rules' ``classes``)
     rules: RuleEnsemble = field(init=False)  # the selected step's
+    # the best step with a rule beside the selected one, and its cost (solver.path.best_rule_step)
+    rule_step: RuleStep = field(init=False)
     # a cross-validated fit's (PathSpec.cv_folds): each fold's path's steps, whose validation losses path.steps average
     fold_steps: list[list[PathStep]] | None = field(init=False, default=None)
 
     def __post_init__(self):
         self.rules = self.rules_at(self.selected)
+        self.rule_step = self.path.rule_step(self.selected)
 
     def rules_at(self, step: int) -> RuleEnsemble:
         """The rules of any step of the path, built as the selected step's are (the service stores every step's)."""

@@ -137,6 +137,77 @@ def best_step(steps, max_rules=None, selection=PathSpec().selection):
     return min(eligible, key=lambda k: (steps[k].val_loss if has_val else steps[k].train_loss, k))
 
 
+@dataclass(frozen=True)
+class RuleStep:
+    """The best step of a path that has a rule with a condition (``n_rules >= 1``), beside its selected step, and
+    what choosing it would cost: :func:`best_rule_step`. JSON-ready through ``to_dict``.
+
+    ``step`` is the selected step itself where that has a rule, else the step the selection rule picks among the
+    steps within the budget that have one; None where no such step exists. The costs compare the two steps' losses
+    on the rows the selection compared them on (``loss_rows``: "validation", or "training" for a path without
+    validation rows): ``loss_difference`` is the rule step's loss minus the selected step's, ``loss_ratio`` the one
+    over the other (None where the selected step's loss is not positive), ``loss_se`` the standard error of the rule
+    step's cross-validated loss (None without folds). ``reason``: the sentence a person reads where the selected
+    step has no rule (only linear terms, or the intercept alone); None where it has one."""
+
+    selected: int
+    step: int | None
+    loss_rows: str
+    loss_difference: float | None
+    loss_ratio: float | None
+    loss_se: float | None
+    reason: str | None
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def best_rule_step(steps, selected, max_rules=None, selection=PathSpec().selection) -> RuleStep:
+    """The best step of ``steps`` with a rule beside ``selected`` (the step :func:`best_step` chose with the same
+    ``max_rules`` and ``selection``), as a :class:`RuleStep`: the selected step where it has a rule, else
+    :func:`best_step` over the steps that have one (a step whose rule count is unknown, ``n_rules`` None, counts as
+    having none)."""
+    chosen = steps[selected]
+    rows = "validation" if chosen.val_loss is not None else "training"
+    if chosen.n_rules:
+        return RuleStep(
+            selected, selected, rows, 0.0, 1.0 if _loss(chosen, rows) > 0 else None, chosen.val_loss_se, None
+        )
+    with_rules = [k for k, s in enumerate(steps) if s.n_rules]
+    best = best_step([steps[k] for k in with_rules], max_rules, selection)
+    within = "" if max_rules is None else f" within {max_rules} terms"
+    holds = "uses only linear terms" if chosen.n_terms else "has no term (the intercept alone)"
+    text = f"The best step{within}, step {selected}, {holds}"
+    if best is None:
+        reason = f"{text}, and no step of the path{within} has a rule with a condition."
+        return RuleStep(selected, None, rows, None, None, None, reason)
+    step = with_rules[best]
+    ours, theirs = _loss(chosen, rows), _loss(steps[step], rows)
+    difference, ratio, se = theirs - ours, theirs / ours if ours > 0 else None, steps[step].val_loss_se
+    percent = "" if ratio is None else f" ({100 * (ratio - 1):+.1f}%)"
+    spread = "" if se is None else f", standard error of its {rows} loss {se:.4g}"
+    cost = f"costs {difference:+.4g} {rows} loss" if difference >= 0 else f"has {-difference:.4g} less {rows} loss"
+    reason = f"{text}: step {step}, the best with a rule ({_terms_text(steps[step])}), {cost}{percent}{spread}."
+    return RuleStep(selected, step, rows, difference, ratio, se, reason)
+
+
+def _loss(step, rows):
+    return step.val_loss if rows == "validation" else step.train_loss
+
+
+def _terms_text(step) -> str:
+    """A step's counts in words, as the dashboard says them: "6 terms: 4 rules, 2 linear terms", "3 rules"."""
+
+    def counted(count, noun):
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+
+    if step.n_rules is None or step.n_linear is None:
+        return counted(step.n_terms, "term")
+    if not step.n_linear:
+        return counted(step.n_rules, "rule")
+    return f"{counted(step.n_terms, 'term')}: {counted(step.n_rules, 'rule')}, {counted(step.n_linear, 'linear term')}"
+
+
 @dataclass
 class PathResult:
     """Every step of a path, the weights of each step (sparse, steps x R, or steps x R*K row-major for K classes),
@@ -162,6 +233,12 @@ class PathResult:
         if k is None:
             raise ValueError(f"no step of the path has at most max_rules={budget} terms (rules and linear terms)")
         return k
+
+    def rule_step(self, selected, max_rules=None) -> RuleStep:
+        """The best step with a rule beside the step ``selected`` (:meth:`select`'s, with the same ``max_rules``):
+        see :func:`best_rule_step`."""
+        budget = self.spec.max_rules if max_rules is None else max_rules
+        return best_rule_step(self.steps, selected, budget, self.spec.selection)
 
 
 def lambda_grid(lambda_max, n_lambdas, lambda_min_ratio):
