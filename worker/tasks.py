@@ -34,6 +34,7 @@ from app.core.job_documents import (
     PathResultBase,
     Progress,
     RuleStability,
+    RuleStepChoice,
     SurvivalCurves,
     TrainJobSpec,
     TrainResult,
@@ -599,6 +600,7 @@ def _path_job_result(
         selected=selected,
         steps=path.steps,
         classes=data.dataset.rule_classes(spec.path.loss),
+        rule_step=RuleStepChoice.model_validate(path.rule_step(selected).to_dict()),
         **extra,
     )
 

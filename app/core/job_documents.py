@@ -446,6 +446,35 @@ class SurvivalCurves(Document):
     )
 
 
+class RuleStepChoice(Document):
+    """The best step of the path that has a rule with a condition, beside the selected step, and what choosing it
+    costs: the library's ``solver.path.RuleStep`` (``best_rule_step``), computed by the worker."""
+
+    selected: int = Field(description="the selected step")
+    step: int | None = Field(
+        description="the best step with a rule (one condition or more) within the rule budget, by the path's own "
+        "selection: the selected step where it has one; null where no step of the path has one"
+    )
+    loss_rows: Literal["validation", "training"] = Field(
+        description="the rows whose loss the costs compare: the validation rows (with cv_folds, the folds' mean), or "
+        "the training rows of a path without validation rows"
+    )
+    loss_difference: float | None = Field(
+        description="step's loss minus the selected step's (0 where they are the same step; null where step is null)"
+    )
+    loss_ratio: float | None = Field(
+        description="step's loss over the selected step's (null where step is null or the selected step's loss is "
+        "not positive)"
+    )
+    loss_se: float | None = Field(
+        description="with cv_folds: the standard error of step's cross-validated loss (the folds' sd / sqrt(K))"
+    )
+    reason: str | None = Field(
+        description="where the selected step has no rule (only linear terms, or the intercept alone), why in words, "
+        "with the best step with a rule and its cost; null where the selected step has a rule"
+    )
+
+
 class PathResultBase(Document):
     """What a path produced: the result of a path job, and of a grid job (its best cell's)."""
 
@@ -473,6 +502,11 @@ class PathResultBase(Document):
     stability: RuleStability | None = Field(None, description="with stability_resamples: how the rules repeat")
     survival: SurvivalCurves | None = Field(
         None, description="Cox loss: the selected step's survival curves on the validation rows"
+    )
+    rule_step: RuleStepChoice | None = Field(
+        None,
+        description="the best step with a rule beside the selected one and its cost, with a reason in words where the "
+        "selected step has no rule (null in results stored before it was computed)",
     )
 
     @model_validator(mode="before")

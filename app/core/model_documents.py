@@ -7,7 +7,7 @@ from pydantic import Field, computed_field, model_validator
 
 from app.core.blobs import Document
 from app.core.drift import DriftSummary
-from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics, TermCounts
+from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics, RuleStepChoice, TermCounts
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble
 from solver.losses import get_loss
@@ -34,6 +34,11 @@ class ModelProvenance(Document):
     forest_id: str
     parameters: PathJobSpec
     grid_cell: str | None = Field(description="the grid cell whose path this is, for a grid job")
+    rule_step: RuleStepChoice | None = Field(
+        None,
+        description="the job's best step with a rule beside its selected step, and its cost (the job result's "
+        "rule_step; null for a model promoted before it was computed)",
+    )
 
 
 class ModelSummary(Document):

@@ -119,6 +119,7 @@ class ModelStore:
                 forest_id=result.forest_id,
                 parameters=result.parameters,
                 grid_cell=getattr(result, "best_cell_id", None),
+                rule_step=result.rule_step,
             ),
         )
         self.drift.put_profile(model.id, self._training_profile(ensemble, dataset))

@@ -8,6 +8,7 @@ import { crossValidationSentence, gridChart, metricLabel, metricPairs, metricsTe
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
 import { cancelJob, isActive, progressMeter } from "./jobs.js";
+import { ruleStepNote } from "./rule-step.js";
 import { stepPanel } from "./step.js";
 
 const CELL_RESULTS_AT_ONCE = 4;
@@ -223,6 +224,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
                      : ["validation rows", formatCount(result.n_val)],
                    ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"]]),
       sourceNote,
+      ruleStepNote(result, stepUrl),
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
       result.cv ? h("p", { id: "cv-choice" }, crossValidationSentence(result, lossOf(job))) : null,

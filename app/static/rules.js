@@ -215,7 +215,8 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
   const classes = classLabels(ensemble);
   return dataTable({
     caption,
-    empty: "No rule: this step predicts the intercept alone.",
+    empty: ensemble.linear?.length ? "No rule: this step predicts with its linear terms (below) and the intercept."
+      : "No rule: this step predicts the intercept alone.",
     rows,
     rowProps: ({ id }) => ({ "data-rule": id }),
     columns: [
