@@ -103,8 +103,9 @@ TEST_MARKERS = {
     "service/test_bounded_uploads.py": {  # starts `fire-rules serve` and sends it 16 gzip bombs
         "test_gzip_bombs_on_every_route_are_refused_with_the_api_under_600_mb": "slow",
     },
-    "service/test_rule_step_service.py": {  # a path job of the default 500 trees on the workers
+    "service/test_rule_step_service.py": {  # path and cv jobs of the default 500 trees on the workers
         "test_a_path_job_and_its_model_name_the_best_step_with_a_rule_as_the_library_does": "slow",
+        "test_a_cross_validated_job_gives_the_cost_with_its_standard_error_as_the_library_does": "slow",
     },
     "service/test_parents.py": {  # a cross-validation's folds, fits and refit in this process
         "test_stability_fits_as_cells_give_the_librarys_serial_stability_bit_for_bit[cross-validation]": "slow",

@@ -51,6 +51,26 @@ def test_a_path_job_and_its_model_name_the_best_step_with_a_rule_as_the_library_
     assert model["provenance"]["rule_step"] == served
 
 
+def test_a_cross_validated_job_gives_the_cost_with_its_standard_error_as_the_library_does(stack):
+    data = load_diabetes(as_frame=True).frame.to_csv(index=False).encode()
+    frame = pd.read_csv(io.BytesIO(data), float_precision="round_trip")
+    settings = {"max_rules": BUDGET, "cv_folds": 5, "selection": "1se"}  # the case: two linear terms, no rule
+    library = FireRegressor(**settings, **FOREST).fit(frame.drop(columns=["target"]), frame["target"])
+
+    client = stack.client
+    dataset = client.post("/v1/datasets?target=target", content=data, headers={"Content-Type": "text/csv"}).json()
+    body = {"dataset_id": dataset["id"], "forest": FOREST, **settings, "validation": {"seed": 0}}
+    submitted = client.post("/v1/jobs", json=body)
+    assert submitted.status_code == 202, submitted.text
+    stack.wait_for(submitted.json()["id"], ("succeeded",), timeout=180)
+    result = client.get(f"/v1/jobs/{submitted.json()['id']}/result").json()
+
+    served = result["rule_step"]
+    assert served == library.rule_step_.to_dict()
+    assert served["loss_se"] == result["steps"][served["step"]]["val_loss_se"] is not None
+    assert served["reason"] is not None and served["reason"].endswith(f"validation loss {served['loss_se']:.4g}.")
+
+
 def test_openapi_documents_every_field_of_the_rule_step(stack):
     schemas = stack.client.get("/openapi.json").json()["components"]["schemas"]
     fields = schemas["RuleStepChoice"]["properties"]
