@@ -221,7 +221,9 @@ function pathSection(job, result, dataset, { signal, navigate }) {
                    result.cv
                      ? ["validation", `${result.cv.folds}-fold cross-validation, step by ${result.cv.selection === "1se" ? "the one standard error rule" : result.cv.selection}`, "cv"]
                      : ["validation rows", formatCount(result.n_val)],
-                   ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"]]),
+                   ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"],
+                   ["fold stability", result.cv?.stability ? `Dice ${formatNumber(result.cv.stability.dice[result.selected], 3)} between `
+                     + `the ${result.cv.folds} folds' rules at the selected step` : null, "cv-stability"]]),
       sourceNote,
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
