@@ -568,7 +568,7 @@ def _store_fit(
             len(fit.train_rows),
             n_val,
             cache_hit,
-            cv=_cross_validation(fit, _fold_stability(data, ensembles, fold_keys)),
+            cv=_cross_validation(fit, _fold_stability(data, fit, ensembles, fold_keys)),
             stability=stability,
             survival=_survival_curves(data, fit, ensembles),
         )
@@ -628,12 +628,18 @@ def _path_job_result(
     )
 
 
-def _fold_stability(data: _PathData, ensembles: list[RuleEnsemble], fold_keys) -> FoldStability | None:
+def _fold_stability(data: _PathData, fit: RuleFit, ensembles: list[RuleEnsemble], fold_keys) -> FoldStability | None:
     """How the refit's rules at each step (``ensembles``) repeat over its folds' paths (the library's
-    fold_stability, binned on every row as each fold binned its own); None without every fold's rules."""
-    if not fold_keys or any(keys is None for keys in fold_keys):
+    fold_stability, binned on every row as each fold binned its own; a cross-validated fit in one job, a stability
+    fit's, measured it itself); None without every fold's rules."""
+    if fold_keys is None:
+        measured = fit.fold_stability
+    elif any(keys is None for keys in fold_keys):
         return None
-    measured = fold_stability(path_rule_keys(ensembles, data.X), fold_keys)
+    else:
+        measured = fold_stability(path_rule_keys(ensembles, data.X), fold_keys)
+    if measured is None:
+        return None
     return FoldStability(**{name: value for name, value in measured.to_dict().items() if name != "n_folds"})
 
 
