@@ -182,6 +182,8 @@ function stepsTable(result, jobId, loss) {
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
       { label: `Train ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
       { label: `Validation ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      // a cross-validated step's: how alike its folds' rule sets are there (their mean pairwise Dice index)
+      ...(result.cv?.stability ? [{ label: "Folds' Dice", numeric: true, cell: step => formatNumber(result.cv.stability.dice[step.index], 3) }] : []),
       ...metrics,
       { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
     ],

@@ -323,5 +323,9 @@ def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fo
     for position, term in enumerate(rules["rules"].get("linear", [])):
         shown = page.locator(f"#linear-terms tr[data-linear='{term['id']}'] .frequency")
         expect(shown).to_have_text(f"{round(100 * frequencies[n_rules + position])}%")
+    page.get_by_text(f"Every step ({len(result['steps'])})").click()
+    for step in result["steps"]:  # each step's Dice index of the folds' rule sets
+        cell = page.locator(f"tr[data-step='{step['index']}'] td[data-label=\"Folds' Dice\"]")
+        expect(cell).to_have_text(f"{measured['dice'][step['index']]:.3g}")
     shoot(page, "cv-dashboard", "fold-stability")
     assert errors == []
