@@ -129,7 +129,10 @@ class _FireEstimator(BaseEstimator):
     counts are unknown);
     n_features_in_, feature_names_in_ (the original columns);
     cv_fold_paths_ : with ``cv_folds``, each fold's path (lists of step dicts; ``path_``'s validation values are
-    their means, with ``val_loss_se``), else None;
+    their means, with ``val_loss_se``), else None; cv_rule_stability_ : with ``cv_folds``, per rule then per linear
+    term of ``rule_ensemble_``, the share of the folds whose path at the selected step holds it (conditions matched
+    at the decile cuts of the training rows, as below), else None; cv_stability_dice_ : the folds' mean pairwise
+    Dice index at the selected step (every step's: ``solver.fitting.fit_rules(...).fold_stability``), else None;
     rule_stability_ : with ``stability_resamples``, per rule then per linear term of ``rule_ensemble_``, the share
     of the half-sample fits that selected it (a rule counts as the same where its conditions fall at the same
     decile cuts of the training rows); stability_dice_ : the mean Dice–Sørensen index of the two halves' rule sets.
@@ -233,6 +236,10 @@ class _FireEstimator(BaseEstimator):
         self.cv_fold_paths_ = (
             None if fit.fold_steps is None else [[s.to_dict() for s in steps] for steps in fit.fold_steps]
         )
+        self.cv_rule_stability_ = self.cv_stability_dice_ = None
+        if fit.fold_stability is not None:
+            self.cv_rule_stability_ = fit.fold_stability.frequencies[fit.selected]
+            self.cv_stability_dice_ = fit.fold_stability.dice[fit.selected]
         if self.stability_resamples is not None:
             n_pairs = check_resamples(self.stability_resamples)
             pairs = fit_half_samples(

@@ -14,7 +14,7 @@ Validation rows are never rows a forest trained here has seen. A forest given fi
 responsibility: it should not have been trained on the validation rows either.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,7 +28,7 @@ from .losses import get_loss
 from .path import PathResult, PathStep, RuleStep, fit_path, path_grid, path_lambda_max
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
-from .stability import half_sample_pairs
+from .stability import FoldStability, fold_stability, half_sample_pairs, path_rule_keys
 
 MIN_TRAINING_ROWS = 2
 
@@ -143,32 +143,44 @@ class RuleFit:
     rule_step: RuleStep = field(init=False)
     # a cross-validated fit's (PathSpec.cv_folds): each fold's path's steps, whose validation losses path.steps average
     fold_steps: list[list[PathStep]] | None = field(init=False, default=None)
+    # and how each step's rules repeat over the folds' paths (solver.stability.fold_stability)
+    fold_stability: FoldStability | None = field(init=False, default=None)
 
     def __post_init__(self):
         self.rules = self.rules_at(self.selected)
         self.rule_step = self.path.rule_step(self.selected)
 
+    def step_terms(self) -> Iterator[RuleEnsemble]:
+        """The terms of every step's rules in turn (``rules_at``'s conditions, weights and linear terms), without what
+        the training rows add to them (support, importance, display thresholds, a Cox baseline): a fraction of the
+        cost, for what only reads their terms (:func:`solver.stability.path_rule_keys`)."""
+        return (self._from_weights(step, X=None) for step in range(len(self.path.steps)))
+
     def rules_at(self, step: int) -> RuleEnsemble:
         """The rules of any step of the path, built as the selected step's are (the service stores every step's)."""
+        loss = get_loss(self.path.spec.loss)
+        rules = self._from_weights(step, X=self.X_train)
+        baseline = loss.baseline(self.y_train, rules.predict(self.X_train), self.train_weight)
+        if baseline is not None:
+            rules.set_baseline_hazard(*baseline)
+        return rules
+
+    def _from_weights(self, step: int, X) -> RuleEnsemble:
         loss = get_loss(self.path.spec.loss)
         per_class = loss.per_class
         classes = self.classes
         if per_class and classes is None:
             classes = np.arange(self.path.n_classes)
-        rules = RuleEnsemble.from_weights(
+        return RuleEnsemble.from_weights(
             self.candidates,
             self.path.coef(step),
             self.path.intercepts[step] if per_class else float(self.path.intercepts[step]),
             classes=[_plain(c) for c in classes] if per_class else None,
             link=loss.rule_link,
             encoding=self.encoding,
-            X=self.X_train,
+            X=X,
             response=loss.response(classes),
         )
-        baseline = loss.baseline(self.y_train, rules.predict(self.X_train), self.train_weight)
-        if baseline is not None:
-            rules.set_baseline_hazard(*baseline)
-        return rules
 
 
 def fit_rules(
@@ -287,9 +299,10 @@ def fit_fold(
     classes=None,
     leaves=None,
     callback=None,
-) -> PathResult:
-    """The path of fold ``fold`` of ``spec.cv_folds``: on ``grid`` (:func:`cross_validation_grid`), fitted on the
-    other folds' rows (a ``ForestSpec`` trained on them only) and validated on the fold's."""
+) -> RuleFit:
+    """The fit of fold ``fold`` of ``spec.cv_folds``: its path on ``grid`` (:func:`cross_validation_grid`), fitted on
+    the other folds' rows (a ``ForestSpec`` trained on them only) and validated on the fold's; its rules at every
+    step give the refit's fold stability (:func:`solver.stability.path_rule_keys` of ``step_terms()`` and X)."""
     rows = cross_validation.fold_rows(len(y), spec.cv_folds, spec.random_state, fold)
     return fit_rules(
         X,
@@ -303,7 +316,7 @@ def fit_fold(
         classes=classes,
         leaves=leaves,
         callback=callback,
-    ).path
+    )
 
 
 def refit_cross_validated(
@@ -361,8 +374,9 @@ def fit_cross_validated(
     leaves=None,
     callback=None,
 ) -> RuleFit:
-    """:func:`fit_rules` with ``spec.cv_folds``: the grid of all the rows, each fold's path, then the refit. A
-    ``ForestSpec`` is trained once on all the rows (grid and refit) and once per fold on its training rows."""
+    """:func:`fit_rules` with ``spec.cv_folds``: the grid of all the rows, each fold's path, then the refit, and how
+    the refit's rules repeat over the folds' paths at each step (``fold_stability``). A ``ForestSpec`` is trained
+    once on all the rows (grid and refit) and once per fold on its training rows."""
     X = np.asarray(X, dtype=np.float64)
     if isinstance(forest, ForestSpec):
         weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
@@ -374,19 +388,25 @@ def fit_cross_validated(
         leaves = as_tree_ensemble(everything).apply(X)
     shared = dict(sample_weight=sample_weight, feature_names=feature_names, encoding=encoding)
     grid = cross_validation_grid(X, y, spec, forest=everything, leaves=leaves, **shared)
-    folds = [fit_fold(X, y, spec, grid, k, forest=forest, classes=classes, **shared) for k in range(spec.cv_folds)]
-    return refit_cross_validated(
+    fold_steps, fold_keys = [], []
+    for k in range(spec.cv_folds):  # each fold's steps and rules kept, not its fit (a forest and a matrix each)
+        fold = fit_fold(X, y, spec, grid, k, forest=forest, classes=classes, **shared)
+        fold_steps.append(fold.path.steps)
+        fold_keys.append(path_rule_keys(fold.step_terms(), X))
+    fit = refit_cross_validated(
         X,
         y,
         spec,
         grid,
-        [fold.steps for fold in folds],
+        fold_steps,
         forest=everything,
         classes=classes,
         leaves=leaves,
         callback=callback,
         **shared,
     )
+    fit.fold_stability = fold_stability(path_rule_keys(fit.step_terms(), X), fold_keys)
+    return fit
 
 
 def fit_half_samples(

@@ -14,10 +14,15 @@ table.
 The stability of a procedure is the Dice–Sørensen index ``2 |A ∩ B| / (|A| + |B|)`` of the rule sets ``A`` and ``B``
 it extracts from two independent samples of the same size: the two halves of a random split (``half_sample_pairs``).
 A rule's selection frequency is the share of half-sample fits whose rule set holds it.
+
+A cross-validated path has fitted K paths already, one per fold, on the same lambda grid as its refit: at each step,
+a rule's fold frequency is the share of the folds whose path at that step holds it, and the folds' stability their
+mean pairwise Dice index (``fold_stability``), at no cost beyond reading each fold's rules (``PathRuleKeys``).
 """
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
@@ -137,3 +142,74 @@ def rule_stability(
     frequencies = np.array([np.mean([key in keys for keys in fits]) for key in rule_keys(model, cuts, with_missing)])
     pair_dice = [dice(a, b) for a, b in sets]
     return RuleStability(frequencies, float(np.mean(pair_dice)), pair_dice, len(fits))
+
+
+@dataclass
+class PathRuleKeys:
+    """Each step's rule keys of a path (``rule_keys`` of its step's rules, in their order), said compactly as a
+    fold's job stores them: the distinct keys once (``keys``), and per step the positions of its keys among them
+    (``steps``; a path's steps share most of their rules)."""
+
+    keys: list[RuleKey]
+    steps: list[list[int]]
+
+    @classmethod
+    def of(cls, step_keys: Iterable[Sequence[RuleKey]]) -> "PathRuleKeys":
+        position: dict[RuleKey, int] = {}
+        steps = [[position.setdefault(key, len(position)) for key in keys] for keys in step_keys]
+        return cls(list(position), steps)
+
+    def at(self, step: int) -> list[RuleKey]:
+        """Step ``step``'s keys, in its rules' order."""
+        return [self.keys[k] for k in self.steps[step]]
+
+    def to_dict(self) -> dict:
+        """JSON-ready: each key a list of its conditions, each a list (sorted: a key is a set)."""
+        return {"keys": [sorted((list(c) for c in key), key=repr) for key in self.keys], "steps": self.steps}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PathRuleKeys":
+        return cls([frozenset(tuple(c) for c in key) for key in data["keys"]], [list(s) for s in data["steps"]])
+
+
+def path_rule_keys(ensembles: Iterable, X: np.ndarray) -> PathRuleKeys:
+    """The keys of each step's rules ``ensembles`` (RuleEnsembles, one per step) of a path in a cross-validation,
+    conditions binned on the quantile cuts of the reference rows ``X`` (encoded: every row of the table, the refit's
+    training rows) and missing flags kept where ``X`` has missing values: each fold's forest is its own, and sends an
+    unseen missing value wherever its split's larger child is."""
+    cuts, with_missing = reference_cuts(X), missing_features(X)
+    return PathRuleKeys.of(rule_keys(ensemble, cuts, with_missing) for ensemble in ensembles)
+
+
+@dataclass
+class FoldStability:
+    """How the rules of a cross-validated path repeat over its K folds, step by step (the refit's step k against
+    each fold's path at step k, on the same lambda): ``frequencies[k]`` per rule then per linear term of the refit's
+    step k, the share of the folds whose path at step k holds it; ``dice[k]`` the mean Dice index of the folds' rule
+    sets at step k over their K (K - 1) / 2 pairs; ``n_folds`` K."""
+
+    frequencies: list[np.ndarray]
+    dice: list[float]
+    n_folds: int
+
+    def to_dict(self) -> dict:
+        return {
+            "frequencies": [[float(f) for f in step] for step in self.frequencies],
+            "dice": list(self.dice),
+            "n_folds": self.n_folds,
+        }
+
+
+def fold_stability(refit: PathRuleKeys, folds: Sequence[PathRuleKeys]) -> FoldStability:
+    """The fold stability (``FoldStability``) of the refit's steps ``refit`` over the paths of its ``folds``
+    (``path_rule_keys`` of each, binned on the same reference rows): every fold reached each of the refit's steps."""
+    if len(folds) < 2:
+        raise ValueError(f"fold stability needs the paths of at least 2 folds, got {len(folds)}")
+    if any(len(fold.steps) < len(refit.steps) for fold in folds):
+        raise ValueError(f"a fold's path stops before the refit's {len(refit.steps)} steps")
+    frequencies, dices = [], []
+    for k in range(len(refit.steps)):
+        sets = [set(fold.at(k)) for fold in folds]
+        frequencies.append(np.array([np.mean([key in keys for keys in sets]) for key in refit.at(k)]))
+        dices.append(float(np.mean([dice(a, b) for a, b in combinations(sets, 2)])))
+    return FoldStability(frequencies, dices, len(folds))

@@ -23,6 +23,8 @@ from app.core.job_documents import (
     TERMINAL,
     BestStep,
     CrossValidation,
+    FoldRuleKeys,
+    FoldStability,
     GridCell,
     GridJobResult,
     GridJobSpec,
@@ -56,7 +58,7 @@ from solver.fitting import train_forest as train_ensemble
 from solver.losses.cox import kaplan_meier
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec
-from solver.stability import half_sample, reference_cuts, rule_stability
+from solver.stability import PathRuleKeys, fold_stability, half_sample, path_rule_keys, reference_cuts, rule_stability
 
 PROGRESS_INTERVAL_SECONDS = 0.1
 SpecT = TypeVar("SpecT", bound=TrainJobSpec | PathJobSpec)  # the spec a job function runs
@@ -392,7 +394,7 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
     shared = dict(encoding=data.dataset.encoding, sample_weight=data.sample_weight)
     with run.timed("path"):
         grid = cross_validation_grid(data.X, data.y, spec.path, forest=forest, leaves=data.leaves, **shared)
-        path = fit_fold(
+        fit = fit_fold(
             data.X,
             data.y,
             spec.path,
@@ -405,9 +407,20 @@ def _run_fold(run: JobRun[PathJobSpec], forest: TreeEnsemble, data: _PathData) -
         )
     if not _path_finished(run):
         return
+    with run.timed("rules"):  # what its parent's fold stability reads of its rules (a small document)
+        keys = path_rule_keys(fit.step_terms(), data.X)
     train_rows, val_rows = fold_rows(len(data.y), spec.path.cv_folds, spec.path.random_state, spec.fold)
     with run.timed("store"):
-        result = _path_job_result(run, data, path, path.select(), len(train_rows), len(val_rows), data.cache_hit)
+        result = _path_job_result(
+            run,
+            data,
+            fit.path,
+            fit.selected,
+            len(train_rows),
+            len(val_rows),
+            data.cache_hit,
+            fold_rules=FoldRuleKeys(**keys.to_dict()),
+        )
         run.core.results.put(result)
     run.succeed(result.summary(), cache_hit=data.cache_hit)
 
@@ -443,7 +456,12 @@ def collect_folds(job_id: str, attempt: int) -> None:
                 **shared,
             )
         if _path_finished(run):
-            _store_fit(run, data, fit, cache_hit=data.cache_hit and all(c.cache_hit for c in cells))
+            fold_keys = [
+                None if f.fold_rules is None else PathRuleKeys.from_dict(f.fold_rules.model_dump()) for f in folds
+            ]
+            _store_fit(
+                run, data, fit, cache_hit=data.cache_hit and all(c.cache_hit for c in cells), fold_keys=fold_keys
+            )
 
 
 def _ended_cells(run: JobRun[Any], cell_ids: list[str]) -> list[JobRecord]:
@@ -513,8 +531,15 @@ def run_stability_fit(job_id: str, attempt: int) -> None:
             _store_fit(run, half, fit)
 
 
-def _store_fit(run: JobRun[PathJobSpec], data: _PathData, fit: RuleFit, cache_hit: bool | None = None) -> None:
-    """Every step's rules, the stability of the rules where asked, and the path's result."""
+def _store_fit(
+    run: JobRun[PathJobSpec],
+    data: _PathData,
+    fit: RuleFit,
+    cache_hit: bool | None = None,
+    fold_keys: list[PathRuleKeys | None] | None = None,
+) -> None:
+    """Every step's rules, the stability of the rules where asked, and the path's result; a cross-validation's
+    ``fold_keys``: each fold's rules at every step (None: a fold stored before folds kept them)."""
     spec = run.spec
     if fit.val_rows is not None:
         n_val = len(fit.val_rows)
@@ -544,7 +569,7 @@ def _store_fit(run: JobRun[PathJobSpec], data: _PathData, fit: RuleFit, cache_hi
             len(fit.train_rows),
             n_val,
             cache_hit,
-            cv=_cross_validation(fit),
+            cv=_cross_validation(fit, _fold_stability(data, fit, ensembles, fold_keys)),
             stability=stability,
             survival=_survival_curves(data, fit, ensembles),
         )
@@ -605,8 +630,24 @@ def _path_job_result(
     )
 
 
-def _cross_validation(fit: RuleFit) -> CrossValidation | None:
-    """What a cross-validated fit chose and from what (None for a path with validation rows)."""
+def _fold_stability(data: _PathData, fit: RuleFit, ensembles: list[RuleEnsemble], fold_keys) -> FoldStability | None:
+    """How the refit's rules at each step (``ensembles``) repeat over its folds' paths (the library's
+    fold_stability, binned on every row as each fold binned its own; a cross-validated fit in one job, a stability
+    fit's, measured it itself); None without every fold's rules."""
+    if fold_keys is None:
+        measured = fit.fold_stability
+    elif any(keys is None for keys in fold_keys):
+        return None
+    else:
+        measured = fold_stability(path_rule_keys(ensembles, data.X), fold_keys)
+    if measured is None:
+        return None
+    return FoldStability(**{name: value for name, value in measured.to_dict().items() if name != "n_folds"})
+
+
+def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossValidation | None:
+    """What a cross-validated fit chose and from what, and how its rules repeat over its folds (None for a path
+    with validation rows)."""
     if fit.fold_steps is None:
         return None
     spec, steps = fit.path.spec, fit.path.steps
@@ -618,6 +659,7 @@ def _cross_validation(fit: RuleFit) -> CrossValidation | None:
         best_min=best_min,
         best_1se=best_1se,
         fold_steps=fit.fold_steps,
+        stability=stability,
     )
 
 

@@ -615,6 +615,18 @@ class StepStability(BaseModel):
     )
 
 
+class StepFoldStability(BaseModel):
+    dice: float = Field(
+        description="the mean Dice–Sørensen index of the rule sets of the cross-validation's folds' paths at this "
+        "step, over every pair of folds"
+    )
+    n_folds: int
+    frequencies: list[float] = Field(
+        description="per rule of rules.rules, then per linear term of rules.linear: the share of the folds whose path "
+        "at this step selected it (a rule counts as the same where its conditions fall at the same decile cuts)"
+    )
+
+
 @pydantic_dataclass
 class StepRules(PathStep):
     """One path step (its PathStep fields: n_rules its rules, n_linear its linear terms, n_terms both) with its rules
@@ -629,6 +641,10 @@ class StepRules(PathStep):
     stability: Annotated[
         StepStability | None,
         Field(description="with the job's stability_resamples: how often each of these rules was selected"),
+    ] = None
+    fold_stability: Annotated[
+        StepFoldStability | None,
+        Field(description="a cross-validated job's: how often its folds' paths selected each of these rules here"),
     ] = None
 
 

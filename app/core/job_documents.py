@@ -407,6 +407,32 @@ class TrainResult(Document):
     forest: ForestInfo
 
 
+class FoldStability(Document):
+    """How each step's rules repeat over the folds of a cross-validated path, measured on the paths the folds fitted
+    anyway (solver.stability.fold_stability): the refit's step k against each fold's path at step k, on the same
+    lambda, a rule counting as the same where its conditions fall at the same decile cuts of every row."""
+
+    dice: list[float] = Field(
+        description="per step: the mean Dice–Sørensen index of the folds' rule sets at that step, over every pair of "
+        "folds (1: every fold selected the same rules, 0: no two folds share one)"
+    )
+    frequencies: list[list[float]] = Field(
+        description="per step, per rule then per linear term of that step's stored rules (steps/{k}/rules): the share "
+        "of the folds whose path at that step selected it"
+    )
+
+
+class FoldRuleKeys(Document):
+    """A fold's rules at every step of its path, as its parent matches them (solver.stability.PathRuleKeys)."""
+
+    keys: list[list[list[int | str | bool | None]]] = Field(
+        description="the distinct rules of the path, each its conditions as [column, operator, missing flag (null: "
+        "the column has no missing values), decile cut of every row nearest the threshold], a linear term as "
+        "['linear', column]"
+    )
+    steps: list[list[int]] = Field(description="per step, the positions in keys of its rules then linear terms")
+
+
 class CrossValidation(Document):
     """How a cross-validated path (``path.cv_folds``) chose its step: the steps' val_* values are the folds' means
     and val_loss_se the standard error of the loss (solver.cross_validation)."""
@@ -416,6 +442,9 @@ class CrossValidation(Document):
     best_min: int = Field(description="the step of the lowest mean validation loss within the rule budget")
     best_1se: int = Field(description="the sparsest step within one standard error of best_min's loss")
     fold_steps: list[list[PathStep]] = Field(description="each fold's path, its rows of that fold held out")
+    stability: FoldStability | None = Field(
+        None, description="how each step's rules repeat over the folds' paths (null in results stored before)"
+    )
 
 
 class RuleStability(Document):
@@ -500,6 +529,9 @@ class PathResultBase(Document):
     )
     cv: CrossValidation | None = Field(None, description="a cross-validated path's folds and choices")
     stability: RuleStability | None = Field(None, description="with stability_resamples: how the rules repeat")
+    fold_rules: FoldRuleKeys | None = Field(
+        None, description="a fold of a cross-validated path: its rules at every step, for its parent's cv.stability"
+    )
     survival: SurvivalCurves | None = Field(
         None, description="Cox loss: the selected step's survival curves on the validation rows"
     )

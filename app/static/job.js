@@ -183,6 +183,8 @@ function stepsTable(result, jobId, loss) {
       { label: "Antecedents", numeric: true, cell: step => formatCount(step.n_antecedents) },
       { label: `Train ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.train_loss, 5) },
       { label: `Validation ${metricLabel("loss", loss)}`, numeric: true, cell: step => formatNumber(step.val_loss, 5) },
+      // a cross-validated step's: how alike its folds' rule sets are there (their mean pairwise Dice index)
+      ...(result.cv?.stability ? [{ label: "Folds' Dice", numeric: true, cell: step => formatNumber(result.cv.stability.dice[step.index], 3) }] : []),
       ...metrics,
       { label: "Converged", cell: step => (step.converged ? "yes" : `no (${step.n_iter} passes)`) },
     ],
@@ -222,7 +224,9 @@ function pathSection(job, result, dataset, { signal, navigate }) {
                    result.cv
                      ? ["validation", `${result.cv.folds}-fold cross-validation, step by ${result.cv.selection === "1se" ? "the one standard error rule" : result.cv.selection}`, "cv"]
                      : ["validation rows", formatCount(result.n_val)],
-                   ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"]]),
+                   ["rule stability", result.stability ? `Dice ${formatNumber(result.stability.dice, 3)} over ${result.stability.n_resamples} half-sample fits` : null, "stability"],
+                   ["fold stability", result.cv?.stability ? `Dice ${formatNumber(result.cv.stability.dice[result.selected], 3)} between `
+                     + `the ${result.cv.folds} folds' rules at the selected step` : null, "cv-stability"]]),
       sourceNote,
       ruleStepNote(result, stepUrl),
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),

@@ -234,10 +234,15 @@ export function rulesTable(ensemble, { columns = [], onTree = null, only = null,
   });
 }
 
-/** How often a term was selected over the half-sample fits (the step's `stability`), as a share and a bar. */
+/**
+ * How often a term was selected, as a share and a bar: over the half-sample fits (the step's `stability`), or over the
+ * folds' paths at this step (a cross-validated step's `fold_stability`, which has `n_folds`).
+ */
 function frequencyColumn(stability) {
-  return { label: `Selected in (of ${stability.n_resamples} half-sample fits)`, numeric: true, cell: ({ frequency }) =>
-    h("span", { class: "frequency", title: `selected by ${Math.round(frequency * stability.n_resamples)} of ${stability.n_resamples} fits` },
+  const folds = stability.n_folds !== undefined;
+  const count = folds ? stability.n_folds : stability.n_resamples;
+  return { label: `Selected in (of ${count} ${folds ? "folds" : "half-sample fits"})`, numeric: true, cell: ({ frequency }) =>
+    h("span", { class: "frequency", title: `selected by ${Math.round(frequency * count)} of ${count} ${folds ? "folds' paths at this step" : "fits"}` },
       h("span", { class: "bar-track", "aria-hidden": "true" }, h("span", { class: "bar", style: `width:${(100 * frequency).toFixed(0)}%` })),
       `${Math.round(100 * frequency)}%`) };
 }

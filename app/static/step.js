@@ -125,8 +125,10 @@ export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
       const order = h("select", { id: "rule-order" }, h("option", { value: "contribution" }, "largest contribution first"),
                       h("option", { value: "tree" }, "tree and leaf"));
       const table = h("div");
+      // the half-sample fits' frequencies where the job measured them, else a cross-validated step's over its folds
+      const stability = rules.stability ?? rules.fold_stability ?? null;
       const drawTable = () => table.replaceChildren(rulesTable(rules.rules, { columns: dataset?.columns, order: order.value,
-                                                                            onTree: trees.focusTree, stability: rules.stability }));
+                                                                            onTree: trees.focusTree, stability }));
       const importance = columnImportance(rules.rules.importance);
       order.addEventListener("change", drawTable);
       drawTable();
@@ -145,12 +147,17 @@ export function stepPanel({ jobId, result, dataset, loss, signal, navigate }) {
           + `of the rows share a Dice index of ${formatNumber(rules.stability.dice, 3)} (1: the same rules, 0: none in common); `
           + "beside each term, the share of the half-sample fits that selected it (the same conditions up to the decile "
           + "cuts of each column).") : null,
+        !rules.stability && rules.fold_stability ? h("p", { id: "rule-fold-stability", class: "muted" }, "Rule stability over "
+          + `the ${rules.fold_stability.n_folds} folds: their paths at this step share a Dice index of `
+          + `${formatNumber(rules.fold_stability.dice, 3)} (1: the same rules in every fold, 0: no two folds share one); beside `
+          + "each term, the share of the folds whose path selected it at this step (the same conditions up to the decile cuts "
+          + "of each column).") : null,
         h("div", { class: "toolbar" }, h("label", { for: "rule-order" }, "Order "), order),
         table,
         rules.rules.linear?.length ? [h("h3", { id: "linear-title" }, `Linear terms (${rules.rules.linear.length})`),
           h("p", { class: "muted" }, "Each adds its amount per unit times the column's value clipped to its range (a missing "
             + "value counts as the training mean)."),
-          h("div", { id: "linear-terms" }, linearTable(rules.rules, { stability: rules.stability }))] : null,
+          h("div", { id: "linear-terms" }, linearTable(rules.rules, { stability }))] : null,
         importance ? [h("h3", null, "Columns by importance"), importance] : null,
         h("h3", null, `Trees: ${formatCount(rules.n_trees)} trees, ${formatCount(rules.rules.n_antecedents)} antecedents`),
         h("p", { class: "muted" }, classLabels(rules.rules) ? "Selected leaves are marked with their rule (#rule below) and the class "

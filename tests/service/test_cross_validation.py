@@ -4,6 +4,8 @@ choices (lowest loss, one standard error) and the library's rules; ``stability_r
 rules their selection frequency, as the library's estimator measures it; bad settings are 422s naming the field.
 """
 
+import json
+
 import fakeredis
 import numpy as np
 import pytest
@@ -100,6 +102,19 @@ def test_a_cross_validated_job_with_stability_is_the_librarys(stack):
     assert step["stability"]["dice"] == pytest.approx(expected.dice) == result["stability"]["dice"]
     assert step["stability"]["n_resamples"] == 2
     assert len(result["stability"]["frequencies"]) == len(result["steps"])
+
+    # issue 39: how each step's rules repeat over the folds, the library's numbers (fold_stability of its own folds)
+    folds = fit.fold_stability
+    assert result["cv"]["stability"]["dice"] == pytest.approx(folds.dice, abs=1e-12)
+    assert result["cv"]["stability"]["frequencies"] == [pytest.approx(list(f), abs=1e-12) for f in folds.frequencies]
+    assert any(0 < f < 1 for step in folds.frequencies for f in step)  # some rules repeat in some folds only
+    selected = step["fold_stability"]
+    assert selected["n_folds"] == 3 and selected["dice"] == pytest.approx(folds.dice[fit.selected], abs=1e-12)
+    assert selected["frequencies"] == pytest.approx(list(folds.frequencies[fit.selected]), abs=1e-12)
+    for cell in client.get(f"/v1/jobs/{job_id}").json()["cells"]:  # each fold kept its rules small
+        stored = client.get(f"/v1/jobs/{cell}/result")
+        assert len(stored.json()["fold_rules"]["steps"]) == len(stored.json()["steps"])
+        assert len(json.dumps(stored.json()["fold_rules"])) < 8_000
 
 
 @pytest.mark.integration

@@ -19,6 +19,7 @@ from itertools import combinations, pairwise
 import pytest
 
 from tests.support.browser import new_page, shoot, sign_in
+from tests.support.data import ABALONE
 
 FOLDS, FITS = 5, 2
 # a forest large enough that every phase (folds, refit, each stability fit) outlasts the page's 0.25 s of polling
@@ -242,6 +243,13 @@ def test_a_cross_validated_path_shows_why_its_step_was_chosen_with_honest_counts
     expect(page.locator("dd[data-field='max_rules']")).to_have_text(
         f"at most {JOB['max_rules']} terms (rules + linear terms)"
     )
+    # issue 39: the folds' Dice index beside the cross-validation; with half-sample fits, the tables show theirs
+    expect(page.locator("dd[data-field='cv-stability']")).to_have_text(
+        f"Dice {cv['stability']['dice'][selected]:.3g} between the {FOLDS} folds' rules at the selected step"
+    )
+    expect(page.locator("#rule-stability")).to_be_visible()
+    expect(page.locator("#rule-fold-stability")).to_have_count(0)
+    expect(page.locator("#linear-terms th", has_text=f"Selected in (of {FITS} half-sample fits)")).to_have_count(1)
     page.get_by_text(f"Every step ({len(steps)})").click()
     row = page.locator(f"tr[data-step='{selected}']")
     for header, field in (("Terms", "n_terms"), ("Rules", "n_rules"), ("Linear terms", "n_linear")):
@@ -256,4 +264,68 @@ def test_a_cross_validated_path_shows_why_its_step_was_chosen_with_honest_counts
     page.goto(f"{base}/dashboard/jobs")
     expect(page.locator(f"tr[data-job='{job_id}']")).to_contain_text(f"at {terms_text(summary)}")
     shoot(page, "cv-dashboard", "jobs")
+    assert errors == []
+
+
+def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fold_selected_its_rules(served, browser):
+    """Issue 39, item 3: with no stability_resamples, the job page gives the folds' Dice index at the selected step,
+    and the rule and linear-term tables how often the folds' paths selected each term there, as the API says (the
+    API's numbers are the library's: tests/service/test_cross_validation.py)."""
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    page = new_page(browser, errors)
+    base, api = served.base_url, served.api
+    dataset = api.post(
+        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+    ).json()
+    body = {
+        "dataset_id": dataset["id"],
+        "forest": {"n_estimators": 20, "max_depth": 3, "random_state": 0},
+        "n_lambdas": 20,
+        "max_rules": 10,
+        "cv_folds": 3,
+        "validation": {"seed": 0},
+    }
+    submitted = api.post("/v1/jobs", json=body)
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    sign_in(page, base, "/dashboard/jobs")
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=120_000)
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    selected, measured = result["selected"], result["cv"]["stability"]
+    assert result["stability"] is None and len(measured["dice"]) == len(result["steps"])
+    expect(page.locator("dd[data-field='cv']")).to_contain_text("3-fold cross-validation")
+    expect(page.locator("dd[data-field='cv-stability']")).to_have_text(
+        f"Dice {measured['dice'][selected]:.3g} between the 3 folds' rules at the selected step"
+    )
+    expect(page.locator("dd[data-field='stability']")).to_have_count(0)
+
+    rules = api.get(f"/v1/jobs/{job_id}/steps/{selected}/rules").json()
+    assert rules["stability"] is None and rules["fold_stability"]["frequencies"] == measured["frequencies"][selected]
+    dice = f"{measured['dice'][selected]:.3g}"
+    expect(page.locator("#rule-fold-stability")).to_contain_text(
+        f"Rule stability over the 3 folds: their paths at this step share a Dice index of {dice} "
+    )
+    expect(page.locator("#rule-stability")).to_have_count(0)
+    frequencies = measured["frequencies"][selected]
+    n_rules = len(rules["rules"]["rules"])
+    assert n_rules and any(0 < f < 1 for f in frequencies)  # the figures tell folds apart here
+    table = page.locator("#step table.data").first
+    expect(table.locator("th", has_text="Selected in (of 3 folds)")).to_have_count(1)
+    for position, rule in enumerate(rules["rules"]["rules"]):
+        shown = page.locator(f"#step tr[data-rule='{rule['id']}'] .frequency")
+        expect(shown).to_have_text(f"{round(100 * frequencies[position])}%")
+        expect(shown).to_have_attribute(
+            "title", f"selected by {round(3 * frequencies[position])} of 3 folds' paths at this step"
+        )
+    for position, term in enumerate(rules["rules"].get("linear", [])):
+        shown = page.locator(f"#linear-terms tr[data-linear='{term['id']}'] .frequency")
+        expect(shown).to_have_text(f"{round(100 * frequencies[n_rules + position])}%")
+    page.get_by_text(f"Every step ({len(result['steps'])})").click()
+    for step in result["steps"]:  # each step's Dice index of the folds' rule sets
+        cell = page.locator(f"tr[data-step='{step['index']}'] td[data-label=\"Folds' Dice\"]")
+        expect(cell).to_have_text(f"{measured['dice'][step['index']]:.3g}")
+    shoot(page, "cv-dashboard", "fold-stability")
     assert errors == []

@@ -23,7 +23,7 @@ from sklearn.datasets import load_diabetes
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
-from app.core.job_documents import BatchChunkSpec, BatchJobSpec, JobError, LostAttempt, Progress
+from app.core.job_documents import BatchChunkSpec, BatchJobSpec, FoldStability, JobError, LostAttempt, Progress
 from app.core.job_submission import PathJobRequest
 from app.core.tenants import DEFAULT_TENANT as TENANT
 from solver.fitting import fit_half_samples, fit_rules
@@ -260,3 +260,13 @@ def test_stability_fits_as_cells_give_the_librarys_serial_stability_bit_for_bit(
     assert result.stability.n_resamples == resamples
     assert result.stability.frequencies == [[float(f) for f in e.frequencies] for e in expected]
     assert np.isfinite(result.stability.dice)
+    if folds:  # issue 39: the folds' stability too, from what each fold job stored of its rules, as the library's
+        assert result.cv is not None and fit.fold_stability is not None
+        assert result.cv.stability == FoldStability(
+            dice=fit.fold_stability.dice, frequencies=fit.fold_stability.to_dict()["frequencies"]
+        )
+        half = core.job_results.path_result(
+            parent.stability_fits[0], tenant=TENANT
+        )  # a fit of one job measures its own
+        alone = fit_rules(X[halves[0]], y[halves[0]], spec, forest=FOREST, encoding=encoding).fold_stability
+        assert half.cv.stability.model_dump() == {"dice": alone.dice, "frequencies": alone.to_dict()["frequencies"]}

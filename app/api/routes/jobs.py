@@ -7,9 +7,9 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import CoreDep, TenantDep
 from app.api.problems import problem_responses
-from app.api.schemas import JobView, PathJobRequest, StepRules, StepStability
+from app.api.schemas import JobView, PathJobRequest, StepFoldStability, StepRules, StepStability
 from app.core.connections import REDIS_FAILURES
-from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult
+from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult, PathResultBase
 from app.core.model_documents import longest_rule
 from solver.rule_text import ShowMissing
 
@@ -163,4 +163,13 @@ def get_step_rules(
             n_resamples=result.stability.n_resamples,
             frequencies=result.stability.frequencies[step],
         ),
+        fold_stability=_fold_stability(result, step),
     )
+
+
+def _fold_stability(result: PathResultBase, step: int) -> StepFoldStability | None:
+    """A cross-validated job's fold stability at ``step`` (None: no folds, or a result stored before it)."""
+    if result.cv is None or result.cv.stability is None:
+        return None
+    measured = result.cv.stability
+    return StepFoldStability(dice=measured.dice[step], n_folds=result.cv.folds, frequencies=measured.frequencies[step])
