@@ -232,7 +232,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       h("p", { class: "muted" }, "Click a step, or focus the chart and use the arrow keys, to see its rules and trees."),
       chart.element,
       result.cv ? h("p", { id: "cv-choice" }, crossValidationSentence(result, lossOf(job))) : null,
-      h("details", null, h("summary", null, `Every step (${result.steps.length})`), table)),
+      h("details", null, h("summary", null, `Every step (${result.steps.length})`), h("div", { class: "table-scroll" }, table))),
     result.survival ? survivalCard(result.survival, dataset, `The selected step ${result.selected} on the `
       + `${result.cv ? "rows it was refitted on (in sample)" : `${formatCount(result.n_val)} validation rows`}: their `
       + "Kaplan–Meier estimate beside the mean of the model's survival curves over the same rows. Where the two part, "
