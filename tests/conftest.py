@@ -56,6 +56,10 @@ MODULE_MARKERS = {
 }
 # markers of single tests, by module and test function (every parameter of it) or test id (one parameter)
 TEST_MARKERS = {
+    "bench/test_ebm_smoke.py": {  # the report: every method on two tables, ~11 s (the EBM with pairs, FIRE's forests)
+        "test_every_method_is_fitted_and_scored_on_every_table": "slow",
+        "test_the_summary_is_the_median_of_per_split_ratios": "slow",
+    },
     "bench/test_batch_scoring_smoke.py": {  # starts `fire-rules serve` with two workers
         "test_the_report_gives_the_batch_and_in_process_times_and_the_workers_memory": "slow",
     },
