@@ -30,8 +30,9 @@ const METRIC_NAMES = { auc: "AUC", mae: "MAE", r2: "R²", rmse: "RMSE", brier: "
 /** A metric's name in words. `loss` is the loss document a job or model carries (its `loss_info`: the API's
  * LossView, from the library's loss registry), whose metrics are labelled there: "MSE", "log loss" and "deviance"
  * for the loss itself, "R²", "AUC", … for the others; without one, a generic label. */
-export const metricLabel = (name, loss) =>
-  loss?.metrics?.find(metric => metric.name === name)?.label ?? METRIC_NAMES[name] ?? fieldLabel(name);
+export const metricLabel = (name, loss) => (name.endsWith("_se")  // a cross-validated figure's standard error
+  ? `${metricLabel(name.slice(0, -3), loss)} standard error`
+  : loss?.metrics?.find(metric => metric.name === name)?.label ?? METRIC_NAMES[name] ?? fieldLabel(name));
 
 /** The first `count` readable validation metrics of a record (a step, a job's summary or progress, a model's
  * metrics) in words, in the order the loss lists them (most telling first): "R² 0.5234, RMSE 2.141" (regression),
