@@ -7,8 +7,6 @@ import { drawAtWidth, extent, labelWidth, legend, metricLabel, plotFrame, plotSi
          termsText } from "./chart.js";
 import { card, formatCount, formatNumber, h, svg } from "./dom.js";
 
-const AXES = { val_loss: "mean validation", n_terms: "terms (rules + linear terms)" };
-
 /** A change of a loss in percent, signed: "+2.8%", "-0.4%". */
 const percent = (value, from) => {
   const change = 100 * (value / from - 1);
@@ -93,14 +91,11 @@ export function frontierCard(result, loss, onShow) {
   const lossLabel = metricLabel("loss", loss);
   const state = { x: "val_loss" };
   const plot = h("div", { class: "chart" });
-  const controls = h("div", { class: "toolbar" });
   const legendSlot = h("div");
   const facts = step => `step ${step.index}${onFrontier.has(step.index) ? " (on the frontier)" : ""}: ${termsText(step)}; `
     + `mean validation ${lossLabel} ${withError(step)}; folds' Dice ${formatNumber(dice[step.index], 3)}`;
 
   function draw() {
-    controls.replaceChildren(selectControl("frontier-x", "Across", [["val_loss", `mean validation ${lossLabel}`], ["n_terms", "terms"]],
-                                           state.x, value => { state.x = value; draw(); }));
     const { width, height } = plotSize(plot);
     const onLoss = state.x === "val_loss";
     const xs = onLoss ? [...steps.map(step => step.val_loss), ...frontier.flatMap(point => Number.isFinite(point.val_loss_se)
@@ -108,7 +103,7 @@ export function frontierCard(result, loss, onShow) {
     // terms: whole numbers, the first (0, the intercept alone) clear of the axis
     const xDomain = onLoss ? extent(xs) : [-0.5, Math.max(...xs) + 0.5];
     const scales = plotFrame(width, height, xDomain, extent([0, 1, ...steps.map(step => dice[step.index])]),
-                             onLoss ? `${AXES.val_loss} ${lossLabel}` : AXES.n_terms,
+                             onLoss ? `mean validation ${lossLabel}` : "terms (rules + linear terms)",
                              "folds' Dice index", { wholeX: !onLoss });
     const { x, y } = scales;
     const at = step => [x(step[state.x]), y(dice[step.index])];
@@ -146,6 +141,8 @@ export function frontierCard(result, loss, onShow) {
       ...(onLoss ? [["± 1 standard error of a frontier step's mean loss", "var(--validation)"]] : [])]));
   }
 
+  const controls = h("div", { class: "toolbar" }, selectControl("frontier-x", "Across",
+    [["val_loss", `mean validation ${lossLabel}`], ["n_terms", "terms"]], state.x, value => { state.x = value; draw(); }));
   drawAtWidth(plot, draw);
   const section = card("Accuracy, stability and size",
     h("p", { class: "muted" }, `Each step within the rule budget by how alike its ${result.cv.folds} folds' rules are (their `
