@@ -20,7 +20,17 @@ from .forest_schema import Tree
 from .leaf_matrix import LeafMatrix, count_antecedents, leaf_matrix, mapping_matrix
 from .losses.cox import signed_times
 from .losses.logistic import probability
-from .path import PathResult, PathStep, RuleStep, best_rule_step, best_step, fit_path, lambda_grid
+from .path import (
+    FrontierStep,
+    PathResult,
+    PathStep,
+    RuleStep,
+    best_rule_step,
+    best_step,
+    fit_path,
+    lambda_grid,
+    stability_frontier,
+)
 from .rule_types import Condition, LinearTerm, Member, Rule
 from .rules import RuleEnsemble
 from .spec import ForestSpec, PathSpec, SpecError
@@ -32,6 +42,7 @@ __all__ = [
     "FireRegressor",
     "FireSurvival",
     "ForestSpec",
+    "FrontierStep",
     "LeafMatrix",
     "LinearTerm",
     "LinearTerms",
@@ -62,5 +73,6 @@ __all__ = [
     "mapping_matrix",
     "probability",
     "signed_times",
+    "stability_frontier",
     "train_forest",
 ]

@@ -133,6 +133,9 @@ class _FireEstimator(BaseEstimator):
     term of ``rule_ensemble_``, the share of the folds whose path at the selected step holds it (conditions matched
     at the decile cuts of the training rows, as below), else None; cv_stability_dice_ : the folds' mean pairwise
     Dice index at the selected step (every step's: ``solver.fitting.fit_rules(...).fold_stability``), else None;
+    cv_frontier_ : with ``cv_folds``, the steps within ``max_rules`` that no other step beats on mean validation loss,
+    terms and that Dice index together (a list of ``solver.path.FrontierStep``: step, counts, ``val_loss`` ±
+    ``val_loss_se``, ``dice``; ``solver.path.stability_frontier``), else None;
     rule_stability_ : with ``stability_resamples``, per rule then per linear term of ``rule_ensemble_``, the share
     of the half-sample fits that selected it (a rule counts as the same where its conditions fall at the same
     decile cuts of the training rows); stability_dice_ : the mean Dice–Sørensen index of the two halves' rule sets.
@@ -237,6 +240,7 @@ class _FireEstimator(BaseEstimator):
             None if fit.fold_steps is None else [[s.to_dict() for s in steps] for steps in fit.fold_steps]
         )
         self.cv_rule_stability_ = self.cv_stability_dice_ = None
+        self.cv_frontier_ = fit.frontier
         if fit.fold_stability is not None:
             self.cv_rule_stability_ = fit.fold_stability.frequencies[fit.selected]
             self.cv_stability_dice_ = fit.fold_stability.dice[fit.selected]

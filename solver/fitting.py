@@ -25,7 +25,7 @@ from .candidates import Candidates, LinearTerms, numeric_features
 from .encoding import TableEncoding
 from .forest import TreeEnsemble, as_tree_ensemble
 from .losses import get_loss
-from .path import PathResult, PathStep, RuleStep, fit_path, path_grid, path_lambda_max
+from .path import FrontierStep, PathResult, PathStep, RuleStep, fit_path, path_grid, path_lambda_max, stability_frontier
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
 from .stability import FoldStability, fold_stability, half_sample_pairs, path_rule_keys
@@ -145,6 +145,8 @@ class RuleFit:
     fold_steps: list[list[PathStep]] | None = field(init=False, default=None)
     # and how each step's rules repeat over the folds' paths (solver.stability.fold_stability)
     fold_stability: FoldStability | None = field(init=False, default=None)
+    # and the steps within the budget that no other beats on loss, terms and Dice (solver.path.stability_frontier)
+    frontier: list[FrontierStep] | None = field(init=False, default=None)
 
     def __post_init__(self):
         self.rules = self.rules_at(self.selected)
@@ -375,8 +377,9 @@ def fit_cross_validated(
     callback=None,
 ) -> RuleFit:
     """:func:`fit_rules` with ``spec.cv_folds``: the grid of all the rows, each fold's path, then the refit, and how
-    the refit's rules repeat over the folds' paths at each step (``fold_stability``). A ``ForestSpec`` is trained
-    once on all the rows (grid and refit) and once per fold on its training rows."""
+    the refit's rules repeat over the folds' paths at each step (``fold_stability``), and the steps on the frontier of
+    loss, terms and that stability (``frontier``). A ``ForestSpec`` is trained once on all the rows (grid and refit)
+    and once per fold on its training rows."""
     X = np.asarray(X, dtype=np.float64)
     if isinstance(forest, ForestSpec):
         weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
@@ -406,6 +409,7 @@ def fit_cross_validated(
         **shared,
     )
     fit.fold_stability = fold_stability(path_rule_keys(fit.step_terms(), X), fold_keys)
+    fit.frontier = stability_frontier(fit.path.steps, fit.fold_stability.dice, spec.max_rules)
     return fit
 
 

@@ -191,6 +191,61 @@ def best_rule_step(steps, selected, max_rules=None, selection=PathSpec().selecti
     return RuleStep(selected, step, rows, difference, ratio, se, reason)
 
 
+@dataclass(frozen=True)
+class FrontierStep:
+    """A step of a cross-validated path on its accuracy–stability–size frontier (:func:`stability_frontier`): its
+    position ``step``, its terms (``n_terms``, of which ``n_rules`` rules and ``n_linear`` linear terms, as
+    :class:`PathStep` counts them), its mean validation loss over the folds and that mean's standard error
+    (``val_loss``, ``val_loss_se``) and the folds' Dice index there (``dice``: ``solver.stability.FoldStability``).
+    JSON-ready through ``to_dict``."""
+
+    step: int
+    n_terms: int
+    n_rules: int | None
+    n_linear: int | None
+    val_loss: float
+    val_loss_se: float | None
+    dice: float
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def stability_frontier(steps, dice, max_rules=None) -> list[FrontierStep]:
+    """The accuracy–stability–size frontier of a cross-validated path (MOSS's trade-off, with size as a third
+    axis): of its ``steps`` within the rule budget (``n_terms <= max_rules``; None: every step), those no other step
+    dominates, in step order. A step dominates another where it has at most its terms, at most its mean validation
+    loss and at least its Dice index (``dice[k]``: the folds' at step k, ``solver.stability.FoldStability.dice``),
+    and is better on one of the three; steps equal on all three are all on it. A step whose mean loss is not finite
+    (a fold's loss overflowed) is on no frontier and dominates none."""
+    if len(dice) != len(steps):
+        raise ValueError(f"the frontier needs one Dice index per step: {len(dice)} for {len(steps)} steps")
+    if any(step.val_loss is None for step in steps):
+        raise ValueError("the frontier needs each step's cross-validated loss (val_loss): a path with cv_folds")
+    within = [
+        k for k, s in enumerate(steps) if (max_rules is None or s.n_terms <= max_rules) and np.isfinite(s.val_loss)
+    ]
+    point = {k: (steps[k].n_terms, steps[k].val_loss, -dice[k]) for k in within}  # each lower is better
+    # in this order a step comes after every step that dominates it, one of the frontier's among them (what dominates
+    # a step's dominator dominates the step): each step is compared with the frontier found before it alone
+    kept: list[int] = []
+    for k in sorted(within, key=lambda k: (point[k], k)):
+        if not any(point[j] != point[k] and all(a <= b for a, b in zip(point[j], point[k])) for j in kept):
+            kept.append(k)
+    return [
+        FrontierStep(
+            k,
+            steps[k].n_terms,
+            steps[k].n_rules,
+            steps[k].n_linear,
+            float(steps[k].val_loss),
+            None if steps[k].val_loss_se is None else float(steps[k].val_loss_se),
+            float(dice[k]),
+        )
+        for k in sorted(kept)
+    ]
+
+
 def _loss(step, rows):
     return step.val_loss if rows == "validation" else step.train_loss
 

@@ -25,6 +25,7 @@ from app.core.job_documents import (
     CrossValidation,
     FoldRuleKeys,
     FoldStability,
+    FrontierStep,
     GridCell,
     GridJobResult,
     GridJobSpec,
@@ -56,7 +57,7 @@ from solver.fitting import (
 )
 from solver.fitting import train_forest as train_ensemble
 from solver.losses.cox import kaplan_meier
-from solver.path import PathStep, best_step
+from solver.path import PathStep, best_step, stability_frontier
 from solver.spec import PathSpec
 from solver.stability import PathRuleKeys, fold_stability, half_sample, path_rule_keys, reference_cuts, rule_stability
 
@@ -646,13 +647,14 @@ def _fold_stability(data: _PathData, fit: RuleFit, ensembles: list[RuleEnsemble]
 
 
 def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossValidation | None:
-    """What a cross-validated fit chose and from what, and how its rules repeat over its folds (None for a path
-    with validation rows)."""
+    """What a cross-validated fit chose and from what, how its rules repeat over its folds and the frontier of loss,
+    terms and that stability it gives (None for a path with validation rows)."""
     if fit.fold_steps is None:
         return None
     spec, steps = fit.path.spec, fit.path.steps
     best_min, best_1se = best_step(steps, spec.max_rules, "loss"), best_step(steps, spec.max_rules, "1se")
     assert best_min is not None and best_1se is not None  # fit_rules selected a step within the budget
+    frontier = None if stability is None else stability_frontier(steps, stability.dice, spec.max_rules)
     return CrossValidation(
         folds=len(fit.fold_steps),
         selection=spec.selection,
@@ -660,6 +662,7 @@ def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossVal
         best_1se=best_1se,
         fold_steps=fit.fold_steps,
         stability=stability,
+        frontier=None if frontier is None else [FrontierStep.model_validate(step.to_dict()) for step in frontier],
     )
 
 

@@ -433,6 +433,20 @@ class FoldRuleKeys(Document):
     steps: list[list[int]] = Field(description="per step, the positions in keys of its rules then linear terms")
 
 
+class FrontierStep(Document):
+    """A step on a cross-validated path's accuracy–stability–size frontier (solver.path.stability_frontier): no
+    step within the rule budget has at most its terms, at most its mean validation loss and at least its folds' Dice
+    index, and is better on one of them."""
+
+    step: int = Field(description="the step's index in steps (its rules: steps/{step}/rules)")
+    n_terms: int = Field(description="its terms, rules and linear terms: what the rule budget counts")
+    n_rules: int | None = Field(description="its rules with a condition")
+    n_linear: int | None = Field(description="its linear terms")
+    val_loss: float = Field(description="its mean validation loss over the folds")
+    val_loss_se: float | None = Field(description="the standard error of that mean (the folds' sd / sqrt(K))")
+    dice: float = Field(description="the folds' mean pairwise Dice index of their rule sets at the step (stability)")
+
+
 class CrossValidation(Document):
     """How a cross-validated path (``path.cv_folds``) chose its step: the steps' val_* values are the folds' means
     and val_loss_se the standard error of the loss (solver.cross_validation)."""
@@ -444,6 +458,12 @@ class CrossValidation(Document):
     fold_steps: list[list[PathStep]] = Field(description="each fold's path, its rows of that fold held out")
     stability: FoldStability | None = Field(
         None, description="how each step's rules repeat over the folds' paths (null in results stored before)"
+    )
+    frontier: list[FrontierStep] | None = Field(
+        None,
+        description="the steps within the rule budget that no other step beats on mean validation loss, terms and "
+        "the folds' Dice index together, in step order: the choices worth weighing (null without stability, and in "
+        "results stored before)",
     )
 
 

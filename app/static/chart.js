@@ -92,7 +92,7 @@ function niceTicks(low, high, count) {
 
 const linear = ([d0, d1], [r0, r1]) => value => r0 + (value - d0) * ((r1 - r0) / (d1 - d0 || 1));
 
-function extent(values, { zero = false } = {}) {
+export function extent(values, { zero = false } = {}) {
   const finite = values.filter(Number.isFinite);
   let low = Math.min(...finite, ...(zero ? [0] : [])), high = Math.max(...finite);
   if (!finite.length) return [0, 1];
@@ -146,21 +146,23 @@ export function drawAtWidth(container, draw) {
   draw();
 }
 
-function selectControl(id, label, options, value, onChange) {
+export function selectControl(id, label, options, value, onChange) {
   const select = h("select", { id, onchange: event => onChange(event.target.value) },
                    options.map(([optionValue, text]) => h("option", { value: optionValue, selected: optionValue === value }, text)));
   return h("span", { class: "field-inline" }, h("label", { for: id }, `${label} `), select);
 }
 
+/** A chart's legend: [text, color, dashed, shape] each, a line swatch (dashed where asked), or a `shape`: "dot" or
+ * "ring" for a chart of points. */
 export function legend(entries) {
-  return h("ul", { class: "legend" }, entries.map(([text, color, dashed]) =>
-    h("li", null, h("span", { class: `swatch${dashed ? " dashed" : ""}`, style: `border-color:${color}` }), text)));
+  return h("ul", { class: "legend" }, entries.map(([text, color, dashed, shape]) =>
+    h("li", null, h("span", { class: `swatch${dashed ? " dashed" : ""}${shape ? ` ${shape}` : ""}`, style: `border-color:${color}${shape === "dot" ? `;background:${color}` : ""}` }), text)));
 }
 
 let chartCount = 0;
 
 /** Width in px of a chart label (11 px type) of `text`: enough to keep labels from overlapping. */
-const labelWidth = text => 6.5 * String(text).length + 4;
+export const labelWidth = text => 6.5 * String(text).length + 4;
 
 /** Of `labels` ([{x, text, weight}]), those kept in order of weight (heaviest first) where each clears every one
  * kept before it and ends inside `width`; left to right. */

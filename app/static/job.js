@@ -7,6 +7,7 @@ import { crossValidationSentence, gridChart, metricLabel, metricPairs, metricsTe
          termsText } from "./chart.js";
 import { card, dataTable, definitions, fieldLabel, fill, formatCount, formatDuration, formatNumber, formatTime, h,
          idText, link, pageHeading, problemAlert, statusBadge } from "./dom.js";
+import { frontierCard } from "./frontier.js";
 import { cancelJob, isActive, progressMeter } from "./jobs.js";
 import { ruleStepNote } from "./rule-step.js";
 import { stepPanel } from "./step.js";
@@ -233,6 +234,7 @@ function pathSection(job, result, dataset, { signal, navigate }) {
       chart.element,
       result.cv ? h("p", { id: "cv-choice" }, crossValidationSentence(result, lossOf(job))) : null,
       h("details", null, h("summary", null, `Every step (${result.steps.length})`), h("div", { class: "table-scroll" }, table))),
+    frontierCard(result, lossOf(job), k => navigate(stepUrl(k), { replace: true })),
     result.survival ? survivalCard(result.survival, dataset, `The selected step ${result.selected} on the `
       + `${result.cv ? "rows it was refitted on (in sample)" : `${formatCount(result.n_val)} validation rows`}: their `
       + "Kaplan–Meier estimate beside the mean of the model's survival curves over the same rows. Where the two part, "

@@ -111,6 +111,10 @@ def test_a_cross_validated_job_with_stability_is_the_librarys(stack):
     selected = step["fold_stability"]
     assert selected["n_folds"] == 3 and selected["dice"] == pytest.approx(folds.dice[fit.selected], abs=1e-12)
     assert selected["frequencies"] == pytest.approx(list(folds.frequencies[fit.selected]), abs=1e-12)
+    # issue 39, item 4: the frontier of loss, terms and the folds' Dice is the library's, step for step
+    frontier = result["cv"]["frontier"]
+    assert [f["step"] for f in frontier] == [f.step for f in fit.frontier] and len(frontier) >= 2
+    assert frontier == [pytest.approx(f.to_dict(), abs=1e-12) for f in fit.frontier]
     for cell in client.get(f"/v1/jobs/{job_id}").json()["cells"]:  # each fold kept its rules small
         stored = client.get(f"/v1/jobs/{cell}/result")
         assert len(stored.json()["fold_rules"]["steps"]) == len(stored.json()["steps"])

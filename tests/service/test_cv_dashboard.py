@@ -329,3 +329,146 @@ def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fo
         expect(cell).to_have_text(f"{measured['dice'][step['index']]:.3g}")
     shoot(page, "cv-dashboard", "fold-stability")
     assert errors == []
+
+
+def frontier_figures(chart) -> dict[int, dict]:
+    """Every point the frontier chart draws, by step: its place and whether it is on the frontier."""
+    points = chart.evaluate("""svg => [...svg.querySelectorAll("circle[data-step]")].map(c => ({
+        step: Number(c.dataset.step), x: Number(c.getAttribute("cx")), y: Number(c.getAttribute("cy")),
+        frontier: c.classList.contains("frontier-point") }))""")
+    return {point["step"]: point for point in points}
+
+
+def check_frontier_chart(chart, result: dict, across: str) -> None:
+    """The chart's points are the steps within the budget, those on the frontier the API's, placed in the order of
+    their Dice index (up) and of ``across`` (right), the selected step ringed; no two labels overlap."""
+    steps, frontier, dice = result["steps"], result["cv"]["frontier"], result["cv"]["stability"]["dice"]
+    budget = result["parameters"]["path"]["max_rules"]
+    within = [s["index"] for s in steps if s["n_terms"] <= budget]
+    drawn = frontier_figures(chart)
+    assert sorted(drawn) == within
+    assert sorted(k for k, point in drawn.items() if point["frontier"]) == [f["step"] for f in frontier]
+    for a, b in combinations(within, 2):
+        for value, axis, sign in ((dice[a] - dice[b], "y", -1), (steps[a][across] - steps[b][across], "x", 1)):
+            placed = drawn[a][axis] - drawn[b][axis]
+            assert (value == 0 and abs(placed) < 1e-6) or (value * placed * sign > 0), (a, b, axis)
+    ring = chart.locator("circle.frontier-selected")
+    assert (float(ring.get_attribute("cx")), float(ring.get_attribute("cy"))) == pytest.approx(
+        (drawn[result["selected"]]["x"], drawn[result["selected"]]["y"]), abs=0.01
+    )
+    assert_no_label_overlaps(chart)
+
+
+def expected_frontier_sentence(result: dict) -> tuple[str, list[float]]:
+    """The sentence on the selected step's place, recomputed from the API's steps, Dice and frontier: its words as a
+    pattern (its numbers as groups) and the numbers it should give."""
+    steps, frontier, dice = result["steps"], result["cv"]["frontier"], result["cv"]["stability"]["dice"]
+    k = result["selected"]
+    chosen = steps[k]
+    head = re.escape(f"The selected step {k} ({terms_text(chosen)})")
+    on = next((f for f in frontier if f["step"] == k), None)
+    if on is not None:
+        stabler = sorted((f for f in frontier if f["dice"] > dice[k]), key=lambda f: (f["val_loss"], f["n_terms"]))
+        if not stabler:
+            most_stable = rf"{head} is on the frontier, and no step on it is more stable \(folds' Dice {NUMBER}\)\.$"
+            return most_stable, [dice[k]]
+        other = stabler[0]
+        numbers = [other["dice"], dice[k], other["val_loss"], other["val_loss_se"], chosen["val_loss"]]
+        numbers += [chosen["val_loss_se"], 100 * (other["val_loss"] / chosen["val_loss"] - 1)]
+        return (
+            rf"{head} is on the frontier: no step has as few terms, as low a mean validation MSE and as high a folds' "
+            rf"Dice index together\. The most accurate step more stable than it is step {other['step']} "
+            rf"\({re.escape(terms_text(other))}\): folds' Dice {NUMBER} against {NUMBER}, mean validation MSE "
+            rf"{NUMBER} ± {NUMBER} against {NUMBER} ± {NUMBER} \(\+?{NUMBER}%\)\.$"
+        ), numbers
+    beating = [
+        f for f in frontier if f["n_terms"] <= chosen["n_terms"] and f["val_loss"] <= chosen["val_loss"]
+        and f["dice"] >= dice[k]
+    ]  # fmt: skip
+    other = min(beating, key=lambda f: (-f["dice"], f["val_loss"], f["n_terms"]))
+    numbers = [other["dice"], dice[k], other["val_loss"], other["val_loss_se"], chosen["val_loss"]]
+    numbers += [chosen["val_loss_se"], other["n_terms"], chosen["n_terms"]]
+    return (
+        rf"{head} is not on the frontier: step {other['step']} \({re.escape(terms_text(other))}\) is at least as good "
+        rf"on all three, folds' Dice {NUMBER} against {NUMBER}, mean validation MSE {NUMBER} ± {NUMBER} against "
+        rf"{NUMBER} ± {NUMBER}, {NUMBER} terms against {NUMBER}\.$"
+    ), numbers
+
+
+def check_frontier_sentence(sentence: str, result: dict) -> None:
+    pattern, numbers = expected_frontier_sentence(result)
+    found = re.search(pattern, sentence)
+    assert found, sentence
+    assert len(found.groups()) == len(numbers)
+    for text, number in zip(found.groups(), numbers, strict=True):  # each the number rounded where it is shown
+        decimals = len(text.partition(".")[2])
+        assert float(text) == pytest.approx(number, abs=0.5 * 10**-decimals + 1e-12), (text, number, sentence)
+
+
+def test_a_cross_validated_job_draws_its_frontier_and_each_frontier_step_opens_its_step(served, browser):
+    """Issue 39, item 4: the job page draws every step within the budget by its folds' Dice against its mean
+    validation loss (or its terms), marks the API's frontier (the library's: tests/service/test_cross_validation.py),
+    says where the selected step stands on it with the numbers recomputed here, and a click or Enter on a frontier
+    point opens that step."""
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    page = new_page(browser, errors)
+    base, api = served.base_url, served.api
+    dataset = api.post(
+        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
+    ).json()
+    body = {
+        "dataset_id": dataset["id"],
+        "forest": {"n_estimators": 20, "max_depth": 3, "random_state": 0},
+        "n_lambdas": 30,
+        "max_rules": 15,
+        "cv_folds": 3,
+        "validation": {"seed": 0},
+    }
+    submitted = api.post("/v1/jobs", json=body)
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    sign_in(page, base, "/dashboard/jobs")
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=120_000)
+    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    frontier, dice = result["cv"]["frontier"], result["cv"]["stability"]["dice"]
+    within = [s["index"] for s in result["steps"] if s["n_terms"] <= body["max_rules"]]
+    assert 3 <= len(frontier) <= len(within) - 3  # steps on it and steps off it
+
+    card = page.locator("#frontier")
+    chart = card.locator(".chart svg")
+    expect(card.locator("circle.frontier-point")).to_have_count(len(frontier))
+    check_frontier_chart(chart, result, "val_loss")
+    check_frontier_sentence(card.locator("#frontier-choice").inner_text(), result)
+    # the sentence's other cases, the page's own module on this result with another step selected: the intercept
+    # alone (the most stable: Dice 1) and a step off the frontier
+    off = [k for k in within if k not in {f["step"] for f in frontier}]
+    for selected in (0, off[0]):
+        assert (selected in {f["step"] for f in frontier}) == (selected == 0) and dice[0] == 1
+        told = page.evaluate(
+            "async ([result, loss]) => (await import('/dashboard/assets/frontier.js')).frontierSentence(result, loss)",
+            [{**result, "selected": selected}, api.get(f"/v1/jobs/{job_id}").json()["loss_info"]],
+        )
+        check_frontier_sentence(told, {**result, "selected": selected})
+    shoot(page, "cv-dashboard", "frontier", "#frontier")
+    page.set_viewport_size({"width": 400, "height": 800})
+    page.wait_for_timeout(400)
+    check_frontier_chart(chart, result, "val_loss")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    card.get_by_label("Across").select_option("n_terms")
+    check_frontier_chart(chart, result, "n_terms")
+    shoot(page, "cv-dashboard", "frontier-terms", "#frontier")
+
+    # a click on a frontier step other than the selected one opens it; Enter on another does too
+    others = [f["step"] for f in frontier if f["step"] != result["selected"]]
+    chart.locator(f"circle.frontier-point[data-step='{others[-1]}']").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{job_id}/steps/{others[-1]}")
+    expect(page.locator("#step-title")).to_have_text(f"Step {others[-1]}")
+    chart = page.locator("#frontier .chart svg")
+    chart.locator(f"circle.frontier-point[data-step='{others[0]}']").focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{job_id}/steps/{others[0]}")
+    expect(page.locator("#step-title")).to_have_text(f"Step {others[0]}")
+    assert errors == []

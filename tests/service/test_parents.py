@@ -268,5 +268,9 @@ def test_stability_fits_as_cells_give_the_librarys_serial_stability_bit_for_bit(
         half = core.job_results.path_result(
             parent.stability_fits[0], tenant=TENANT
         )  # a fit of one job measures its own
-        alone = fit_rules(X[halves[0]], y[halves[0]], spec, forest=FOREST, encoding=encoding).fold_stability
+        alone_fit = fit_rules(X[halves[0]], y[halves[0]], spec, forest=FOREST, encoding=encoding)
+        alone = alone_fit.fold_stability
         assert half.cv.stability.model_dump() == {"dice": alone.dice, "frequencies": alone.to_dict()["frequencies"]}
+        # and the frontier of loss, terms and that stability, the library's, both ways
+        assert [f.model_dump() for f in result.cv.frontier] == [f.to_dict() for f in fit.frontier]
+        assert [f.model_dump() for f in half.cv.frontier] == [f.to_dict() for f in alone_fit.frontier]
