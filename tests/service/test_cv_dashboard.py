@@ -327,6 +327,8 @@ def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fo
     for step in result["steps"]:  # each step's Dice index of the folds' rule sets
         cell = page.locator(f"tr[data-step='{step['index']}'] td[data-label=\"Folds' Dice\"]")
         expect(cell).to_have_text(f"{measured['dice'][step['index']]:.3g}")
+        se = page.locator(f"tr[data-step='{step['index']}'] td[data-label='Validation MSE standard error']")
+        expect(se).to_have_text(f"{step['val_loss_se']:.5g}")  # the folds' standard error, in words a person reads
     shoot(page, "cv-dashboard", "fold-stability")
     assert errors == []
 
