@@ -216,8 +216,9 @@ def stability_frontier(steps, dice, max_rules=None) -> list[FrontierStep]:
     axis): of its ``steps`` within the rule budget (``n_terms <= max_rules``; None: every step), those no other step
     dominates, in step order. A step dominates another where it has at most its terms, at most its mean validation
     loss and at least its Dice index (``dice[k]``: the folds' at step k, ``solver.stability.FoldStability.dice``),
-    and is better on one of the three; steps equal on all three are all on it. A step whose mean loss is not finite
-    (a fold's loss overflowed) is on no frontier and dominates none."""
+    and is better on one of the three; of steps equal on all three (a run of steps that changed no term) the earliest
+    alone is on it. A step whose mean loss is not finite (a fold's loss overflowed) is on no frontier and dominates
+    none."""
     if len(dice) != len(steps):
         raise ValueError(f"the frontier needs one Dice index per step: {len(dice)} for {len(steps)} steps")
     if any(step.val_loss is None for step in steps):
@@ -226,11 +227,12 @@ def stability_frontier(steps, dice, max_rules=None) -> list[FrontierStep]:
         k for k, s in enumerate(steps) if (max_rules is None or s.n_terms <= max_rules) and np.isfinite(s.val_loss)
     ]
     point = {k: (steps[k].n_terms, steps[k].val_loss, -dice[k]) for k in within}  # each lower is better
-    # in this order a step comes after every step that dominates it, one of the frontier's among them (what dominates
-    # a step's dominator dominates the step): each step is compared with the frontier found before it alone
+    # in this order a step comes after every step that dominates or equals it (the earliest of equals first), one of
+    # the frontier's among them (what dominates a step's dominator dominates the step): each step is compared with
+    # the frontier found before it alone
     kept: list[int] = []
     for k in sorted(within, key=lambda k: (point[k], k)):
-        if not any(point[j] != point[k] and all(a <= b for a, b in zip(point[j], point[k])) for j in kept):
+        if not any(all(a <= b for a, b in zip(point[j], point[k])) for j in kept):
             kept.append(k)
     return [
         FrontierStep(

@@ -17,8 +17,8 @@ from tests.support.data import KIN8NM
 
 
 def brute_force(steps, dice, max_rules) -> list[int]:
-    """The steps within the budget with a finite loss that no other such step beats: at most its terms, at most its
-    loss, at least its Dice, and better on one of the three."""
+    """The steps within the budget with a finite loss that no other such step beats (at most its terms, at most its
+    loss, at least its Dice, and better on one of the three) and that no earlier step equals on all three."""
     within = [
         k for k, s in enumerate(steps) if (max_rules is None or s.n_terms <= max_rules) and math.isfinite(s.val_loss)
     ]
@@ -29,7 +29,10 @@ def brute_force(steps, dice, max_rules) -> list[int]:
         better = a.n_terms < b.n_terms or a.val_loss < b.val_loss or dice[j] > dice[k]
         return no_worse and better
 
-    return [k for k in within if not any(beats(j, k) for j in within if j != k)]
+    def equals(j, k):
+        return steps[j].n_terms == steps[k].n_terms and steps[j].val_loss == steps[k].val_loss and dice[j] == dice[k]
+
+    return [k for k in within if not any(beats(j, k) or (j < k and equals(j, k)) for j in within if j != k)]
 
 
 def random_steps(rng, n):
