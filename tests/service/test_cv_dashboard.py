@@ -267,14 +267,11 @@ def test_a_cross_validated_path_shows_why_its_step_was_chosen_with_honest_counts
     assert errors == []
 
 
-def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fold_selected_its_rules(served, browser):
-    """Issue 39, item 3: with no stability_resamples, the job page gives the folds' Dice index at the selected step,
-    and the rule and linear-term tables how often the folds' paths selected each term there, as the API says (the
-    API's numbers are the library's: tests/service/test_cross_validation.py)."""
+def abalone_cv_job(served, page, n_lambdas: int, max_rules: int) -> tuple[str, dict]:
+    """(job id, result) of a 3-fold cross-validated job on abalone (20 trees of depth 3), its page open in ``page``
+    once it succeeded."""
     from playwright.sync_api import expect
 
-    errors: list[str] = []
-    page = new_page(browser, errors)
     base, api = served.base_url, served.api
     dataset = api.post(
         "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
@@ -282,8 +279,8 @@ def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fo
     body = {
         "dataset_id": dataset["id"],
         "forest": {"n_estimators": 20, "max_depth": 3, "random_state": 0},
-        "n_lambdas": 20,
-        "max_rules": 10,
+        "n_lambdas": n_lambdas,
+        "max_rules": max_rules,
         "cv_folds": 3,
         "validation": {"seed": 0},
     }
@@ -294,6 +291,19 @@ def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fo
     page.goto(f"{base}/dashboard/jobs/{job_id}")
     expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=120_000)
     result = api.get(f"/v1/jobs/{job_id}/result").json()
+    return job_id, result
+
+
+def test_a_cross_validated_step_without_half_sample_fits_shows_how_often_each_fold_selected_its_rules(served, browser):
+    """Issue 39, item 3: with no stability_resamples, the job page gives the folds' Dice index at the selected step,
+    and the rule and linear-term tables how often the folds' paths selected each term there, as the API says (the
+    API's numbers are the library's: tests/service/test_cross_validation.py)."""
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    page = new_page(browser, errors)
+    api = served.api
+    job_id, result = abalone_cv_job(served, page, n_lambdas=20, max_rules=10)
     selected, measured = result["selected"], result["cv"]["stability"]
     assert result["stability"] is None and len(measured["dice"]) == len(result["steps"])
     expect(page.locator("dd[data-field='cv']")).to_contain_text("3-fold cross-validation")
@@ -417,24 +427,8 @@ def test_a_cross_validated_job_draws_its_frontier_and_each_frontier_step_opens_i
     errors: list[str] = []
     page = new_page(browser, errors)
     base, api = served.base_url, served.api
-    dataset = api.post(
-        "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
-    ).json()
-    body = {
-        "dataset_id": dataset["id"],
-        "forest": {"n_estimators": 20, "max_depth": 3, "random_state": 0},
-        "n_lambdas": 30,
-        "max_rules": 15,
-        "cv_folds": 3,
-        "validation": {"seed": 0},
-    }
-    submitted = api.post("/v1/jobs", json=body)
-    assert submitted.status_code == 202, submitted.text
-    job_id = submitted.json()["id"]
-    sign_in(page, base, "/dashboard/jobs")
-    page.goto(f"{base}/dashboard/jobs/{job_id}")
-    expect(page.locator("#view dd[data-field='status']")).to_have_text("succeeded", timeout=120_000)
-    result = api.get(f"/v1/jobs/{job_id}/result").json()
+    body = {"max_rules": 15}
+    job_id, result = abalone_cv_job(served, page, n_lambdas=30, max_rules=body["max_rules"])
     frontier, dice = result["cv"]["frontier"], result["cv"]["stability"]["dice"]
     within = [s["index"] for s in result["steps"] if s["n_terms"] <= body["max_rules"]]
     assert 3 <= len(frontier) <= len(within) - 3  # steps on it and steps off it
