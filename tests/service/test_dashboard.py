@@ -579,7 +579,7 @@ def test_a_cross_validated_job_with_stability_from_the_form(served, browser):
     )
     expect(chart.locator(".cv-1se-step")).to_have_count(1)
     expect(chart.locator(".cv-min-step")).to_have_count(1)
-    expect(page.locator(".legend")).to_contain_text("standard error (3 folds)")
+    expect(page.locator(".legend").first).to_contain_text("standard error (3 folds)")
 
     rules = api.get(f"/v1/jobs/{job_id}/steps/{result['selected']}/rules").json()
     frequencies = rules["stability"]["frequencies"]
