@@ -16,11 +16,12 @@ from solver import ForestSpec, PathSpec, SpecError, fit_rules
 from solver.binning import bin_codes, quantile_cuts
 from solver.cross_validation import fold_of_rows, fold_rows
 from solver.estimator import FireRegressor
-from solver.fitting import cross_validation_grid, train_forest
+from solver.fitting import train_forest
 from solver.path import PathStep, best_step
 from solver.spec import STABLE
 from solver.stability import check_resamples, dice, half_sample_pairs, reference_cuts, rule_keys
 from tests.support.data import KIN8NM
+from tests.support.folds import plain_fold_fits
 
 FOREST = ForestSpec(n_estimators=20, max_depth=3)
 SPEC = PathSpec(cv_folds=4, n_lambdas=30, max_rules=25, fusion_ratio=0)
@@ -49,19 +50,10 @@ def test_folds_partition_the_rows_in_sizes_that_differ_by_at_most_one():
 
 def test_each_fold_path_is_a_plain_fit_on_that_folds_rows(table, cross_validated):
     """The fold's forest trained on the other folds' rows only, validated on the fold's rows, on the full grid."""
-    X, y = table
-    grid = cross_validation_grid(X, y, SPEC, forest=train_forest(FOREST, X, y)[0])
+    grid, fits = plain_fold_fits(*table, SPEC, FOREST)
     assert np.allclose([s.lambda_s for s in cross_validated.path.steps], grid[: len(cross_validated.path.steps)])
-    for k, fold_steps in enumerate(cross_validated.fold_steps):
-        train, val = fold_rows(len(y), SPEC.cv_folds, SPEC.random_state, k)
-        plain = fit_rules(
-            X[train],
-            y[train],
-            SPEC.replace(cv_folds=None, lambdas=tuple(grid)),
-            forest=FOREST,
-            X_val=X[val],
-            y_val=y[val],
-        ).path
+    for fold_steps, fit in zip(cross_validated.fold_steps, fits, strict=True):
+        plain = fit.path
         assert len(plain.steps) == len(fold_steps)
         for ours, theirs in zip(fold_steps, plain.steps):
             assert {**ours.to_dict(), "seconds": 0} == {**theirs.to_dict(), "seconds": 0}

@@ -13,11 +13,10 @@ import pandas as pd
 import pytest
 
 from solver import ForestSpec, PathSpec, fit_rules
-from solver.cross_validation import fold_rows
 from solver.estimator import FireRegressor
-from solver.fitting import cross_validation_grid, train_forest
 from solver.stability import PathRuleKeys, fold_stability
 from tests.support.data import KIN8NM
+from tests.support.folds import plain_fold_fits
 
 FOREST = ForestSpec(n_estimators=20, max_depth=3)
 SPEC = PathSpec(cv_folds=3, n_lambdas=20, max_rules=20, fusion_ratio=0)
@@ -56,19 +55,10 @@ def signatures(ensemble, X) -> list[tuple]:
 def test_fold_frequencies_and_dice_match_each_folds_plain_fit_matched_by_hand(table, cross_validated):
     X, y = table
     stability = cross_validated.fold_stability
-    grid = cross_validation_grid(X, y, SPEC, forest=train_forest(FOREST, X, y)[0])
-    folds = []
-    for k in range(SPEC.cv_folds):
-        train, val = fold_rows(len(y), SPEC.cv_folds, SPEC.random_state, k)
-        plain = fit_rules(
-            X[train],
-            y[train],
-            SPEC.replace(cv_folds=None, lambdas=tuple(grid)),
-            forest=FOREST,
-            X_val=X[val],
-            y_val=y[val],
-        )
-        folds.append([signatures(plain.rules_at(step), X) for step in range(len(cross_validated.path.steps))])
+    steps = range(len(cross_validated.path.steps))
+    folds = [
+        [signatures(plain.rules_at(step), X) for step in steps] for plain in plain_fold_fits(X, y, SPEC, FOREST)[1]
+    ]
     assert stability.n_folds == 3 and len(stability.dice) == len(stability.frequencies) == len(
         cross_validated.path.steps
     )
