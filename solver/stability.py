@@ -109,6 +109,11 @@ def check_resamples(n_resamples, field: str = "stability_resamples") -> int:
     return n_resamples // 2
 
 
+def selection_frequencies(keys: Sequence[RuleKey], fitted: Sequence[Collection[RuleKey]]) -> np.ndarray:
+    """Each key's selection frequency: the share of the ``fitted`` rule sets (resamples, folds) that hold it."""
+    return np.array([np.mean([key in keys_of_fit for keys_of_fit in fitted]) for key in keys])
+
+
 @dataclass
 class RuleStability:
     """How a rule set repeats over half-samples: ``frequencies`` (one per rule, then per linear term, of the model
@@ -139,7 +144,7 @@ def rule_stability(
         raise ValueError("rule stability needs at least one pair of half-sample fits")
     sets = [(set(rule_keys(a, cuts, with_missing)), set(rule_keys(b, cuts, with_missing))) for a, b in resample_pairs]
     fits = [keys for pair in sets for keys in pair]
-    frequencies = np.array([np.mean([key in keys for keys in fits]) for key in rule_keys(model, cuts, with_missing)])
+    frequencies = selection_frequencies(rule_keys(model, cuts, with_missing), fits)
     pair_dice = [dice(a, b) for a, b in sets]
     return RuleStability(frequencies, float(np.mean(pair_dice)), pair_dice, len(fits))
 
@@ -210,6 +215,6 @@ def fold_stability(refit: PathRuleKeys, folds: Sequence[PathRuleKeys]) -> FoldSt
     frequencies, dices = [], []
     for k in range(len(refit.steps)):
         sets = [set(fold.at(k)) for fold in folds]
-        frequencies.append(np.array([np.mean([key in keys for keys in sets]) for key in refit.at(k)]))
+        frequencies.append(selection_frequencies(refit.at(k), sets))
         dices.append(float(np.mean([dice(a, b) for a, b in combinations(sets, 2)])))
     return FoldStability(frequencies, dices, len(folds))
