@@ -28,7 +28,7 @@ from .losses import get_loss
 from .path import FrontierStep, PathResult, PathStep, RuleStep, fit_path, path_grid, path_lambda_max, stability_frontier
 from .rules import RuleEnsemble
 from .spec import DEFAULT_LOSS, ForestSpec, PathSpec, SpecError
-from .stability import FoldStability, fold_stability, half_sample_pairs, path_rule_keys
+from .stability import FoldStability, PathRuleKeys, fold_stability, half_sample_pairs, path_rule_keys
 
 MIN_TRAINING_ROWS = 2
 
@@ -157,6 +157,15 @@ class RuleFit:
         the training rows add to them (support, importance, display thresholds, a Cox baseline): a fraction of the
         cost, for what only reads their terms (:func:`solver.stability.path_rule_keys`)."""
         return (self._from_weights(step, X=None) for step in range(len(self.path.steps)))
+
+    def measure_fold_stability(self, fold_keys: Sequence[PathRuleKeys], X, step_rules=None) -> None:
+        """How this cross-validated refit's rules repeat over its folds' paths (``fold_keys``: ``path_rule_keys`` of
+        each fold's rules, binned on the same rows ``X``), and the frontier of loss, terms and that stability it
+        gives: sets ``fold_stability`` and ``frontier``. ``step_rules``: every step's rules where the caller has them
+        (``rules_at``), else ``step_terms()``."""
+        refit = path_rule_keys(self.step_terms() if step_rules is None else step_rules, X)
+        self.fold_stability = fold_stability(refit, fold_keys)
+        self.frontier = stability_frontier(self.path.steps, self.fold_stability.dice, self.path.spec.max_rules)
 
     def rules_at(self, step: int) -> RuleEnsemble:
         """The rules of any step of the path, built as the selected step's are (the service stores every step's)."""
@@ -408,8 +417,7 @@ def fit_cross_validated(
         callback=callback,
         **shared,
     )
-    fit.fold_stability = fold_stability(path_rule_keys(fit.step_terms(), X), fold_keys)
-    fit.frontier = stability_frontier(fit.path.steps, fit.fold_stability.dice, spec.max_rules)
+    fit.measure_fold_stability(fold_keys, X)
     return fit
 
 

@@ -57,9 +57,9 @@ from solver.fitting import (
 )
 from solver.fitting import train_forest as train_ensemble
 from solver.losses.cox import kaplan_meier
-from solver.path import PathStep, best_step, stability_frontier
+from solver.path import PathStep, best_step
 from solver.spec import PathSpec
-from solver.stability import PathRuleKeys, fold_stability, half_sample, path_rule_keys, reference_cuts, rule_stability
+from solver.stability import PathRuleKeys, half_sample, path_rule_keys, reference_cuts, rule_stability
 
 PROGRESS_INTERVAL_SECONDS = 0.1
 SpecT = TypeVar("SpecT", bound=TrainJobSpec | PathJobSpec)  # the spec a job function runs
@@ -635,15 +635,14 @@ def _fold_stability(data: _PathData, fit: RuleFit, ensembles: list[RuleEnsemble]
     """How the refit's rules at each step (``ensembles``) repeat over its folds' paths (the library's
     fold_stability, binned on every row as each fold binned its own; a cross-validated fit in one job, a stability
     fit's, measured it itself); None without every fold's rules."""
-    if fold_keys is None:
-        measured = fit.fold_stability
-    elif any(keys is None for keys in fold_keys):
+    if fold_keys is not None:
+        if any(keys is None for keys in fold_keys):
+            return None
+        fit.measure_fold_stability(fold_keys, data.X, ensembles)
+    if fit.fold_stability is None:
         return None
-    else:
-        measured = fold_stability(path_rule_keys(ensembles, data.X), fold_keys)
-    if measured is None:
-        return None
-    return FoldStability(**{name: value for name, value in measured.to_dict().items() if name != "n_folds"})
+    measured = fit.fold_stability.to_dict()
+    return FoldStability(**{name: value for name, value in measured.items() if name != "n_folds"})
 
 
 def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossValidation | None:
@@ -654,7 +653,7 @@ def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossVal
     spec, steps = fit.path.spec, fit.path.steps
     best_min, best_1se = best_step(steps, spec.max_rules, "loss"), best_step(steps, spec.max_rules, "1se")
     assert best_min is not None and best_1se is not None  # fit_rules selected a step within the budget
-    frontier = None if stability is None else stability_frontier(steps, stability.dice, spec.max_rules)
+    frontier = None if fit.frontier is None else [FrontierStep.model_validate(step.to_dict()) for step in fit.frontier]
     return CrossValidation(
         folds=len(fit.fold_steps),
         selection=spec.selection,
@@ -662,7 +661,7 @@ def _cross_validation(fit: RuleFit, stability: FoldStability | None) -> CrossVal
         best_1se=best_1se,
         fold_steps=fit.fold_steps,
         stability=stability,
-        frontier=None if frontier is None else [FrontierStep.model_validate(step.to_dict()) for step in frontier],
+        frontier=frontier,
     )
 
 
