@@ -13,17 +13,19 @@ train / validation / test 50 / 16 / 34, stratified by event. Two forests of ``--
 
 On each, FIRE through ``solver.fitting.fit_rules`` with the validation part as its held-out rows (rows the forest
 never saw, as fit_rules' own ``holdout_split`` gives where it trains the forest itself), its step among those with
-at most ``BUDGET`` terms (rules + linear terms: fewer than 15): ``fire`` (the library's defaults: MCP + fusion,
-linear terms; step by validation deviance), ``fire_cindex`` (the same, step by validation C-index) and ``l1`` (the
-L1-Cox path on the same candidates: ``penalty="l1"``, ``fusion_ratio=0``). Beside them the full forests (the
+at most ``BUDGET`` terms (rules + linear terms: fewer than 15): ``fire`` (the library's defaults: for Cox L1 +
+fusion, linear terms; step by validation deviance), ``fire_cindex`` (the same, step by validation C-index),
+``fire_mcp`` (MCP + fusion, every other loss's default penalty and Cox's before) and ``l1`` (the L1-Cox path on the
+same candidates: ``penalty="l1"``, ``fusion_ratio=0``). Beside them the full forests (the
 regression forest's predicted residual and the survival forest's ``predict``, each a risk score) and
 ``CoxnetSurvivalAnalysis(l1_ratio=1)`` on the encoded columns (missing values filled with the training median,
 standardised on the training part), its own alpha path, the alpha of the highest validation C-index among those
 with at most ``BUDGET`` nonzero coefficients. Scored once on the test part: Harrell's C-index (scikit-survival's
 ``concordance_index_censored``) and the partial-likelihood deviance per row (Breslow, the test rows' own risk sets;
 ``Cox.mean_loss``). Targets (medians over tables x splits): FIRE (martingale forest, step by validation deviance)
-at least 10% lower test deviance than the L1 path; its test C-index above Coxnet's and within 0.02 of the survival
-forest's.
+at least 10% lower test deviance than the L1 path; its test C-index above Coxnet's (the median of the
+differences per split, and the median C-index against Coxnet's) and within 0.02 of the survival forest's; a rule with
+a condition in every fit (issue 39: FIRE's defaults keep at least one rule).
 
 Speed (``speed``): the L1-Cox path beside Coxnet on the same columns and penalties: ``--speed-rows`` rows drawn
 with replacement from gbsg2 (a synthetic table made by resampling a real one, each time multiplied by a factor
@@ -78,12 +80,14 @@ COX = get_loss("cox")
 FIRE_METHODS = {  # PathSpec settings on top of loss="cox" and the library's defaults
     "fire": {},
     "fire_cindex": {"selection": "cindex"},
+    "fire_mcp": {"penalty": "mcp"},
     "l1": {"penalty": "l1", "fusion_ratio": 0.0},
 }
 FORESTS = ("martingale", "rsf")
 LABELS = {
-    "fire": "FIRE (defaults: MCP + fusion; step by val. deviance)",
+    "fire": "FIRE (defaults: L1 + fusion; step by val. deviance)",
     "fire_cindex": "FIRE (defaults; step by val. C-index)",
+    "fire_mcp": "FIRE (MCP + fusion; step by val. deviance)",
     "l1": "L1-Cox path (no fusion)",
     "forest": "full forest",
     "coxnet": "Coxnet (linear L1, raw columns)",
@@ -283,9 +287,18 @@ def summarize(records):
     gain = _median([1 - f["deviance"] / r["martingale"]["l1"]["deviance"] for f, r in zip(fire, records)])
     over_coxnet = _median([f["cindex"] - r["coxnet"]["cindex"] for f, r in zip(fire, records)])
     below_rsf = _median([r["rsf"]["forest"]["cindex"] - f["cindex"] for f, r in zip(fire, records)])
+    medians = _median([f["cindex"] for f in fire]), _median([r["coxnet"]["cindex"] for r in records])
+    with_rule = sum(f["terms"] > f["linear"] for f in fire)
     targets = [
         ("test deviance vs the L1-Cox path", f"{100 * gain:.1f}% lower", "at least 10% lower", gain >= 0.10),
-        ("test C-index vs Coxnet", f"{over_coxnet:+.3f}", "higher", over_coxnet > 0),
+        ("test C-index vs Coxnet, median of the differences", f"{over_coxnet:+.3f}", "higher", over_coxnet > 0),
+        (
+            "median test C-index vs Coxnet's",
+            f"{medians[0]:.3f} vs {medians[1]:.3f}",
+            "at least Coxnet's",
+            medians[0] >= medians[1],
+        ),
+        ("fits with a rule (a condition)", f"{with_rule} of {len(fire)}", "every fit", with_rule == len(fire)),
         ("test C-index below the survival forest's", f"{below_rsf:+.3f}", "at most 0.020", below_rsf <= 0.02),
     ]
     forests = {

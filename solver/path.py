@@ -482,13 +482,13 @@ class _Setup:
             solved, scale = matrix.unit_columns(weights)
         else:
             solved, scale = matrix, np.ones(matrix.shape[1])
-        problem = Problem.from_leaf_matrix(solved, y, weights, loss, spec.penalty, spec.gamma, spec.mcp_scaling)
+        problem = Problem.from_leaf_matrix(solved, y, weights, loss, spec.penalty_used(), spec.gamma, spec.mcp_scaling)
         if loss.per_class:
             n_classes = int(y.max()) + 1
             state = multinomial_gbcd.ClassState.initial(problem, n_classes)
             solve, objective = CLASS_SOLVERS[spec.block_selection], multinomial_gbcd.objective_value
             return cls(matrix, problem, state, scale, n_classes, multinomial_gbcd, solve, objective)
-        solve = loss.step_solve(spec.penalty, SOLVERS[spec.block_selection], gbcd)
+        solve = loss.step_solve(spec.penalty_used(), SOLVERS[spec.block_selection], gbcd)
         return cls(matrix, problem, State.initial(problem, loss), scale, 1, gbcd, solve, loss.path_objective(gbcd))
 
 

@@ -187,8 +187,13 @@ class PathSpec(_Spec):
             "1.5 is the usual start for claim amounts); the other losses ignore it"
         ),
     )
-    penalty: str = field(
-        default="mcp", metadata=_doc("sparsity penalty: 'mcp' (selects without shrinking large weights) or 'l1'")
+    penalty: str | None = field(
+        default=None,
+        metadata=_doc(
+            "sparsity penalty: 'mcp' (selects without shrinking large weights) or 'l1'; None: the loss's own, 'mcp' "
+            "for every loss but cox, 'l1' for cox (on a few hundred events MCP's validation deviance keeps one or two "
+            "linear terms and no rule)"
+        ),
     )
     gamma: float = field(
         default=1.1,
@@ -326,7 +331,11 @@ class PathSpec(_Spec):
     def _check(self) -> None:
         loss_known = _require(self.loss in LOSSES, "loss", f"must be one of {list(LOSSES)}, got {self.loss!r}")
         _require(_is_number(self.power) and 1 < self.power < 2, "power", f"must be in (1, 2), got {self.power!r}")
-        _require(self.penalty in PENALTIES, "penalty", f"must be one of {list(PENALTIES)}, got {self.penalty!r}")
+        _require(
+            self.penalty is None or self.penalty in PENALTIES,
+            "penalty",
+            f"must be one of {list(PENALTIES)} or none, got {self.penalty!r}",
+        )
         _require(
             self.mcp_scaling in MCP_SCALINGS,
             "mcp_scaling",
@@ -477,6 +486,10 @@ class PathSpec(_Spec):
     def path_loss(self):
         """The path's loss (``solver.losses.Loss``) with the settings it reads from this spec (``Loss.configured``)."""
         return LOSSES[self.loss].configured(self)
+
+    def penalty_used(self) -> str:
+        """The sparsity penalty of the path: ``penalty``, or where it is None, the loss's ``penalty_default``."""
+        return LOSSES[self.loss].penalty_default if self.penalty is None else self.penalty
 
     def polishes(self) -> bool:
         """Whether each step is polished: ``polish``, or where it is None, the loss's ``polish_default``."""

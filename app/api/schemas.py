@@ -223,7 +223,7 @@ class PathJobRequest(SettingsBody):
         ),
     )
     power: float = path_setting("power")
-    penalty: Penalty = path_setting("penalty")
+    penalty: Penalty | None = path_setting("penalty")
     gamma: float = path_setting("gamma")
     mcp_scaling: McpScaling = path_setting("mcp_scaling")
     scaling: Scaling = path_setting("scaling")

@@ -374,6 +374,7 @@ class JobSubmission:
             checks.run(self._check_offset_range, dataset, loss)
             checks.run(self._check_targets, dataset, loss)
             path = checks.run(self._path_for_loss, dataset, path, loss) or path
+            checks.run(self._check_grid_penalty, request.grid, path, request.path.penalty is None)
         if path.cv_folds is not None:
             checks.run(self._check_folds, dataset, path.cv_folds)
         validation_id = request.validation_dataset_id
@@ -431,10 +432,12 @@ class JobSubmission:
 
     @staticmethod
     def _path_for_loss(dataset: DatasetInfo, path: PathSpec, loss: Loss) -> PathSpec:
-        """``path`` with the loss it fits (a setting the dataset's loss does not allow, polish or selection, is an
-        Invalid naming each)."""
+        """``path`` with the loss it fits, and that loss's penalty where none was asked for (the job's settings name
+        the penalty it ran with); a setting the dataset's loss does not allow, polish or selection, is an Invalid
+        naming each."""
         try:
-            return path.replace(loss=loss)
+            resolved = path.replace(loss=loss)
+            return resolved.replace(penalty=resolved.penalty_used())
         except SpecError as error:
             raise Invalid(
                 f"These path settings do not fit the {loss} loss of this {dataset.task} dataset.",
@@ -443,6 +446,25 @@ class JobSubmission:
                     for field, detail in error.faults
                 ],
             ) from error
+
+    @staticmethod
+    def _check_grid_penalty(grid: Grid | None, path: PathSpec, by_default: bool) -> None:
+        """A grid of several gamma values needs MCP: gamma is its concavity, so under L1 every cell is one path
+        (``by_default``: the penalty is the loss's, none was asked for)."""
+        penalty = path.penalty_used()
+        if grid is not None and len(set(grid.gamma)) > 1 and penalty != "mcp":
+            raise Invalid(
+                f"A grid over gamma needs penalty mcp: gamma is MCP's concavity, and under {penalty} every gamma cell "
+                "fits the same path.",
+                [
+                    FieldFault(
+                        "grid.gamma",
+                        f"{len(set(grid.gamma))} values with penalty {penalty}"
+                        + (f" (the {path.loss} loss's default)" if by_default else ""),
+                        "set penalty to mcp, or give one gamma value",
+                    )
+                ],
+            )
 
     @staticmethod
     def _check_cross_validated_forest(forest, path: PathSpec) -> None:

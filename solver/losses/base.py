@@ -74,6 +74,7 @@ class Loss:
     # why PathSpec.polish=True is refused (a loss whose refit, ``refit``, cannot be made right); None: allowed
     polish_refusal: str | None = None
     has_intercept: bool = True  # False: the loss ignores a constant added to every score (Cox), b stays 0
+    penalty_default: str = "mcp"  # PathSpec.penalty where it is None
 
     @property
     def polish_allowed(self) -> bool:

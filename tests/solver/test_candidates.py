@@ -607,7 +607,7 @@ def proximal_gradient_mcp(A, y, gammas, lam, w, b, n_iter=3000):
 def test_mcp_steps_on_nodes_and_linear_terms_are_no_worse_than_proximal_gradient(small):
     _, y, candidates, matrix, dense = small
     path = fit_path(matrix, y, fusion_ratio=0, n_lambdas=12, **EXACT)
-    assert path.spec.penalty == "mcp"
+    assert path.spec.penalty_used() == "mcp"
     gammas = Problem.from_leaf_matrix(matrix, y, np.ones(len(y)), "squared", "mcp", 1.1, "block").leaf_gamma
     for k in range(1, len(path.steps)):
         lam = path.steps[k].lambda_s

@@ -121,7 +121,7 @@ def test_check_targets_takes_what_the_loss_fits():
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
-def test_the_spec_reads_selection_and_polish_from_the_registry(name):
+def test_the_spec_reads_selection_polish_and_penalty_from_the_registry(name):
     loss = LOSSES[name]
     for selection in SELECTIONS:
         folds = 5 if selection == "1se" else None  # the one-standard-error rule reads cross-validated steps
@@ -131,6 +131,8 @@ def test_the_spec_reads_selection_and_polish_from_the_registry(name):
             with pytest.raises(SpecError, match="selection"):
                 PathSpec(loss=name, selection=selection, cv_folds=folds)
     assert PathSpec(loss=name).polishes() == loss.polish_default
+    assert PathSpec(loss=name).penalty_used() == loss.penalty_default == ("l1" if name == "cox" else "mcp")
+    assert PathSpec(loss=name, penalty="mcp").penalty_used() == "mcp"
     if loss.polish_allowed:
         assert PathSpec(loss=name, polish=True).polishes()
     else:
