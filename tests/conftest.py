@@ -60,6 +60,10 @@ TEST_MARKERS = {
         "test_every_method_is_fitted_and_scored_on_every_table": "slow",
         "test_the_summary_is_the_median_of_per_split_ratios": "slow",
     },
+    "bench/test_stable_selection_smoke.py": {  # two cross-validated fits of five folds and two holdout fits, ~12 s
+        "test_every_selection_picks_a_step_within_the_budget_on_both_halves": "slow",
+        "test_the_summary_is_the_median_of_per_fit_ratios_to_1se": "slow",
+    },
     "bench/test_batch_scoring_smoke.py": {  # starts `fire-rules serve` with two workers
         "test_the_report_gives_the_batch_and_in_process_times_and_the_workers_memory": "slow",
     },
