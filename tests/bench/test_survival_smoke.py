@@ -37,10 +37,13 @@ def test_every_model_is_fitted_within_the_budget(report):
 def test_the_targets_read_the_martingale_forests_fire(report):
     (record,) = report["records"]
     fire = record["martingale"]["fire"]
-    (deviance, cindex, forest) = report["quality"]["targets"]
+    (deviance, cindex, median_cindex, with_rule, forest) = report["quality"]["targets"]
     gain = 1 - fire["deviance"] / record["martingale"]["l1"]["deviance"]
     assert deviance[1] == f"{100 * gain:.1f}% lower" and deviance[3] == (gain >= 0.10)
     assert cindex[3] == (fire["cindex"] > record["coxnet"]["cindex"])
+    assert median_cindex[1] == f"{fire['cindex']:.3f} vs {record['coxnet']['cindex']:.3f}"  # one split: its figures
+    assert median_cindex[3] == (fire["cindex"] >= record["coxnet"]["cindex"])
+    assert with_rule[1] == f"{int(fire['terms'] > fire['linear'])} of 1"
     assert forest[3] == (record["rsf"]["forest"]["cindex"] - fire["cindex"] <= 0.02)
 
 
