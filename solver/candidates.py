@@ -20,11 +20,24 @@ RuleFit (Friedman & Popescu 2008), R ``pre`` and H2O's RuleFit offer them:
 
 Columns of node candidates are indicators (value 1: internal nodes of imported forests need not carry a value);
 leaf candidates keep the leaf values of the paper's M (``TreeEnsemble.leaf_values``), so ``kind="leaves"``
-without a cap is exactly the mapping matrix of earlier releases. Antecedents are counted as before: distinct
-internal nodes over the selected rules (``ancestors``), so nodes of one path share theirs.
+without a cap is the mapping matrix of earlier releases, but for rules said twice:
+
+* **A rule said twice is one rule.** Trees that split alike give the same rule more than once: the same cut of a
+  one-hot or integer column, and far more often forests split only at quantile bins (``ForestSpec.threshold_bins``),
+  where 54-80% of the rules of at most two conditions repeat another (five shared tables, 500 trees of depth 3).
+  ``rule_ids`` names each column's rule by the first column with its conditions
+  (``TreeEnsemble.node_condition_keys``), so that a step counts it once however many of its columns it selects, as
+  its RuleEnsemble shows it once (``RuleEnsemble.from_weights`` merges them), and ``multiplicity`` keeps how many
+  columns say each rule (how many of the forest's trees or tree levels hold it). The columns themselves stay as the
+  forest gives them: zeroing the repeats would change each tree's fused block (its neighbours then fuse to a zero),
+  which moved one table's test log loss 3.9% on bench/ebm.py's protocol while no default step counted a rule twice.
+
+Antecedents are counted as before: distinct internal nodes over the selected rules (``ancestors``), so nodes of one
+path share theirs.
 """
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -121,6 +134,10 @@ class Candidates:
     # per block, each of its tree's leaves' column within the block (or the no-column mark): lookup[ptr[b]:ptr[b+1]]
     _lookup: np.ndarray | None = None
     _lookup_ptr: np.ndarray | None = None
+    # (C,) int64: the first column with each column's conditions (its rule), and how many columns have them on that
+    # first one, 0 on the others (module docstring)
+    rule_ids: np.ndarray | None = None
+    multiplicity: np.ndarray | None = None
 
     @property
     def n_rules(self) -> int:
@@ -148,7 +165,11 @@ class Candidates:
         linear: LinearTerms | None = None,
     ) -> "Candidates":
         """The candidates of ``forest``: its leaves or every node (below the root), at most ``max_rule_length``
-        deep, and the linear terms ``linear``."""
+        deep, each column's rule named (module docstring), and the linear terms ``linear``."""
+        return cls._of_every_column(forest, kind, max_rule_length, linear)._with_rule_ids()
+
+    @classmethod
+    def _of_every_column(cls, forest, kind, max_rule_length, linear) -> "Candidates":
         if kind not in CANDIDATE_KINDS:
             raise ValueError(f"kind must be one of {list(CANDIDATE_KINDS)}, got {kind!r}")
         cap = forest.max_depth if max_rule_length is None else min(int(max_rule_length), forest.max_depth)
@@ -236,6 +257,19 @@ class Candidates:
             lookup,
             lookup_ptr,
         )
+
+    def _with_rule_ids(self) -> "Candidates":
+        """These candidates with their ``rule_ids`` and ``multiplicity``."""
+        # the columns of a tree are consecutive (its blocks')
+        starts = [*np.flatnonzero(np.diff(self.trees, prepend=-1)).tolist(), self.n_rules]
+        first: dict[tuple, int] = {}
+        rule_ids = np.empty(self.n_rules, dtype=np.int64)
+        for start, stop in itertools.pairwise(starts):
+            keys = self.forest.node_condition_keys(int(self.trees[start]), self.nodes[start:stop].tolist())
+            for column, key in enumerate(keys, start):
+                rule_ids[column] = first.setdefault(key, column)
+        multiplicity = np.bincount(rule_ids, minlength=self.n_rules)
+        return replace(self, rule_ids=rule_ids, multiplicity=multiplicity)
 
     def matrix(self, leaves, X=None) -> LeafMatrix:
         """The candidates' matrix on rows whose forest leaf indices are ``leaves`` ((n, T), ``TreeEnsemble.apply``);

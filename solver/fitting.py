@@ -278,6 +278,7 @@ def fit_rules(
         val_weight=val_weight,
         leaf_ancestors=candidates.ancestors,
         column_trees=candidates.trees,
+        column_rules=candidates.rule_ids,
         callback=callback,
     )
     return prepared.rule_fit(path, path.select(), train_rows, val_rows, encoding, classes)
@@ -364,6 +365,7 @@ def refit_cross_validated(
         sample_weight=prepared.train_weight,
         leaf_ancestors=candidates.ancestors,
         column_trees=candidates.trees,
+        column_rules=candidates.rule_ids,
         callback=callback,
     )
     path = cross_validation.with_fold_means(refit, fold_steps, spec)

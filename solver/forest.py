@@ -254,33 +254,33 @@ class TreeEnsemble(ForestDocument):
             split = int(parent[node])
             path.append((split, bool(tree.children_left[split] == node)))
             node = split
-        bounds: dict[tuple[int, str], tuple[float, bool]] = {}
+        bounds: _Bounds = {}
         for split, went_left in reversed(path):
-            feature = int(tree.feature[split])
-            threshold = float(tree.threshold[split])
-            nan_goes_left = bool(tree.missing_go_left[split])
-            key = (feature, "<=" if went_left else ">")
-            missing = nan_goes_left if went_left else not nan_goes_left
-            if key in bounds:
-                kept, kept_missing = bounds[key]
-                tighter = min(kept, threshold) if went_left else max(kept, threshold)
-                bounds[key] = (tighter, kept_missing and missing)
-            else:
-                bounds[key] = (threshold, missing)
-        first_seen: dict[int, int] = {}
-        for feature, _ in bounds:
-            first_seen.setdefault(feature, len(first_seen))
-        for feature in first_seen:
-            if (feature, "<=") in bounds and (feature, ">") in bounds:
-                # NaN satisfies the pair iff it satisfies both: give both the same flag
-                both = bounds[feature, "<="][1] and bounds[feature, ">"][1]
-                bounds[feature, "<="] = (bounds[feature, "<="][0], both)
-                bounds[feature, ">"] = (bounds[feature, ">"][0], both)
-        ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]], item[0][1] != ">"))
+            feature, threshold = int(tree.feature[split]), float(tree.threshold[split])
+            _tighten(bounds, feature, threshold, went_left, bool(tree.missing_go_left[split]))
         return tuple(
             Condition(self.feature_names[feature], feature, operator, threshold, missing)
-            for (feature, operator), (threshold, missing) in ordered
+            for feature, operator, threshold, missing in _simplified(bounds)
         )
+
+    def node_condition_keys(self, t: int, nodes) -> list[tuple]:
+        """``rule_types.conditions_key`` of :meth:`node_conditions` of the nodes ``nodes`` of tree ``t``, from one
+        walk down the tree (each node's bounds are its parent's tightened by its split): a fraction of the cost of
+        asking node by node, for comparing many rules."""
+        tree = self.trees[t]
+        left, right = tree.children_left.tolist(), tree.children_right.tolist()
+        feature, threshold = tree.feature.tolist(), tree.threshold.tolist()
+        nan_goes_left = tree.missing_go_left.tolist()
+        bounds: list[_Bounds] = [{} for _ in left]
+        below = [0]  # nodes whose bounds are known and whose children's are not (ids need not follow the tree)
+        while below:
+            node = below.pop()
+            for child, went_left in ((left[node], True), (right[node], False)):
+                if child >= 0:
+                    bounds[child] = dict(bounds[node])
+                    _tighten(bounds[child], feature[node], threshold[node], went_left, nan_goes_left[node])
+                    below.append(child)
+        return [_key(bounds[node]) for node in nodes]
 
     # -- scikit-learn (solver.sklearn_adapters) ----------------------------------------------
 
@@ -307,6 +307,51 @@ class TreeEnsemble(ForestDocument):
         """A fitted scikit-learn estimator predicting like this ensemble; see
         ``sklearn_adapters.to_sklearn``."""
         return to_sklearn(self)
+
+
+# a path's bounds: (feature, "<=" or ">") -> (the tightest threshold, whether a missing value satisfies it), in the
+# order the path first uses them
+_Bounds = dict[tuple[int, str], tuple[float, bool]]
+
+
+def _tighten(bounds: _Bounds, feature: int, threshold: float, went_left: bool, nan_goes_left: bool) -> None:
+    """Add a split the path takes to its bounds: per feature at most one ``<=`` bound (the smallest threshold) and
+    one ``>`` bound (the largest), a kept bound's missing flag the AND of the flags it replaces."""
+    key = (feature, "<=" if went_left else ">")
+    missing = nan_goes_left if went_left else not nan_goes_left
+    if key in bounds:
+        kept, kept_missing = bounds[key]
+        tighter = min(kept, threshold) if went_left else max(kept, threshold)
+        bounds[key] = (tighter, kept_missing and missing)
+    else:
+        bounds[key] = (threshold, missing)
+
+
+def _missing_flags(bounds: _Bounds) -> dict[tuple[int, str], bool]:
+    """Each bound's missing flag, where both bounds of a feature share one (NaN satisfies the pair iff it satisfies
+    both)."""
+    flags = {key: missing for key, (_, missing) in bounds.items()}
+    for feature, operator in bounds:
+        if operator == ">" and (feature, "<=") in bounds:
+            flags[feature, "<="] = flags[feature, ">"] = flags[feature, "<="] and flags[feature, ">"]
+    return flags
+
+
+def _simplified(bounds: _Bounds) -> list[tuple[int, str, float, bool]]:
+    """The conditions (feature, operator, threshold, missing) of a path's bounds, ordered by first use of their
+    feature, ``>`` before ``<=``."""
+    first_seen: dict[int, int] = {}
+    for feature, _ in bounds:
+        first_seen.setdefault(feature, len(first_seen))
+    flags = _missing_flags(bounds)
+    ordered = sorted(bounds.items(), key=lambda item: (first_seen[item[0][0]], item[0][1] != ">"))
+    return [(feature, operator, threshold, flags[feature, operator]) for (feature, operator), (threshold, _) in ordered]
+
+
+def _key(bounds: _Bounds) -> tuple:
+    """``rule_types.conditions_key`` of a path's conditions, from its bounds."""
+    flags = _missing_flags(bounds)
+    return tuple(sorted((key[0], key[1], threshold, flags[key]) for key, (threshold, _) in bounds.items()))
 
 
 def as_tree_ensemble(forest) -> TreeEnsemble:

@@ -328,6 +328,7 @@ def fit_path(
     val_weight=None,
     leaf_ancestors=None,
     column_trees=None,
+    column_rules=None,
     callback=None,
     n_jobs=None,
     **settings,
@@ -354,21 +355,27 @@ def fit_path(
     Candidates (``solver.candidates``): ``matrix``'s rule columns may be nodes in blocks per tree level, and its
     linear columns terms; ``leaf_ancestors`` (``Candidates.ancestors``) counts antecedents over the rule columns
     and ``column_trees`` (``Candidates.trees``, (R,)) names each rule column's tree for ``PathStep.n_trees``
-    (default: its block). A step's ``n_rules`` counts its selected rule columns, ``n_linear`` its selected linear
-    terms and ``n_terms`` both (what ``max_rules`` bounds).
+    (default: its block); ``column_rules`` (``Candidates.rule_ids``, (R,)) names each rule column's rule, where
+    several columns say one rule (default: each column its own). A step's ``n_rules`` counts the rules of its selected
+    rule columns, ``n_linear`` its selected linear terms and ``n_terms`` both (what ``max_rules`` bounds).
     ``n_jobs`` caps the threads of the parallel kernels (``solver.threads.limit``; None: ``FIRE_NUM_THREADS`` or
     every core); the path does not depend on it.
     """
     with threads.limit(n_jobs):
-        return _fit_path(
-            matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, leaf_ancestors, column_trees, callback,
-            settings,
-        )  # fmt: skip
+        columns = _Columns(leaf_ancestors, column_trees, column_rules)
+        return _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, columns, callback, settings)
 
 
-def _fit_path(
-    matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, leaf_ancestors, column_trees, callback, settings
-):
+@dataclass(frozen=True)
+class _Columns:
+    """What a path's steps count their rule columns by (fit_path's arguments of these names)."""
+
+    leaf_ancestors: tuple | None
+    column_trees: np.ndarray | None
+    column_rules: np.ndarray | None
+
+
+def _fit_path(matrix, y, spec, sample_weight, val_matrix, y_val, val_weight, columns, callback, settings):
     spec = spec or PathSpec()
     if settings:
         spec = spec.replace(**settings)
@@ -434,8 +441,7 @@ def _fit_path(
             val_matrix,
             y_val,
             val_weight,
-            leaf_ancestors,
-            column_trees,
+            columns,
             time.perf_counter() - started,
         )
         flat = w.ravel()
@@ -533,29 +539,31 @@ def _record_step(
     val_matrix,
     y_val,
     val_weight,
-    leaf_ancestors,
-    column_trees,
+    columns,
     seconds,
 ):
     active = w != 0 if w.ndim == 1 else np.any(w != 0, axis=1)
     rules = active[: problem.first_linear]  # then the linear terms' columns
+    column_trees = columns.column_trees
     if column_trees is None:
         column_trees = np.repeat(np.arange(len(problem.offsets) - 1), np.diff(problem.offsets))[: len(rules)]
+    n_rules = int(rules.sum()) if columns.column_rules is None else len(np.unique(columns.column_rules[rules]))
+    n_linear = int(active[problem.first_linear :].sum())
     train = loss.step_metrics(problem.y, train_score, problem.sample_weight)
     val = {}
     if val_matrix is not None:
         val_score = class_scores(val_matrix, w, intercept) if w.ndim == 2 else intercept + val_matrix.matvec(w)
         val = loss.step_metrics(y_val, val_score, val_weight)
     n_antecedents = None
-    if leaf_ancestors is not None:
-        n_antecedents = int(count_antecedents(rules, *leaf_ancestors))
+    if columns.leaf_ancestors is not None:
+        n_antecedents = int(count_antecedents(rules, *columns.leaf_ancestors))
     return PathStep(
         index=index,
         lambda_s=float(lam),
         lambda_f=lam_f,
-        n_rules=int(rules.sum()),
-        n_linear=int(active[problem.first_linear :].sum()),
-        n_terms=int(active.sum()),
+        n_rules=n_rules,
+        n_linear=n_linear,
+        n_terms=n_rules + n_linear,
         n_trees=len(np.unique(column_trees[rules])),
         n_antecedents=n_antecedents,
         train_loss=train["loss"],

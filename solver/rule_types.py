@@ -317,6 +317,12 @@ def accepted_levels(encoding: TableEncoding, condition: Condition) -> frozenset[
     )
 
 
+def conditions_key(conditions: Sequence[Condition]) -> tuple:
+    """What makes two conjunctions the same rule: their (feature, operator, threshold, missing) sorted, whatever the
+    order they were said in (names and display thresholds aside)."""
+    return tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
+
+
 def reduce_conditions(conditions: Sequence[Condition], encoding: TableEncoding) -> tuple[Condition, ...]:
     """The fewest of ``conditions`` (on the features of ``encoding``) that hold on the same rows, in their order
     (module docstring): per numeric feature at most one ``>`` and one ``<=`` bound (:func:`_bounds`), per text

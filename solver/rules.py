@@ -61,7 +61,7 @@ from .forest import as_float32_rows, as_tree_ensemble
 from .leaf_matrix import count_antecedents
 from .losses.cox import check_survival_times, survival_function
 from .rule_text import display_thresholds, rules_text
-from .rule_types import Amount, LinearTerm, Member, Rule, as_json, is_zero, magnitude, reduce_conditions
+from .rule_types import Amount, LinearTerm, Member, Rule, as_json, conditions_key, is_zero, magnitude, reduce_conditions
 from .rules_schema import Link, RulesDocument, as_amount
 
 INVERSE_LINKS = {"identity": np.asarray, "logit": expit, "log": np.exp, "softmax": partial(softmax, axis=1)}
@@ -219,8 +219,7 @@ class RuleEnsemble(RulesDocument):
         for column, conditions in zip(columns, candidates.conditions(columns)):
             conditions = reduce_conditions(conditions, features)
             member = _member(candidates, int(column), as_amount(weights[column]))
-            key = tuple(sorted((c.feature_index, c.operator, c.threshold, c.missing) for c in conditions))
-            entry = merged.setdefault(key, (conditions, [], []))
+            entry = merged.setdefault(conditions_key(conditions), (conditions, [], []))
             entry[1].append(member)
             entry[2].append(column)
         rules, kept = [], []

@@ -14,7 +14,7 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import Lasso
 
-from solver import FireClassifier, FireRegressor, TreeEnsemble, count_antecedents, fit_path, leaf_matrix
+from solver import FireClassifier, FireRegressor, RuleEnsemble, TreeEnsemble, count_antecedents, fit_path, leaf_matrix
 from solver import path as path_module
 from solver.candidates import LINEAR_SPREAD, Candidates, LinearTerms
 from solver.losses import multinomial
@@ -139,6 +139,67 @@ def test_node_columns_are_sklearns_decision_paths_below_the_root(shaped):
     np.testing.assert_array_equal(
         candidates.depths, [depths[t][node] for t, node in zip(candidates.trees, candidates.nodes)]
     )
+
+
+def sklearn_rule(tree, node):
+    """The rule of node ``node`` of a scikit-learn ``tree_``, read from its splits alone: per feature and direction
+    the tightest threshold on the path from the root (``<=`` the smallest, ``>`` the largest)."""
+    parent = node_parents(tree)
+    bounds = {}
+    while parent[node] >= 0:
+        split = parent[node]
+        key = (int(tree.feature[split]), "<=" if tree.children_left[split] == node else ">")
+        tighter = min if key[1] == "<=" else max
+        bounds[key] = tighter(bounds.get(key, tree.threshold[split]), tree.threshold[split])
+        node = split
+    return frozenset((feature, operator, float(threshold)) for (feature, operator), threshold in bounds.items())
+
+
+@pytest.fixture(scope="module")
+def repeating():
+    """A forest on columns of three values, whose trees cut them at the same two places: rules repeat."""
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 3, size=(400, 3)).astype(float)
+    y = X[:, 0] - X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=400)
+    model, forest = random_forest(X, y, n_estimators=30, max_depth=2)
+    return model, forest, X, y
+
+
+@pytest.mark.parametrize("kind", ["leaves", "nodes"])
+def test_rule_ids_name_each_columns_rule_by_the_first_column_that_says_it(repeating, kind):
+    model, forest, *_ = repeating
+    candidates = Candidates.of(forest, kind)
+    rules = [sklearn_rule(model.estimators_[t].tree_, node) for t, node in zip(candidates.trees, candidates.nodes)]
+    first = {}
+    for column, rule in enumerate(rules):
+        first.setdefault(rule, column)
+    assert len(first) < candidates.n_rules / 2  # the table makes the trees repeat their rules
+    np.testing.assert_array_equal(candidates.rule_ids, [first[rule] for rule in rules])
+    expected = np.zeros(candidates.n_rules, dtype=np.int64)
+    for rule, column in first.items():
+        expected[column] = rules.count(rule)
+    np.testing.assert_array_equal(candidates.multiplicity, expected)
+    # the columns stay as the forest gives them: the paper's M for leaves, indicators for nodes
+    values = forest.leaf_values if kind == "leaves" else np.ones(candidates.n_rules)
+    np.testing.assert_array_equal(candidates.values, values)
+
+
+def test_a_step_counts_each_rule_once_however_many_of_its_columns_it_selects(repeating):
+    """On a forest of every tree twice, the L1 path selects both columns of some rules: each step's rule count is
+    the number of distinct rules among its columns, the rules its ensemble shows, and the budget reads that count."""
+    _, forest, X, y = repeating
+    twice = TreeEnsemble([*forest.trees, *forest.trees], forest.n_features, forest.feature_names)
+    fit = FireRegressor(forest=twice, linear_terms=False, penalty="l1", n_lambdas=20, min_support=0).fit(X, y)
+    candidates = fit.candidates_
+    said_twice = 0
+    for k, step in enumerate(fit.path_):
+        weights = fit.coef_path_[k].toarray().ravel()
+        selected = np.flatnonzero(weights)
+        said_twice += len(selected) - len(set(candidates.rule_ids[selected]))
+        shown = RuleEnsemble.from_weights(candidates, weights, 0.0)
+        assert step["n_rules"] == len(set(candidates.rule_ids[selected])) == len(shown.rules)
+        assert step["n_terms"] == step["n_rules"]
+    assert said_twice > 0
 
 
 def test_blocks_are_tree_levels_left_to_right_and_a_row_is_in_one_column_where_its_leaf_is_deep_enough(shaped):

@@ -33,6 +33,7 @@ from solver import (
     mapping_matrix,
 )
 from solver.forest_schema import ForestSchemaError
+from solver.rule_types import conditions_key
 from tests.support.data import DATA
 
 
@@ -332,6 +333,29 @@ def test_leaf_conditions_select_exactly_the_rows_of_their_leaf(nan_data):
         expected = leaves[:, t] == j - forest.leaf_offsets[t]
         np.testing.assert_array_equal(evaluate_conditions(conditions, X32), expected)
         assert len({(c.feature_index, c.operator) for c in conditions}) == len(conditions)
+
+
+def test_node_condition_keys_are_the_keys_of_each_nodes_conditions(nan_data):
+    """The walk down each tree gives every node the key of its own simplified conditions (NaN routing included), on
+    a forest trained with missing values and on a tree whose node ids do not follow it (a child before its
+    parent, as imported forests may number them)."""
+    _, X_nan, y = nan_data
+    trained = TreeEnsemble.from_sklearn(
+        RandomForestRegressor(n_estimators=5, max_depth=6, random_state=0).fit(X_nan, y)
+    )
+    shuffled = Tree(  # test_leaf_conditions_are_simplified_and_keep_nan_routing's tree, its nodes renumbered
+        children_left=np.array([5, -1, -1, 6, -1, 3, -1]),
+        children_right=np.array([4, -1, -1, 2, -1, 1, -1]),
+        feature=np.array([0, -2, -2, 0, -2, 0, -2]),
+        threshold=np.array([5.0, 0, 0, 1.0, 0, 3.0, 0]),
+        value=np.arange(7.0),
+        missing_go_left=np.array([True, False, False, True, False, False, False]),
+    )
+    for forest in (trained, TreeEnsemble([shuffled], n_features=1, feature_names=["x"])):
+        for t, tree in enumerate(forest.trees):
+            nodes = list(range(tree.n_nodes))
+            expected = [conditions_key(forest.node_conditions(t, node)) for node in nodes]
+            assert forest.node_condition_keys(t, nodes) == expected
 
 
 def test_leaf_ancestors_and_antecedent_count(housing):
