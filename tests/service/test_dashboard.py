@@ -329,6 +329,10 @@ def test_node_rules_and_linear_terms_from_the_form_to_a_scored_row(served, brows
     defaults = PathSpec.defaults()
     assert request["candidates"].get("default") is defaults["candidates"] is None  # those that satisfy the cap
     assert request["linear_terms"]["default"] is defaults["linear_terms"]
+    assert request["penalty"].get("default") is defaults["penalty"] is None  # the loss's own: mcp, or l1 for cox
+    penalty = page.get_by_label("Penalty", exact=True)
+    expect(penalty).to_have_value("")
+    assert penalty.locator("option").all_inner_texts() == ["auto", "mcp", "l1"]
     candidates = page.get_by_label("Candidate rules", exact=True)
     expect(candidates).to_have_value("")
     assert candidates.locator("option").all_inner_texts() == ["auto", "leaves", "nodes"]
