@@ -37,7 +37,8 @@ path share theirs.
 """
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -134,10 +135,6 @@ class Candidates:
     # per block, each of its tree's leaves' column within the block (or the no-column mark): lookup[ptr[b]:ptr[b+1]]
     _lookup: np.ndarray | None = None
     _lookup_ptr: np.ndarray | None = None
-    # (C,) int64: the first column with each column's conditions (its rule), and how many columns have them on that
-    # first one, 0 on the others (module docstring)
-    rule_ids: np.ndarray | None = None
-    multiplicity: np.ndarray | None = None
 
     @property
     def n_rules(self) -> int:
@@ -165,11 +162,7 @@ class Candidates:
         linear: LinearTerms | None = None,
     ) -> "Candidates":
         """The candidates of ``forest``: its leaves or every node (below the root), at most ``max_rule_length``
-        deep, each column's rule named (module docstring), and the linear terms ``linear``."""
-        return cls._of_every_column(forest, kind, max_rule_length, linear)._with_rule_ids()
-
-    @classmethod
-    def _of_every_column(cls, forest, kind, max_rule_length, linear) -> "Candidates":
+        deep, and the linear terms ``linear``."""
         if kind not in CANDIDATE_KINDS:
             raise ValueError(f"kind must be one of {list(CANDIDATE_KINDS)}, got {kind!r}")
         cap = forest.max_depth if max_rule_length is None else min(int(max_rule_length), forest.max_depth)
@@ -258,8 +251,10 @@ class Candidates:
             lookup_ptr,
         )
 
-    def _with_rule_ids(self) -> "Candidates":
-        """These candidates with their ``rule_ids`` and ``multiplicity``."""
+    @cached_property
+    def rule_ids(self) -> np.ndarray:
+        """(C,) int64: each rule column's rule, the first column with its conditions (module docstring; computed on
+        first use)."""
         # the columns of a tree are consecutive (its blocks')
         starts = [*np.flatnonzero(np.diff(self.trees, prepend=-1)).tolist(), self.n_rules]
         first: dict[tuple, int] = {}
@@ -268,8 +263,12 @@ class Candidates:
             keys = self.forest.node_condition_keys(int(self.trees[start]), self.nodes[start:stop].tolist())
             for column, key in enumerate(keys, start):
                 rule_ids[column] = first.setdefault(key, column)
-        multiplicity = np.bincount(rule_ids, minlength=self.n_rules)
-        return replace(self, rule_ids=rule_ids, multiplicity=multiplicity)
+        return rule_ids
+
+    @property
+    def multiplicity(self) -> np.ndarray:
+        """(C,) int64: how many rule columns say each column's rule, on its first column; 0 on the others."""
+        return np.bincount(self.rule_ids, minlength=self.n_rules)
 
     def matrix(self, leaves, X=None) -> LeafMatrix:
         """The candidates' matrix on rows whose forest leaf indices are ``leaves`` ((n, T), ``TreeEnsemble.apply``);
