@@ -64,6 +64,9 @@ TEST_MARKERS = {
         "test_every_selection_picks_a_step_within_the_budget_on_both_halves": "slow",
         "test_the_summary_is_the_median_of_per_fit_ratios_to_1se": "slow",
     },
+    "bench/test_near_identical_rules_smoke.py": {  # two FIRE fits, ~4 s
+        "test_a_repetition_records_each_setting_s_rules_pairs_and_dice": "slow",
+    },
     "bench/test_batch_scoring_smoke.py": {  # starts `fire-rules serve` with two workers
         "test_the_report_gives_the_batch_and_in_process_times_and_the_workers_memory": "slow",
     },
