@@ -1,12 +1,12 @@
 """RQ job functions of batch scoring (app/core/batch_scoring.py): one chunk's rows scored, and the parent that
-collects the chunks. Both run under the path jobs' machinery (``worker.tasks.JobRun``: claim, heartbeat, cancel,
+collects the chunks. Both run under the path jobs' machinery (``worker.runs.JobRun``: claim, heartbeat, cancel,
 deadline, failure) and take (job id, attempt) only."""
 
 from typing import Any
 
 from app.core.batch_scoring import BatchRowsInvalid, score_chunk
 from app.core.job_documents import SUCCEEDED, BatchChunkSpec, BatchJobSpec, BatchSummary, JobRecord
-from worker.tasks import JobCanceled, JobRun, _ended_cells
+from worker.runs import JobCanceled, JobRun, ended_cells
 
 
 class BatchFailed(Exception):
@@ -64,7 +64,7 @@ def collect_batch(job_id: str, attempt: int) -> None:
     with JobRun[Any](job_id, attempt, BatchJobSpec) as run:
         if not run.claimed:
             return
-        cells = _ended_cells(run, run.record.cells or [])
+        cells = ended_cells(run, run.record.cells or [])
         spec: BatchJobSpec = run.spec
         parts = run.core.batches.parts
         parts.delete_inputs(job_id, spec.n_chunks)

@@ -36,7 +36,7 @@ from app.core.processes import die_with_parent
 from app.core.queues import TASKS, JobQueues, make_queue
 from app.core.records import JobRecords
 from app.core.workers import READY, WARMING, WorkerRegistry
-from worker import tasks
+from worker import runs, tasks  # noqa: F401 (tasks: every job module, imported before the horses fork)
 
 log = logging.getLogger(__name__)
 RECONNECT_CAP_SECONDS = 10.0
@@ -388,7 +388,7 @@ def run_worker(settings: Settings, queue_names: list[str] | None = None, burst: 
                 presence.name,
             )
             warm_up = BackgroundWarmUp()
-        tasks.core()  # import the job module and open its stores once, not in every forked horse
+        runs.core()  # open the job modules' stores once, not in every forked horse
     log.info("worker %s: ready to take jobs after %.1f s", presence.name, time.perf_counter() - started)
     # RQ's own connection: RQ raises its socket timeout above its blocking dequeue, so it is not shared
     rq_redis = connect(

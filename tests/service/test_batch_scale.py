@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+import worker.runs
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
@@ -71,7 +72,7 @@ def alone(isolated_settings, monkeypatch):
     settings = isolated_settings.model_copy(update={"watchdog_seconds": Settings().watchdog_seconds})
     with TestClient(create_app(settings)) as client:
         core = client.app.state.core
-        monkeypatch.setattr(worker.tasks, "core", lambda: core)
+        monkeypatch.setattr(worker.runs, "core", lambda: core)
         dataset = client.post(
             "/v1/datasets?target=rings", content=ABALONE.read_bytes(), headers={"Content-Type": "application/gzip"}
         ).json()

@@ -345,18 +345,20 @@ def test_a_job_deleted_while_it_is_canceled_is_not_found(core, dataset, monkeypa
 
 
 def test_a_training_job_deleted_while_it_trains_ends_quietly(core, dataset, monkeypatch):
+    import worker.fit_data
+    import worker.runs
     import worker.tasks
 
     record = queued_training_job(core, dataset)
-    train = worker.tasks.train_ensemble
+    train = worker.fit_data.train_ensemble
 
     def train_then_delete(*args, **kwargs):
         trained = train(*args, **kwargs)
         core.jobs.delete(record.id, tenant=TENANT)
         return trained
 
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
-    monkeypatch.setattr(worker.tasks, "train_ensemble", train_then_delete)
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
+    monkeypatch.setattr(worker.fit_data, "train_ensemble", train_then_delete)
     worker.tasks.train_forest(record.id, record.attempt)
     assert core.records.get(record.id) is None
 
@@ -391,6 +393,7 @@ def test_a_recipe_keeps_its_forest_id_and_stored_names():
 def test_a_path_job_stores_every_steps_rules_and_reads_serve_them_as_stored(core, dataset, monkeypatch):
     """Issue 28, item 2: the worker builds each step's rules once, as the library does (``RuleFit.rules_at``),
     stores them with the result, and a read serves them without the table or the forest."""
+    import worker.runs
     import worker.tasks
     from solver.fitting import fit_rules
 
@@ -399,7 +402,7 @@ def test_a_path_job_stores_every_steps_rules_and_reads_serve_them_as_stored(core
     job = core.job_submission.submit_path(
         PathJobRequest(dataset_id=dataset.id, forest_id=forest_id, path=path), None, tenant=TENANT
     )
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
     worker.tasks.run_path(job.id, job.attempt)
     result = core.job_results.path_result(job.id, tenant=TENANT)
     X, y = core.datasets.load_arrays(dataset.id)

@@ -12,6 +12,7 @@ import fakeredis
 import pytest
 from sklearn.datasets import load_diabetes
 
+import worker.runs
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
@@ -27,8 +28,8 @@ FOLDS, FITS = 3, 2
 def core(monkeypatch):
     settings = Settings(redis_url="redis://fakeredis", key_prefix="progress:", queue_name="progress")
     core = build_core(settings, redis=fakeredis.FakeRedis())
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
-    monkeypatch.setattr(worker.tasks, "PROGRESS_INTERVAL_SECONDS", 0.0)  # every step reports
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
+    monkeypatch.setattr(worker.runs, "PROGRESS_INTERVAL_SECONDS", 0.0)  # every step reports
     return core
 
 

@@ -148,6 +148,7 @@ def core():
 
 
 def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkeypatch):
+    import worker.runs
     import worker.tasks
 
     keys, redis = Keys.from_settings(core.settings), core.redis
@@ -167,7 +168,7 @@ def test_every_key_written_is_a_documented_one_in_its_tenants_place(core, monkey
     job = core.job_submission.submit_path(
         PathJobRequest(dataset_id=dataset.id, forest_id=forest.id, path=path), "first", tenant=DEFAULT_TENANT
     )
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
     worker.tasks.run_path(job.id, job.attempt)  # its result, its steps' rules and the leaf-matrix cache
     model = core.models.promote(job.id, None, "kin", None, tenant=DEFAULT_TENANT, idempotency_key="promoted")
     core.monitor.record(core.models.scoring_model(model.id, DEFAULT_TENANT), X[:5])  # drift windows

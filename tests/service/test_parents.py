@@ -20,6 +20,7 @@ import pytest
 from redis import Redis
 from sklearn.datasets import load_diabetes
 
+import worker.runs
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
@@ -39,7 +40,7 @@ def core(monkeypatch):
         redis_url="redis://fakeredis", key_prefix="parents:", queue_name="parents", heartbeat_ttl_seconds=0.2
     )
     core = build_core(settings, redis=fakeredis.FakeRedis())
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
     return core
 
 

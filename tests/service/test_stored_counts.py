@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import load_diabetes
 
+import worker.runs
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
@@ -30,7 +31,7 @@ COUNTS = ("n_rules", "n_linear", "n_terms")
 def served(monkeypatch):
     settings = Settings(redis_url="redis://fakeredis", key_prefix="counts:", queue_name="counts")
     core = build_core(settings, redis=fakeredis.FakeRedis())
-    monkeypatch.setattr(worker.tasks, "core", lambda: core)
+    monkeypatch.setattr(worker.runs, "core", lambda: core)
     return core, TestClient(create_app(core=core))
 
 

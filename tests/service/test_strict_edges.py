@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
+import worker.runs
 import worker.tasks
 from app.core import blobs
 from app.core.batch_scoring import BatchRowsInvalid, score_chunk
@@ -63,7 +64,7 @@ class World:
             metrics_keys=["operator-key"],
         )
         self.core = build_core(self.settings, redis=fakeredis.FakeRedis())
-        monkeypatch.setattr(worker.tasks, "core", lambda: self.core)
+        monkeypatch.setattr(worker.runs, "core", lambda: self.core)
         self.client = TestClient(create_app(core=self.core), raise_server_exceptions=False)
         self.forest_ids: dict[str, str] = {}  # by model name: the forest and job it was promoted from
         self.job_ids: dict[str, str] = {}
