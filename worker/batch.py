@@ -1,10 +1,10 @@
-"""RQ job functions of batch scoring (app/core/batch_scoring.py): one chunk's rows scored, and the parent that
+"""RQ job functions of batch scoring (app/core/batch/): one chunk's rows scored, and the parent that
 collects the chunks. Both run under the path jobs' machinery (``worker.runs.JobRun``: claim, heartbeat, cancel,
 deadline, failure) and take (job id, attempt) only."""
 
 from typing import Any
 
-from app.core.batch_scoring import BatchRowsInvalid, score_chunk
+from app.core.batch.chunks import BatchRowsInvalid, score_chunk
 from app.core.job_documents import SUCCEEDED, BatchChunkSpec, BatchJobSpec, BatchSummary, JobRecord
 from worker.runs import JobCanceled, JobRun, ended_cells
 

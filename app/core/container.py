@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from app.core.batch_scoring import BatchScoring
+from app.core.batch.scoring import BatchScoring
 from app.core.blobs import BlobStore
 from app.core.config import Settings
 from app.core.connections import RedisHealth, cache_redis, data_redis

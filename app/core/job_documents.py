@@ -103,7 +103,7 @@ class GridJobSpec(PathJobSpec):
     grid: Grid
 
 
-# a batch scoring job (app/core/batch_scoring.py): the parent that collects its chunks, and one chunk
+# a batch scoring job (app/core/batch/): the parent that collects its chunks, and one chunk
 class BatchJobSpec(Document):
     model_id: str
     model_name: str

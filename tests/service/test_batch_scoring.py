@@ -308,7 +308,7 @@ def test_a_batch_upload_over_its_limit_is_a_413_and_may_pass_the_upload_limit(st
 
 
 def test_chunks_hold_whole_tables_of_pyarrow_types():
-    from app.core.batch_scoring import _rebatched
+    from app.core.batch.files import _rebatched
 
     batches = [pa.record_batch({"a": pa.array(range(start, start + 7))}) for start in range(0, 21, 7)]
     chunks = list(_rebatched(iter(batches), 5))
@@ -317,7 +317,7 @@ def test_chunks_hold_whole_tables_of_pyarrow_types():
 
 
 def test_a_reference_names_a_model_id_an_alias_a_version_or_the_latest():
-    from app.core.batch_scoring import parse_ref
+    from app.core.batch.scoring import parse_ref
     from app.core.registry import ModelRef
 
     assert parse_ref("mdl_0123") == "mdl_0123"
@@ -327,7 +327,7 @@ def test_a_reference_names_a_model_id_an_alias_a_version_or_the_latest():
 
 
 def test_a_chunk_of_a_cox_model_gets_survival_columns_as_the_library():
-    from app.core.batch_scoring import score_chunk
+    from app.core.batch.chunks import score_chunk
     from app.core.model_scoring import ScoringModel
     from solver import FireSurvival
 
@@ -374,7 +374,7 @@ def test_a_chunk_whose_worker_died_is_retried_and_the_batch_completes(own_queue,
 
 
 def test_a_chunk_names_the_file_s_row_of_a_bad_exposure_or_an_infinite_number_and_scales_rates_by_exposure():
-    from app.core.batch_scoring import BatchRowsInvalid, score_chunk
+    from app.core.batch.chunks import BatchRowsInvalid, score_chunk
     from app.core.model_scoring import ScoringModel
     from solver import FireRegressor
 

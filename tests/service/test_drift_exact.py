@@ -29,7 +29,8 @@ from sklearn.datasets import load_diabetes
 
 from app.api.inference_protocol import parse_request, read_inputs
 from app.api.scoring import parse_body
-from app.core.batch_scoring import BatchInput, read_chunks, score_chunk
+from app.core.batch.chunks import score_chunk
+from app.core.batch.files import BatchInput, read_chunks
 from app.core.config import Settings
 from app.core.drift import PROFILE_VERSION, Binning, ColumnProfile, Layout, TrainingProfile, training_profile
 from app.core.model_scoring import ScoringModel, score_rows

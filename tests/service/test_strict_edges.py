@@ -33,7 +33,7 @@ from schemathesis import GenerationMode
 import worker.runs
 import worker.tasks
 from app.core import blobs
-from app.core.batch_scoring import BatchRowsInvalid, score_chunk
+from app.core.batch.chunks import BatchRowsInvalid, score_chunk
 from app.core.config import Settings
 from app.core.container import build_core
 from app.core.drift_store import LATEST_TIME

@@ -1,5 +1,5 @@
 """Batch scoring: a CSV or Parquet file (or a stored dataset) scored by a model in chunk jobs on the worker pool,
-the scored rows downloaded as Parquet or CSV (app/core/batch_scoring.py says how).
+the scored rows downloaded as Parquet or CSV (app/core/batch/ says how).
 
 - ``POST /v1/models/{ref}/batch``: ``ref`` a model id, a model name (its latest version, as ``/predict`` by name), or
   ``name@alias``, ``name@3`` (a version), ``name@latest``;
@@ -21,14 +21,8 @@ from app.api.batch_schemas import BatchDatasetRequest, BatchLinks, BatchProgress
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.uploads import receive_file
-from app.core.batch_scoring import (
-    MEDIA_TYPES,
-    BatchInput,
-    BatchOptions,
-    OutputFormat,
-    detect_input_format,
-    parse_ref,
-)
+from app.core.batch.files import MEDIA_TYPES, BatchInput, OutputFormat, detect_input_format
+from app.core.batch.scoring import BatchOptions, parse_ref
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, TooLarge
 from app.core.job_documents import ACTIVE, BatchJobSpec, JobRecord, JobState
