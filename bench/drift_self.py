@@ -8,8 +8,8 @@ shipped and with its numeric feature columns standardised (as the issue's three 
 
 1. the client reads the file with pandas (its floats are the rows it holds) and writes it as CSV text, every float
    with 17 significant digits;
-2. the text is parsed as an upload is (``app.core.tables.parse_table`` and ``validate_table``: the task by folder,
-   a text column with more levels than FIRE_MAX_CATEGORIES dropped, as the upload's 422 says to);
+2. the text is parsed as an upload is (``app.core.table_parsing.parse_table`` and ``app.core.tables.validate_table``:
+   the task by folder, a text column with more levels than FIRE_MAX_CATEGORIES dropped, as the upload's 422 says to);
 3. a small model is trained with the library, as a path job trains it (``fit_rules``: a 100-tree forest of depth
    3, the task's default loss, at most 15 rules) and profiled as promotion profiles it
    (``app.core.drift.training_profile`` on every row);
@@ -57,7 +57,8 @@ from app.core.drift import (  # noqa: E402
     training_profile,
 )
 from app.core.model_scoring import ScoringModel, score_rows  # noqa: E402
-from app.core.tables import parse_table, validate_table  # noqa: E402
+from app.core.table_parsing import parse_table  # noqa: E402
+from app.core.tables import validate_table  # noqa: E402
 from bench.machine import cpu_model, solver_commit  # noqa: E402
 from solver import RuleEnsemble  # noqa: E402
 from solver.encoding import TableEncoding  # noqa: E402

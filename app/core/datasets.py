@@ -12,7 +12,8 @@ from app.core.blobs import BlobStore, Document
 from app.core.config import Settings
 from app.core.errors import FieldFault, NotFound, Unreadable
 from app.core.keys import Keys
-from app.core.tables import Task, check_task, parse_table, validate_table
+from app.core.table_parsing import parse_table
+from app.core.tables import Task, check_task, validate_table
 from app.core.tenants import DEFAULT_TENANT
 from solver.encoding import TableEncoding
 from solver.losses import LOSSES, get_loss

@@ -13,7 +13,7 @@ from app.core.config import Settings
 from app.core.datasets import DatasetInfo
 from app.core.errors import FieldFault, Invalid, NotFound, TooLarge, Unreadable, Unsupported
 from app.core.keys import Keys
-from app.core.tables import inflated_too_large
+from app.core.table_parsing import inflated_too_large
 from app.core.tenants import DEFAULT_TENANT
 from solver import TreeEnsemble
 from solver.fitting import holdout_split

@@ -34,7 +34,8 @@ from app.core.batch.files import BatchInput, read_chunks
 from app.core.config import Settings
 from app.core.drift import PROFILE_VERSION, Binning, ColumnProfile, Layout, TrainingProfile, training_profile
 from app.core.model_scoring import ScoringModel, score_rows
-from app.core.tables import MAX_EXPOSURE, MIN_EXPOSURE, parse_table, validate_table
+from app.core.table_parsing import parse_table
+from app.core.tables import MAX_EXPOSURE, MIN_EXPOSURE, validate_table
 from solver import RuleEnsemble
 from solver.binning import quantile_edges
 from solver.encoding import TableEncoding

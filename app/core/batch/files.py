@@ -15,7 +15,7 @@ from app.core.config import Settings
 from app.core.datasets import DatasetStore
 from app.core.errors import FieldFault, Invalid, TooLarge, Unsupported
 from app.core.model_scoring import ScoringModel, column_faults
-from app.core.tables import parquet_inflated_bytes
+from app.core.table_parsing import parquet_inflated_bytes
 from solver.encoding import TableEncoding
 
 OutputFormat = Literal["parquet", "csv"]
