@@ -24,7 +24,7 @@ from app.api.limits import BodyLimitMiddleware
 from app.api.metrics import install_metrics
 from app.api.problems import Problem, install_problem_handlers, problem_responses
 from app.api.routes import batch, datasets, forests, health, inference, jobs, losses, models, registered_models
-from app.api.schemas import PredictRequest
+from app.api.scoring_schemas import PredictRequest
 from app.core.config import Settings, get_settings
 from app.core.connections import REDIS_FAILURES
 from app.core.container import Core, build_core

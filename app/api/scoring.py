@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.api.cpu_lanes import CpuLane
-from app.api.schemas import PredictRequest, ScoringParams, columns_from_rows
+from app.api.scoring_schemas import PredictRequest, ScoringParams, columns_from_rows
 from app.core.container import Core
 from app.core.errors import FieldFault, Invalid, Unsupported
 from app.core.model_scoring import Rows, Scores, ScoringModel, TableReader, check_times, score_rows

@@ -4,8 +4,9 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.api.deps import CoreDep, CpuDep, TenantDep
 from app.api.problems import problem_responses
-from app.api.schemas import PredictResponse, PromoteRequest
+from app.api.schemas import PromoteRequest
 from app.api.scoring import scoring_route
+from app.api.scoring_schemas import PredictResponse
 from app.core.drift import DriftThresholds
 from app.core.drift_store import LATEST_TIME
 from app.core.model_documents import ModelInfo, ModelSummary
