@@ -33,12 +33,11 @@ median of those across tables; and issue 39's targets on them (``TARGETS``).
         [--max-rows 4000] [--out-dir bench/results]
 
 writes bench/results/ebm.json and ebm.md (after every table, so a run cut short keeps what it measured). The
-committed results ran ``--splits 1 --max-rows 4000`` on the 14 tables (21 minutes on two cores shared with other
-work: an EBM with its defaults takes 15 s to 4 minutes a fit single-threaded, FIRE about a second), one split
-rather than three to keep the run within about half an hour, so each table's figure is one split's; the report's
-first lines give the command. ``hgb`` is scikit-learn's defaults, untuned, the issue's "ceiling": no bound, on small
-tables its log loss or deviance can be the worst of all and the EBM's error below its. Numbers read leave out the
-medians ``fire_gb30`` fills missing values with (one per such column).
+committed results ran ``--splits 5 --max-rows 4000 --jobs 2`` on the 14 tables, the largest first (70 minutes on
+two cores shared with other work: an EBM with its defaults takes 15 s to 6 minutes a fit single-threaded, FIRE about
+a second); the report's first lines give the command. ``hgb`` is scikit-learn's defaults, untuned, the issue's
+"ceiling": no bound, on small tables its log loss or deviance can be the worst of all and the EBM's error below its.
+Numbers read leave out the medians ``fire_gb30`` fills missing values with (one per such column).
 """
 
 from __future__ import annotations
