@@ -5,12 +5,12 @@ from typing import Any
 
 import numpy as np
 
-from app.core.job_documents import (
+from app.core.job_documents import PathJobSpec
+from app.core.result_documents import (
     CrossValidation,
     FoldStability,
     FrontierStep,
     PathJobResult,
-    PathJobSpec,
     PathResultBase,
     RuleStability,
     RuleStepChoice,

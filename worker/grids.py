@@ -1,6 +1,7 @@
 """The grid job: the parent of a grid of paths, which keeps its best cell."""
 
-from app.core.job_documents import SUCCEEDED, GridCell, GridJobResult, GridJobSpec, GridSummary, JobRecord, PathJobSpec
+from app.core.job_documents import SUCCEEDED, GridJobSpec, GridSummary, JobRecord, PathJobSpec
+from app.core.result_documents import GridCell, GridJobResult
 from solver.path import best_step
 from worker.runs import JobRun, ended_cells, path_result
 

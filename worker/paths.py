@@ -2,7 +2,8 @@
 
 from functools import partial
 
-from app.core.job_documents import FoldRuleKeys, PathJobSpec
+from app.core.job_documents import PathJobSpec
+from app.core.result_documents import FoldRuleKeys
 from solver import TreeEnsemble
 from solver.cross_validation import fold_rows
 from solver.fitting import cross_validation_grid, fit_fold, fit_rules

@@ -18,13 +18,13 @@ from app.core.job_documents import (
     JobError,
     JobRecord,
     PathJobSpec,
-    PathResultBase,
     Progress,
     TrainJobSpec,
     step_values,
 )
 from app.core.job_lifecycle import cells_of
 from app.core.records import Ended, now
+from app.core.result_documents import PathResultBase
 from solver import threads
 from solver.path import PathStep, best_step
 from solver.spec import PathSpec

@@ -1,6 +1,7 @@
 """The training job: a forest trained from its recipe and stored."""
 
-from app.core.job_documents import TrainJobSpec, TrainResult, TrainSummary
+from app.core.job_documents import TrainJobSpec, TrainSummary
+from app.core.result_documents import TrainResult
 from worker.fit_data import stored_or_trained_forest
 from worker.runs import JobRun
 

@@ -2,17 +2,9 @@
 built and stored them (``app.core.results``)."""
 
 from app.core.errors import Conflict, Expired, FieldFault, Invalid, NotFound
-from app.core.job_documents import (
-    ACTIVE,
-    CANCELED,
-    FAILED,
-    QUEUED,
-    RUNNING,
-    SUCCEEDED,
-    JobResult,
-    PathResultBase,
-)
+from app.core.job_documents import ACTIVE, CANCELED, FAILED, QUEUED, RUNNING, SUCCEEDED
 from app.core.job_lifecycle import JobLifecycle
+from app.core.result_documents import JobResult, PathResultBase
 from app.core.results import ResultStore
 from solver import RuleEnsemble
 

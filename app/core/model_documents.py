@@ -7,7 +7,8 @@ from pydantic import Field, computed_field, model_validator
 
 from app.core.blobs import Document
 from app.core.drift import DriftSummary
-from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics, RuleStepChoice, TermCounts
+from app.core.job_documents import LossView, PathJobSpec, ReadableMetrics, TermCounts
+from app.core.result_documents import RuleStepChoice
 from app.core.tenants import DEFAULT_TENANT
 from solver import RuleEnsemble
 from solver.losses import get_loss

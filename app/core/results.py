@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from app.core.blobs import BlobStore, jsonable
 from app.core.config import Settings
-from app.core.job_documents import JobResult
 from app.core.keys import Keys
+from app.core.result_documents import JobResult
 from solver import RuleEnsemble
 
 

@@ -24,8 +24,9 @@ import worker.runs
 import worker.tasks
 from app.core.config import Settings
 from app.core.container import build_core
-from app.core.job_documents import BatchChunkSpec, BatchJobSpec, FoldStability, JobError, LostAttempt, Progress
+from app.core.job_documents import BatchChunkSpec, BatchJobSpec, JobError, LostAttempt, Progress
 from app.core.job_submission import PathJobRequest
+from app.core.result_documents import FoldStability
 from app.core.tenants import DEFAULT_TENANT as TENANT
 from solver.fitting import fit_half_samples, fit_rules
 from solver.spec import ForestSpec, PathSpec

@@ -9,8 +9,9 @@ from app.api.deps import CoreDep, TenantDep
 from app.api.problems import problem_responses
 from app.api.schemas import JobView, PathJobRequest, StepFoldStability, StepRules, StepStability
 from app.core.connections import REDIS_FAILURES
-from app.core.job_documents import ACTIVE, TERMINAL, JobRecord, JobResult, PathResultBase
+from app.core.job_documents import ACTIVE, TERMINAL, JobRecord
 from app.core.model_documents import longest_rule
+from app.core.result_documents import JobResult, PathResultBase
 from solver.rule_text import ShowMissing
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
