@@ -24,24 +24,31 @@ def run_path(job_id: str, attempt: int) -> None:
         if spec.fold is not None:
             _run_fold(run, forest, data)
             return
-        run.start_path("path", spec.path.n_steps)
-        with run.timed("path"):
-            fit = fit_rules(
-                data.X,
-                data.y,
-                spec.path,
-                forest=forest,
-                X_val=data.X_val,
-                y_val=data.y_val,
-                encoding=data.dataset.encoding,  # names the features; linear terms only on numeric columns
-                classes=data.dataset.classes,
-                leaves=data.leaves,
-                val_leaves=data.val_leaves,
-                sample_weight=data.sample_weight,
-                callback=partial(run.on_step, spec.path),
-            )
-        if path_finished(run):
-            store_fit(run, data, fit)
+        fit_and_store(run, data, forest)
+
+
+def fit_and_store(run: JobRun[PathJobSpec], data: PathData, forest) -> None:
+    """The library's path on ``data`` (its validation rows and cached leaf indices where it has them), stored with
+    what it measured: a path job's, and a half-sample fit's on its half."""
+    spec = run.spec
+    run.start_path("path", spec.path.n_steps)
+    with run.timed("path"):
+        fit = fit_rules(
+            data.X,
+            data.y,
+            spec.path,
+            forest=forest,
+            X_val=data.X_val,
+            y_val=data.y_val,
+            encoding=data.dataset.encoding,  # names the features; linear terms only on numeric columns
+            classes=data.dataset.classes,
+            leaves=data.leaves,
+            val_leaves=data.val_leaves,
+            sample_weight=data.sample_weight,
+            callback=partial(run.on_step, spec.path),
+        )
+    if path_finished(run):
+        store_fit(run, data, fit)
 
 
 def _fold_forest(spec: PathJobSpec, forest: TreeEnsemble):

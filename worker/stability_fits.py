@@ -1,13 +1,10 @@
 """The stability-fit job: one half-sample fit of a path's stability measurement."""
 
-from functools import partial
-
 from app.core.job_documents import PathJobSpec
-from solver.fitting import fit_rules
 from solver.stability import half_sample
 from worker.fit_data import PathData
-from worker.fit_results import store_fit
-from worker.runs import JobRun, path_finished
+from worker.paths import fit_and_store
+from worker.runs import JobRun
 
 
 def run_stability_fit(job_id: str, attempt: int) -> None:
@@ -38,17 +35,4 @@ def run_stability_fit(job_id: str, attempt: int) -> None:
             cache_hit=False,
             sample_weight=None if weight is None else weight[rows],
         )
-        run.start_path("path", spec.path.n_steps)
-        with run.timed("path"):
-            fit = fit_rules(
-                half.X,
-                half.y,
-                spec.path,
-                forest=forest,
-                sample_weight=half.sample_weight,
-                encoding=dataset.encoding,
-                classes=dataset.classes,
-                callback=partial(run.on_step, spec.path),
-            )
-        if path_finished(run):
-            store_fit(run, half, fit)
+        fit_and_store(run, half, forest)
