@@ -47,7 +47,7 @@ from bench.stability import (  # noqa: E402
     fire_rules,
     load_table,
 )
-from solver.stability import half_sample_pairs, missing_features, reference_cuts, rule_keys  # noqa: E402
+from solver.stability import dice, half_sample_pairs, missing_features, reference_cuts, rule_keys  # noqa: E402
 
 NEAR_CUTS = 1  # "one bin apart on one condition": decile cuts at most this far apart
 
@@ -72,12 +72,6 @@ def near_dice(a: list, b: list) -> float:
     return shared / (len(a) + len(b))
 
 
-def exact_dice(a: list, b: list) -> float:
-    if not a and not b:
-        return 1.0
-    return 2 * len(set(a) & set(b)) / (len(set(a)) + len(set(b)))
-
-
 def run_table(name, variants, reps, data_dir, max_rows, log=print) -> list[dict]:
     """One record per repetition and variant."""
     X, y, task, classes, encoding = load_table(name, data_dir, max_rows)
@@ -94,7 +88,7 @@ def run_table(name, variants, reps, data_dir, max_rows, log=print) -> list[dict]
                 {"table": name, "task": task, "rep": rep, "variant": variant, "rules": [len(k) for k in keys],
                  "within_identical": [sum(a == b for a, b in p) for p in pairs],
                  "within_near": [sum(near_identical(a, b) for a, b in p) for p in pairs],
-                 "dice_rules": exact_dice(*keys), "dice_rules_near": near_dice(*keys)}
+                 "dice_rules": dice(*map(set, keys)), "dice_rules_near": near_dice(*keys)}
             )  # fmt: skip
         log(
             f"{name} rep {rep}: "

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from bench import near_identical_rules as near
+from solver.stability import dice
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 
@@ -26,10 +27,10 @@ def test_near_identical_rules_share_columns_directions_and_flags_with_cuts_at_mo
 def test_near_dice_counts_a_rule_one_cut_from_the_other_set_s_as_shared():
     a = [key((0, ">", None, 4)), key((1, "<=", None, 2))]
     b = [key((0, ">", None, 5)), key((3, "<=", None, 2))]
-    assert near.exact_dice(a, b) == 0.0
+    assert dice(set(a), set(b)) == 0.0
     assert near.near_dice(a, b) == pytest.approx(2 / 4)
-    assert near.near_dice(a, a) == near.exact_dice(a, a) == 1.0
-    assert near.near_dice([], []) == near.exact_dice([], []) == 1.0
+    assert near.near_dice(a, a) == dice(set(a), set(a)) == 1.0
+    assert near.near_dice([], []) == dice(set(), set()) == 1.0
 
 
 def test_a_repetition_records_each_setting_s_rules_pairs_and_dice():
